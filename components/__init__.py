@@ -1,0 +1,1 @@
+"""Streamlit/Plotly renderers. They take plain data from ``torchatlas`` and draw it."""
