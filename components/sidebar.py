@@ -13,9 +13,7 @@ def language_switch() -> str:
     """Language radio; ``?lang=ko`` in a shared link picks the language on first load."""
     if LANGUAGE_KEY not in st.session_state:
         requested = st.query_params.get(LANGUAGE_KEY, DEFAULT_LANGUAGE)
-        st.session_state[LANGUAGE_KEY] = (
-            requested if requested in LANGUAGES else DEFAULT_LANGUAGE
-        )
+        st.session_state[LANGUAGE_KEY] = requested if requested in LANGUAGES else DEFAULT_LANGUAGE
     lang = st.sidebar.radio(
         "Language · 언어",
         options=list(LANGUAGES),

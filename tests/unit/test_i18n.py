@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_language_has_the_same_files() -> None:
-    files = {lang: sorted(p.name for p in (TRANSLATIONS_DIR / lang).glob("*.json")) for lang in LANGUAGES}
+    files = {
+        lang: sorted(p.name for p in (TRANSLATIONS_DIR / lang).glob("*.json")) for lang in LANGUAGES
+    }
     assert len(set(map(tuple, files.values()))) == 1, files
 
 
