@@ -120,7 +120,8 @@ def browser() -> Iterator[object]:
 def wait_for_app(page: object, timeout_ms: int = 120_000) -> None:
     """Wait until the app view is there and the script run has finished."""
     page.wait_for_selector("[data-testid='stAppViewContainer']", timeout=timeout_ms)
-    page.wait_for_selector("[data-testid='stMain']", timeout=timeout_ms)
+    # Every page starts with st.title: its h1 means the script has produced output.
+    page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout_ms)
     # The status widget shows "Running..." while a script runs.
     page.wait_for_function(
         "() => !document.querySelector(\"[data-testid='stStatusWidget'] "
@@ -170,8 +171,22 @@ def app_page(app_server: str, browser: object) -> Iterator[Callable[..., object]
         context.close()
 
 
-def save_screenshot(page: object, name: str) -> Path:
+def save_screenshot(page: object, name: str, max_height: int = 5000) -> Path:
+    """Screenshot of the whole page. Streamlit scrolls an inner container, so Playwright's
+    full_page sees only the window: grow the viewport to the content first, then restore it."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    viewport = page.viewport_size
+    content_height = page.evaluate(
+        "() => { const m = document.querySelector(\"[data-testid='stMain']\");"
+        " return m ? m.scrollHeight : document.body.scrollHeight; }"
+    )
+    if viewport and content_height > viewport["height"]:
+        page.set_viewport_size(
+            {"width": viewport["width"], "height": min(content_height + 40, max_height)}
+        )
+        page.wait_for_timeout(400)
+    page.screenshot(path=str(path))
+    if viewport:
+        page.set_viewport_size(viewport)
     return path

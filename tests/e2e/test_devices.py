@@ -1,0 +1,86 @@
+"""The devices room in a real browser: run demonstrations and the benchmark, in English and
+Korean, light and dark, and on a phone-sized screen; screenshots for the README."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from torchatlas.i18n import translate
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _first_session_opens_home(app_server, browser) -> None:
+    """On a freshly started server the very first session's deep link is served from the
+    pages/ folder without app.py (no language switch, no wide layout); reported to the lead.
+    Open the home page once so this room is tested as visitors see it."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(app_server)
+    page.wait_for_selector("h1", timeout=120_000)
+    context.close()
+
+
+def _click(page, key: str, then_shows: str | None = None) -> None:
+    """Click a keyed button; wait for the text its run produces (fragment reruns are quick
+    enough to finish before the status widget would show them)."""
+    page.locator(f".st-key-{key} button").first.click()
+    if then_shows is not None:
+        page.get_by_text(then_shows).first.wait_for(timeout=60_000)
+    wait_for_app(page)
+
+
+def _show(page, selector: str) -> None:
+    """Scroll Streamlit's inner scroll area so the selected element is on the screenshot."""
+    page.locator(selector).first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+
+
+def _body(page) -> str:
+    return page.locator("body").inner_text()
+
+
+def test_run_demonstrations_and_benchmark(app_page) -> None:
+    page = app_page("devices", height=1500)
+    assert_no_error(page)
+    _click(page, "devices_run_tensor_to", "no copy was made")
+    _show(page, ".st-key-devices_run_tensor_to")
+    save_screenshot(page, "devices-demo-light")
+    _click(page, "devices_run_mix_devices", "raises RuntimeError")
+    body = _body(page)
+    # The real exception text, shown on the page, not a crash.
+    assert "Tensor on device meta is not on the expected device cpu!" in body or "cuda" in body
+    _click(page, "devices_bench_run")
+    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=120_000)
+    wait_for_app(page)
+    assert_no_error(page)
+    body = _body(page)
+    assert translate("devices.bench.download") in body
+    assert translate("devices.bench.paths.cpu_to_cpu") in body
+    _show(page, "[data-testid='stPlotlyChart']")
+    save_screenshot(page, "devices-bench-light")
+
+
+def test_korean_dark_with_results(app_page) -> None:
+    page = app_page("devices", lang="ko", dark=True, height=1500)
+    _click(page, "devices_run_numpy_bridge", "메모리를 공유합니다")
+    _click(page, "devices_run_module_to", "제자리에서 바뀐 같은 모듈")
+    _show(page, ".st-key-devices_variant_module_to")
+    save_screenshot(page, "devices-demo-dark-ko")
+    assert_no_error(page)
+    body = _body(page)
+    assert translate("devices.demo.header", "ko") in body
+    _click(page, "devices_bench_run")
+    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=120_000)
+    wait_for_app(page)
+    assert_no_error(page)
+    _show(page, "[data-testid='stPlotlyChart']")
+    save_screenshot(page, "devices-bench-dark-ko")
+
+
+def test_phone_width(app_page) -> None:
+    page = app_page("devices", width=400, height=900)
+    _click(page, "devices_run_tensor_to", "no copy was made")
+    assert_no_error(page)
+    assert translate("devices.demos.tensor_to.title").split(":")[0] in _body(page)
+    save_screenshot(page, "devices-phone")

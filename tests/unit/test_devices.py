@@ -1,0 +1,308 @@
+"""The devices engine: inventory and demonstrations, on CPU and meta (every machine), and on a
+real accelerator where there is one (``-m accelerator``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from torchatlas.devices import demos, inventory
+from torchatlas.devices.demos import run_demonstration, snapshot
+
+ACCELERATOR = inventory.available_accelerator()
+
+
+def holds(demo: demos.Demonstration, code: str) -> bool:
+    return demo.finding(code).holds
+
+
+# ---------------------------------------------------------------- inventory
+
+
+def test_inventory_reports_this_torch_and_cpu() -> None:
+    found = inventory.take_inventory()
+    assert found.build.torch_version == torch.__version__
+    assert found.build.cuda_version == torch.version.cuda
+    assert found.cpu.torch_threads == torch.get_num_threads()
+    assert 1 <= found.cpu.usable_cores <= found.cpu.logical_cores
+    assert found.cpu.memory_total_bytes is None or found.cpu.memory_total_bytes > 0
+    assert found.has_accelerator == (ACCELERATOR is not None)
+    assert found.to_dict()["cpu"]["model"]
+
+
+def test_meta_tensor_is_full_size_with_no_memory() -> None:
+    meta = inventory.meta_info((1024, 1024, 1024))
+    assert meta.nbytes == 4 * 1024**3
+    assert meta.storage_address == 0
+    assert meta.created_in_s < 1.0
+
+
+@pytest.mark.parametrize(
+    ("version", "text"), [(92400, "9.24.0"), (90100, "9.1.0"), (8902, "8.9.2"), (None, None)]
+)
+def test_cudnn_version_text(version: int | None, text: str | None) -> None:
+    assert inventory._cudnn_text(version) == text
+
+
+@pytest.mark.parametrize(
+    ("speed", "width", "generation", "gbps"),
+    [
+        ("16.0 GT/s PCIe", "16", 4, 31.5),
+        ("32.0 GT/s PCIe", "16", 5, 63.0),
+        ("8.0 GT/s", "8", 3, 7.9),
+    ],
+)
+def test_pcie_link_from_sysfs(tmp_path, speed: str, width: str, generation: int, gbps: float):
+    folder = tmp_path / "0000:17:00.0"
+    folder.mkdir()
+    (folder / "max_link_speed").write_text(speed + "\n")
+    (folder / "current_link_width").write_text(width + "\n")
+    link = inventory.pcie_link("0000:17:00.0", sysfs=tmp_path)
+    assert link == inventory.PcieLink(generation, int(width), gbps)
+
+
+def test_pcie_link_unknown_is_none(tmp_path) -> None:
+    assert inventory.pcie_link("0000:00:00.0", sysfs=tmp_path) is None
+    folder = tmp_path / "0000:01:00.0"
+    folder.mkdir()
+    (folder / "max_link_speed").write_text("Unknown\n")
+    (folder / "max_link_width").write_text("16\n")
+    assert inventory.pcie_link("0000:01:00.0", sysfs=tmp_path) is None
+
+
+def test_host_memory_honours_a_smaller_cgroup_limit(monkeypatch) -> None:
+    monkeypatch.setattr(inventory, "_cgroup_room", lambda: 1234)
+    _total, available = inventory.host_memory()
+    assert available == 1234
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def test_snapshot_of_tensor_array_module_and_value() -> None:
+    x = torch.arange(10.0)
+    shot = snapshot("x", x)
+    assert (shot.kind, shot.device, shot.dtype) == ("tensor", "cpu", "float32")
+    assert shot.address == x.untyped_storage().data_ptr()
+    assert shot.values == "[0, 1, 2, 3, 4, 5, …]"
+    assert snapshot("m", torch.empty(3, device="meta")).values is None
+    a = np.arange(3.0)
+    assert snapshot("a", a).address == a.ctypes.data
+    module = snapshot("model", torch.nn.Linear(2, 2))
+    assert [p.name for p in module.parameters] == ["weight", "bias"]
+    assert snapshot("d", torch.device("cpu")).values == "device(type='cpu')"
+
+
+# ---------------------------------------------------------------- tensor .to()
+
+
+@pytest.mark.parametrize("variant", ["same_device", "same_dtype", "cpu_method"])
+def test_to_without_change_returns_the_tensor_itself(variant: str) -> None:
+    demo = demos.tensor_to(variant, accelerator=None)
+    assert holds(demo, "same_object") and holds(demo, "shares_memory")
+    assert holds(demo, "original_changed")
+    x_after, y_after = demo.steps[-1].snapshots
+    assert x_after.values == y_after.values == "[100, 1, 2, 3]"
+    assert demo.errors == []
+
+
+@pytest.mark.parametrize("variant", ["other_dtype", "copy"])
+def test_to_with_a_change_or_copy_true_returns_a_copy(variant: str) -> None:
+    demo = demos.tensor_to(variant, accelerator=None)
+    assert not holds(demo, "same_object") and not holds(demo, "shares_memory")
+    assert not holds(demo, "original_changed")
+    x_after, y_after = demo.steps[-1].snapshots
+    assert x_after.values == "[0, 1, 2, 3]" and y_after.values == "[100, 1, 2, 3]"
+    assert x_after.address != y_after.address
+    assert y_after.dtype == ("float64" if variant == "other_dtype" else "float32")
+
+
+def test_to_meta_stands_in_for_an_accelerator() -> None:
+    demo = demos.tensor_to("device", accelerator=None)
+    assert demo.stand_in and demo.target == "meta"
+    assert 'y = x.to("meta")' in demo.code
+    assert not holds(demo, "same_object") and not holds(demo, "original_changed")
+    y = demo.steps[1].snapshots[1]
+    assert (y.device, y.address, y.values) == ("meta", 0, None)
+    # Meta has no data to copy back: the exact torch message is kept.
+    assert demo.steps[-1].error == demos.RaisedError(
+        "NotImplementedError", "Cannot copy out of meta tensor; no data!"
+    )
+
+
+def test_the_code_shown_is_the_code_that_ran() -> None:
+    demo = demos.tensor_to("other_dtype", accelerator=None)
+    assert demo.code.startswith(demos.PRELUDE)
+    for step in demo.steps:
+        assert step.code in demo.code
+    namespace: dict[str, object] = {}
+    exec(demo.code, namespace)  # the displayed snippet runs on its own, to the same state
+    assert namespace["y"].dtype == torch.float64 and namespace["x"][0].item() == 0.0
+
+
+def test_unknown_variant_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="choose one of"):
+        demos.tensor_to("teleport")
+    with pytest.raises(ValueError, match="unknown demonstration"):
+        run_demonstration("nope", "x")
+
+
+# ---------------------------------------------------------------- module .to()
+
+
+def test_module_to_dtype_is_in_place() -> None:
+    demo = demos.module_to("dtype", accelerator=None)
+    assert holds(demo, "module_same_object")
+    assert holds(demo, "parameter_same_object")  # same Parameter object, new memory behind it
+    assert holds(demo, "memory_moved")
+    model = next(s for s in demo.steps[-1].snapshots if s.name == "model")
+    assert {p.dtype for p in model.parameters} == {"float64"}
+    assert holds(demo, "no_device_attribute")
+    assert demo.steps[3].error.message == "'Linear' object has no attribute 'device'"
+    assert demo.finding("first_parameter_device").params == {"device": "cpu"}
+
+
+def test_module_to_same_device_changes_nothing() -> None:
+    demo = demos.module_to("same", accelerator=None)
+    assert holds(demo, "module_same_object") and not holds(demo, "memory_moved")
+
+
+def test_module_to_meta() -> None:
+    demo = demos.module_to("device", accelerator=None)
+    assert demo.stand_in and holds(demo, "module_same_object")
+    model = next(s for s in demo.steps[-1].snapshots if s.name == "model")
+    assert {p.device for p in model.parameters} == {"meta"}
+    assert demo.finding("first_parameter_device").params == {"device": "meta"}
+
+
+def test_module_split_over_two_devices() -> None:
+    demo = demos.module_to("split", accelerator=None)
+    assert holds(demo, "two_devices")
+    assert demo.finding("two_devices").params == {"devices": "cpu, meta"}
+    assert demo.finding("first_parameter_device").params == {"device": "cpu"}
+    assert holds(demo, "forward_failed")
+    assert "device" in demo.steps[-1].error.message
+
+
+# ---------------------------------------------------------------- mixing devices
+
+
+def test_mixing_cpu_and_meta_raises_the_real_error_and_the_fix_works() -> None:
+    demo = demos.mix_devices(accelerator=None)
+    assert demo.stand_in
+    assert holds(demo, "mixing_raised") and holds(demo, "fix_worked")
+    with pytest.raises(RuntimeError) as raised:
+        torch.ones(2, 3) + torch.ones(2, 3, device="meta")
+    assert demo.steps[2].error == demos.RaisedError("RuntimeError", str(raised.value))
+
+
+# ---------------------------------------------------------------- NumPy bridge
+
+
+@pytest.mark.parametrize(
+    ("variant", "shares"),
+    [("from_numpy", True), ("numpy", True), ("as_tensor", True), ("tensor", False)],
+)
+def test_numpy_bridge_sharing(variant: str, shares: bool) -> None:
+    demo = demos.numpy_bridge(variant, accelerator=None)
+    assert holds(demo, "shares_memory") is shares
+    assert holds(demo, "other_side_changed") is shares
+    assert demo.errors == []
+
+
+def test_as_tensor_with_a_dtype_change_copies() -> None:
+    demo = demos.numpy_bridge("as_tensor", accelerator=None)
+    assert holds(demo, "dtype_change_copies")
+    u = next(s for s in demo.steps[-1].snapshots if s.name == "u")
+    assert u.values == "[0, 1, 2, 3]"
+
+
+def test_numpy_refuses_a_tensor_that_requires_grad() -> None:
+    demo = demos.numpy_bridge("requires_grad", accelerator=None)
+    assert holds(demo, "numpy_refused_grad")
+    assert "detach().numpy()" in demo.steps[1].error.message
+    assert holds(demo, "shares_memory") and holds(demo, "other_side_changed")
+
+
+def test_numpy_of_a_meta_tensor() -> None:
+    demo = demos.numpy_bridge("device", accelerator=None)
+    assert demo.stand_in
+    assert demo.steps[1].error.type_name == "TypeError"
+    assert "meta" in demo.steps[1].error.message
+    assert holds(demo, "numpy_needs_host") and not holds(demo, "host_copy_worked")
+
+
+# ---------------------------------------------------------------- device-agnostic code
+
+
+def test_device_agnostic_idiom_picks_what_is_there() -> None:
+    demo = demos.device_agnostic()
+    assert holds(demo, "accelerator_found") is (ACCELERATOR is not None)
+    assert holds(demo, "all_on_one_device")
+    expected = ACCELERATOR.type if ACCELERATOR is not None else "cpu"
+    assert demo.target.startswith(expected)
+    built = torch.accelerator.current_accelerator()
+    assert holds(demo, "built_for_but_absent") is (built is not None and ACCELERATOR is None)
+
+
+@pytest.mark.parametrize("key", list(demos.DEMONSTRATIONS))
+def test_every_demonstration_runs_and_serialises(key: str) -> None:
+    _, variants = demos.DEMONSTRATIONS[key]
+    for variant in variants:
+        demo = run_demonstration(key, variant, accelerator=None)
+        data = demo.to_dict()
+        assert data["key"] == key and data["steps"] and data["findings"]
+
+
+# ---------------------------------------------------------------- a real accelerator
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_tensor_to_accelerator_copies_and_back() -> None:
+    demo = demos.tensor_to("device")
+    assert not demo.stand_in and demo.target == str(ACCELERATOR)
+    assert not holds(demo, "same_object") and not holds(demo, "original_changed")
+    assert not holds(demo, "back_is_original")
+    y = demo.steps[1].snapshots[1]
+    assert y.device == str(ACCELERATOR) and y.address not in (0, None)
+    assert demo.errors == []
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_module_to_accelerator_moves_in_place() -> None:
+    demo = demos.module_to("device")
+    assert holds(demo, "module_same_object") and holds(demo, "memory_moved")
+    model = next(s for s in demo.steps[-1].snapshots if s.name == "model")
+    assert {p.device for p in model.parameters} == {str(ACCELERATOR)}
+    split = demos.module_to("split")
+    assert holds(split, "two_devices") and holds(split, "forward_failed")
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_mixing_with_an_accelerator_raises_the_real_error() -> None:
+    demo = demos.mix_devices()
+    assert not demo.stand_in
+    assert demo.steps[2].error.type_name == "RuntimeError"
+    assert "device" in demo.steps[2].error.message
+    assert holds(demo, "fix_worked")
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_numpy_of_an_accelerator_tensor_needs_cpu_first() -> None:
+    demo = demos.numpy_bridge("device")
+    assert demo.steps[1].error.type_name == "TypeError"
+    assert holds(demo, "numpy_needs_host") and holds(demo, "host_copy_worked")
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_inventory_lists_the_accelerator() -> None:
+    found = inventory.take_inventory()
+    assert found.accelerators and found.accelerators[0].device == str(ACCELERATOR)
+    first = found.accelerators[0]
+    assert first.total_memory_bytes is None or first.total_memory_bytes > 0

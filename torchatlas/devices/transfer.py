@@ -1,0 +1,508 @@
+"""What moving data costs: copy bandwidth and latency across sizes, path by path.
+
+Paths: CPU→CPU always; with an accelerator, host→device from pageable and from pinned memory,
+pinned with ``non_blocking=True`` (timed to the synchronisation, and to the moment the call
+returned), device→host and device→device. Every figure is a median over repeats after warm-up,
+with the accelerator synchronised before the clock starts and before it stops.
+
+A benchmark saturates the machine's memory bus, so one runs per process at a time
+(:data:`_LOCK`); it has a total time budget, checks a cancel flag between measurements, and
+stops early (keeping what it measured) rather than overrun its budget or memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from torchatlas.devices.inventory import accelerators, available_accelerator, host_memory
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+SIZES: tuple[int, ...] = tuple(4 * KIB * 4**k for k in range(10))  # 4 KiB … 1 GiB
+MAX_TIME_BUDGET_S = 60.0
+DEFAULT_TIME_BUDGET_S = 5.0
+DEFAULT_MAX_BYTES = 64 * MIB  # a few seconds on a 2-core laptop; bigger sizes are opt-in
+SAMPLE_TARGET_S = 0.002  # small copies are repeated inside one sample to beat timer noise
+MAX_COPIES_PER_SAMPLE = 2000
+WARMUPS = 2
+
+CPU_TO_CPU = "cpu_to_cpu"
+HOST_TO_DEVICE_PAGEABLE = "host_to_device_pageable"
+HOST_TO_DEVICE_PINNED = "host_to_device_pinned"
+HOST_TO_DEVICE_NON_BLOCKING = "host_to_device_non_blocking"
+DEVICE_TO_HOST = "device_to_host"
+DEVICE_TO_DEVICE = "device_to_device"
+ACCELERATOR_PATHS = (
+    HOST_TO_DEVICE_PAGEABLE,
+    HOST_TO_DEVICE_PINNED,
+    HOST_TO_DEVICE_NON_BLOCKING,
+    DEVICE_TO_HOST,
+    DEVICE_TO_DEVICE,
+)
+PATHS = (CPU_TO_CPU, *ACCELERATOR_PATHS)
+# The code each path times, for the page's table and the CSV.
+PATH_CODE: dict[str, str] = {
+    CPU_TO_CPU: "cpu_dst.copy_(cpu_src)",
+    HOST_TO_DEVICE_PAGEABLE: "dev_dst.copy_(cpu_src)",
+    HOST_TO_DEVICE_PINNED: "dev_dst.copy_(pinned_src)",
+    HOST_TO_DEVICE_NON_BLOCKING: "dev_dst.copy_(pinned_src, non_blocking=True)",
+    DEVICE_TO_HOST: "cpu_dst.copy_(dev_src)",
+    DEVICE_TO_DEVICE: "dev_dst.copy_(dev_src)",
+}
+PCIE_PATHS = (
+    HOST_TO_DEVICE_PAGEABLE,
+    HOST_TO_DEVICE_PINNED,
+    HOST_TO_DEVICE_NON_BLOCKING,
+    DEVICE_TO_HOST,
+)
+PINNED_PATHS = (HOST_TO_DEVICE_PINNED, HOST_TO_DEVICE_NON_BLOCKING)
+HOST_BUFFERS = 3  # pageable source, pageable destination, pinned source
+DEVICE_BUFFERS = 2
+
+_LOCK = threading.Lock()
+_active: dict[str, float] = {}  # started (monotonic) and budget of the benchmark holding _LOCK
+
+
+class BenchmarkBusy(RuntimeError):
+    """Another benchmark holds this server's lock."""
+
+    code = "busy"
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"a transfer benchmark is already running; try again in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    max_bytes: int = DEFAULT_MAX_BYTES
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    repeats: int = 5
+    device: str | None = None  # None: the available accelerator, if any
+    paths: tuple[str, ...] | None = None  # None: every path this machine has
+
+    def __post_init__(self) -> None:
+        if self.max_bytes < SIZES[0]:
+            raise ValueError(f"max_bytes must be at least {SIZES[0]} bytes")
+        if not 0 < self.time_budget_s <= MAX_TIME_BUDGET_S:
+            raise ValueError(f"time_budget_s must be in (0, {MAX_TIME_BUDGET_S}]")
+        if not 1 <= self.repeats <= 50:
+            raise ValueError("repeats must be between 1 and 50")
+        if self.paths is not None and (unknown := set(self.paths) - set(PATHS)):
+            raise ValueError(f"unknown paths {sorted(unknown)}; choose from {PATHS}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    path: str
+    size_bytes: int
+    median_s: float  # one copy, median over repeats
+    min_s: float
+    repeats: int
+    copies_per_sample: int
+    call_return_s: float | None = None  # non_blocking only: when the Python call came back
+
+    @property
+    def gbps(self) -> float:
+        """Bytes copied per second, in GB/s (10⁹ bytes, as bus bandwidths are quoted)."""
+        return self.size_bytes / self.median_s / 1e9
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "gbps": self.gbps}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A nominal, physical line for the chart (e.g. the PCIe link); never a measurement."""
+
+    code: str  # "pcie"
+    gbps: float
+    paths: tuple[str, ...]
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    path: str
+    size_bytes: int
+    elapsed_s: float
+    last: Measurement | None = None
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 1.0
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    device: str | None
+    sizes: tuple[int, ...]
+    paths: tuple[str, ...]
+    measurements: tuple[Measurement, ...]
+    complete: bool
+    stop_reason: str | None  # None, "cancelled", "time_budget" or "out_of_memory"
+    elapsed_s: float
+    time_budget_s: float
+    references: tuple[Reference, ...] = ()
+
+    def for_path(self, path: str) -> list[Measurement]:
+        return sorted((m for m in self.measurements if m.path == path), key=lambda m: m.size_bytes)
+
+    def latency_s(self, path: str) -> float | None:
+        """Time of the smallest copy: mostly fixed cost (dispatch, launch, synchronisation)."""
+        rows = self.for_path(path)
+        return rows[0].median_s if rows else None
+
+    def peak_gbps(self, path: str) -> float | None:
+        rows = self.for_path(path)
+        return max(m.gbps for m in rows) if rows else None
+
+    def dips(self, path: str, factor: float = 5.0) -> list[int]:
+        """Sizes whose bandwidth is ``factor``× below both neighbours (or the one neighbour at
+        an end): not physics but waiting, typically a busy core on a shared machine."""
+        rows = self.for_path(path)
+        found = []
+        for index, row in enumerate(rows):
+            neighbours = [rows[i].gbps for i in (index - 1, index + 1) if 0 <= i < len(rows)]
+            if neighbours and all(row.gbps * factor < gbps for gbps in neighbours):
+                found.append(row.size_bytes)
+        return found
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["measurements"] = [m.to_dict() for m in self.measurements]
+        return data
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(
+            ["path", "code", "device", "size_bytes", "median_s", "min_s", "gbps", "repeats",
+             "copies_per_sample", "call_return_s"]
+        )  # fmt: skip
+        for m in self.measurements:
+            writer.writerow(
+                [m.path, PATH_CODE[m.path], self.device or "cpu", m.size_bytes,
+                 f"{m.median_s:.9g}", f"{m.min_s:.9g}", f"{m.gbps:.6g}", m.repeats,
+                 m.copies_per_sample, "" if m.call_return_s is None else f"{m.call_return_s:.9g}"]
+            )  # fmt: skip
+        return out.getvalue()
+
+
+def size_cap(host_available: int | None, device_free: int | None, has_device: bool) -> int:
+    """The largest size worth offering: ≤ 1 GiB and, with every buffer a run allocates, no more
+    than half of the free host (and device) memory."""
+    host_buffers = HOST_BUFFERS if has_device else 2
+    limits = [GIB]
+    if host_available is not None:
+        limits.append(host_available // 2 // host_buffers)
+    if has_device and device_free is not None:
+        limits.append(device_free // 2 // DEVICE_BUFFERS)
+    allowed = [size for size in SIZES if size <= min(limits)]
+    return allowed[-1] if allowed else SIZES[0]
+
+
+def machine_size_cap(device: torch.device | None = None) -> int:
+    device = available_accelerator() if device is None else device
+    _, host_available = host_memory()
+    device_free = None
+    if device is not None:
+        found = [a for a in accelerators() if a.device == str(device)]
+        device_free = found[0].free_memory_bytes if found else None
+    return size_cap(host_available, device_free, device is not None)
+
+
+def sizes_up_to(max_bytes: int) -> tuple[int, ...]:
+    return tuple(size for size in SIZES if size <= max_bytes)
+
+
+def references(device: torch.device | None) -> tuple[Reference, ...]:
+    """Nominal lines that apply to this machine: today the PCIe link of a CUDA device."""
+    if device is None:
+        return ()
+    for info in accelerators():
+        if info.device == str(device) and info.pcie is not None:
+            link = info.pcie
+            return (
+                Reference(
+                    "pcie",
+                    link.nominal_gbps,
+                    PCIE_PATHS,
+                    {"generation": str(link.generation), "lanes": str(link.lanes)},
+                ),
+            )
+    return ()
+
+
+def _acquire(budget_s: float) -> None:
+    if not _LOCK.acquire(blocking=False):
+        started = _active.get("started", time.monotonic())
+        budget = _active.get("budget", budget_s)
+        raise BenchmarkBusy(max(1, math.ceil(started + budget - time.monotonic()) + 1))
+    _active.update(started=time.monotonic(), budget=budget_s)
+
+
+def _release() -> None:
+    _active.clear()
+    _LOCK.release()
+
+
+def is_busy() -> bool:
+    return _LOCK.locked()
+
+
+class _StopRun(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _timed(copy: Callable[[], object], sync: Callable[[], None], copies: int) -> float:
+    sync()
+    started = time.perf_counter()
+    for _ in range(copies):
+        copy()
+    sync()
+    return (time.perf_counter() - started) / copies
+
+
+def measure(
+    path: str,
+    size_bytes: int,
+    copy: Callable[[], object],
+    sync: Callable[[], None],
+    repeats: int,
+    returns_early: bool = False,
+) -> Measurement:
+    """Median time of one ``copy()`` after warm-up; small copies are batched per sample."""
+    estimate = min(_timed(copy, sync, 1) for _ in range(WARMUPS))
+    copies = max(1, min(MAX_COPIES_PER_SAMPLE, int(SAMPLE_TARGET_S / max(estimate, 1e-9))))
+    samples = [_timed(copy, sync, copies) for _ in range(repeats)]
+    call_return = None
+    if returns_early:
+        returned = []
+        for _ in range(repeats):
+            sync()
+            started = time.perf_counter()
+            copy()
+            returned.append(time.perf_counter() - started)
+            sync()
+        call_return = statistics.median(returned)
+    return Measurement(
+        path=path,
+        size_bytes=size_bytes,
+        median_s=statistics.median(samples),
+        min_s=min(samples),
+        repeats=repeats,
+        copies_per_sample=copies,
+        call_return_s=call_return,
+    )
+
+
+class _Buffers:
+    """Every tensor one size needs, touched once so first-use page faults are not timed."""
+
+    def __init__(self, size: int, device: torch.device | None, paths: tuple[str, ...]) -> None:
+        self.cpu_src = torch.empty(size, dtype=torch.uint8).fill_(1)
+        self.cpu_dst = torch.empty(size, dtype=torch.uint8).fill_(0)
+        self.pinned_src = self.dev_src = self.dev_dst = None
+        if device is None:
+            return
+        if {HOST_TO_DEVICE_PINNED, HOST_TO_DEVICE_NON_BLOCKING} & set(paths):
+            try:
+                self.pinned_src = torch.empty(size, dtype=torch.uint8, pin_memory=True).fill_(1)
+            except RuntimeError as exc:
+                if "out of memory" in str(exc).lower():
+                    raise
+                # Some backends cannot pin host memory: skip those paths, measure the rest.
+                self.pinned_src = None
+        self.dev_src = torch.ones(size, dtype=torch.uint8, device=device)
+        self.dev_dst = torch.zeros(size, dtype=torch.uint8, device=device)
+
+    def can_copy(self, path: str) -> bool:
+        return self.pinned_src is not None or path not in PINNED_PATHS
+
+    def copy_for(self, path: str) -> Callable[[], object]:
+        b = self
+        return {
+            CPU_TO_CPU: lambda: b.cpu_dst.copy_(b.cpu_src),
+            HOST_TO_DEVICE_PAGEABLE: lambda: b.dev_dst.copy_(b.cpu_src),
+            HOST_TO_DEVICE_PINNED: lambda: b.dev_dst.copy_(b.pinned_src),
+            HOST_TO_DEVICE_NON_BLOCKING: lambda: b.dev_dst.copy_(b.pinned_src, non_blocking=True),
+            DEVICE_TO_HOST: lambda: b.cpu_dst.copy_(b.dev_src),
+            DEVICE_TO_DEVICE: lambda: b.dev_dst.copy_(b.dev_src),
+        }[path]
+
+
+def _resolve_device(config: BenchmarkConfig) -> torch.device | None:
+    if config.device is None:
+        return available_accelerator()
+    device = torch.device(config.device)
+    return None if device.type == "cpu" else device
+
+
+def _plan(
+    config: BenchmarkConfig, device: torch.device | None
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    available = PATHS if device is not None else (CPU_TO_CPU,)
+    paths = tuple(p for p in (config.paths or available) if p in available)
+    return sizes_up_to(config.max_bytes), paths
+
+
+def _measure_all(
+    config: BenchmarkConfig,
+    progress: Callable[[Progress], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> BenchmarkResult:
+    device = _resolve_device(config)
+    sizes, paths = _plan(config, device)
+
+    def sync() -> None:
+        if device is not None:
+            torch.accelerator.synchronize(device)
+
+    started = time.perf_counter()
+    deadline = started + config.time_budget_s
+    measured: list[Measurement] = []
+    last_time: dict[str, float] = {}  # path → seconds per copy at the previous size
+    stop_reason = None
+    total = len(sizes) * len(paths)
+
+    def check(next_cost_s: float) -> None:
+        if should_stop is not None and should_stop():
+            raise _StopRun("cancelled")
+        if time.perf_counter() + next_cost_s > deadline:
+            raise _StopRun("time_budget")
+
+    try:
+        for size in sizes:
+            # Each size is 4× the last: predict this size from the previous one and stop
+            # before, not after, the budget runs out.
+            per_copy = {p: 4 * last_time[p] for p in paths if p in last_time}
+            predicted = sum(t * (WARMUPS + config.repeats) for t in per_copy.values())
+            check(predicted)
+            try:
+                buffers = _Buffers(size, device, paths)
+            except (torch.OutOfMemoryError, RuntimeError) as exc:
+                if "out of memory" in str(exc).lower() or isinstance(exc, torch.OutOfMemoryError):
+                    raise _StopRun("out_of_memory") from exc
+                raise
+            try:
+                for path in paths:
+                    if not buffers.can_copy(path):
+                        continue
+                    cost = per_copy.get(path, 0.0) * (WARMUPS + config.repeats)
+                    check(cost)
+                    if progress is not None:
+                        progress(Progress(len(measured), total, path, size,
+                                          time.perf_counter() - started,
+                                          measured[-1] if measured else None))  # fmt: skip
+                    result = measure(
+                        path,
+                        size,
+                        buffers.copy_for(path),
+                        sync,
+                        config.repeats,
+                        returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
+                    )
+                    measured.append(result)
+                    last_time[path] = result.median_s
+                    if progress is not None:
+                        progress(Progress(len(measured), total, path, size,
+                                          time.perf_counter() - started, result))  # fmt: skip
+            finally:
+                del buffers
+    except _StopRun as stop:
+        stop_reason = stop.reason
+    finally:
+        if device is not None:
+            sync()
+            torch.accelerator.empty_cache()
+    elapsed = time.perf_counter() - started
+    return BenchmarkResult(
+        device=str(device) if device is not None else None,
+        sizes=sizes,
+        paths=paths,
+        measurements=tuple(measured),
+        complete=stop_reason is None,
+        stop_reason=stop_reason,
+        elapsed_s=elapsed,
+        time_budget_s=config.time_budget_s,
+        references=references(device),
+    )
+
+
+def run_transfer_benchmark(
+    config: BenchmarkConfig | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> BenchmarkResult:
+    """Run the benchmark in this thread; raises :class:`BenchmarkBusy` if one is running."""
+    config = config or BenchmarkConfig()
+    _acquire(config.time_budget_s)
+    try:
+        return _measure_all(config, progress, should_stop)
+    finally:
+        _release()
+
+
+class BenchmarkJob:
+    """The benchmark in a background thread, so a page can poll it, show progress, and cancel
+    it from a later script run. ``start`` takes the server lock before returning."""
+
+    def __init__(self, config: BenchmarkConfig) -> None:
+        self.config = config
+        self.progress: Progress | None = None
+        self.result: BenchmarkResult | None = None
+        self.error: BaseException | None = None
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="transfer-benchmark", daemon=True)
+
+    @classmethod
+    def start(cls, config: BenchmarkConfig | None = None) -> BenchmarkJob:
+        job = cls(config or BenchmarkConfig())
+        _acquire(job.config.time_budget_s)
+        try:
+            job._thread.start()
+        except BaseException:
+            _release()
+            raise
+        return job
+
+    def _run(self) -> None:
+        try:
+            self.result = _measure_all(self.config, self._on_progress, self._cancel.is_set)
+        except Exception as exc:  # reported to the page through .error, never lost
+            self.error = exc
+        finally:
+            _release()
+
+    def _on_progress(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        self._thread.join(timeout_s)
+        return self.done
