@@ -1,0 +1,416 @@
+"""Image classification room: photos in → torchatlas.classify → predictions, pipeline, heatmap.
+
+The page only collects inputs and hands plain data to components. Models are cached per
+process (st.cache_resource); predictions, pipelines and heatmaps per (file bytes, model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import streamlit as st
+from PIL import Image
+
+from components.classify import (
+    colour_legend,
+    heatmap_overlay,
+    latency_figure,
+    percent,
+    render_pipeline,
+    render_topk,
+)
+from components.i18n import t
+from torchatlas import classify as engine
+from torchatlas.images import MAX_PIXELS, ImageError, decode
+from torchatlas.runtime import torch_summary
+
+MODEL_KEY = "c_model"  # session key and URL parameter
+UNSURE_BELOW = 0.30  # a top-1 this low deserves a word of caution
+THUMBNAIL_PX = 480
+
+
+# --------------------------------------------------------------------------- cached engine calls
+
+
+@st.cache_resource(show_spinner=False, max_entries=engine.MAX_CACHED_MODELS)
+def cached_model(model: str) -> engine.LoadedModel:
+    return engine.load_model(model)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_classify(files: tuple[bytes, ...], model: str, topk: int) -> engine.ClassifyResult:
+    return engine.classify(list(files), model=model, topk=topk)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_thumbnail(data: bytes) -> Image.Image | None:
+    try:
+        image = decode(data, min_side=THUMBNAIL_PX).image
+    except ImageError:
+        return None
+    image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+    return image
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_pipeline(data: bytes, model: str) -> tuple[list[dict], dict[str, Image.Image]]:
+    steps = engine.preprocess_steps(data, model)
+    pictures: dict[str, Image.Image] = {}
+    for step in steps:
+        if step.image is not None:
+            picture = step.image.copy()
+            picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))  # a 40 MP original stays on the server
+            pictures[step.key] = picture
+    return [step.to_dict() for step in steps], pictures
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_explanation(data: bytes, model: str, class_index: int) -> engine.Explanation:
+    return engine.explain(data, model, class_index)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def error_text(code: str, params: dict) -> str:
+    return t(f"classify.errors.{code}", **params)
+
+
+def model_label(key: str) -> str:
+    return engine.MODELS[key].title
+
+
+def model_caption(key: str) -> str:
+    spec = engine.MODELS[key]
+    if spec.embedded:
+        where = t("classify.model.embedded")
+    elif engine.weights_available(key):
+        where = t("classify.model.cached")
+    else:
+        where = t("classify.model.download", size_mb=round(spec.file_mb))
+    facts = t(
+        "classify.model.facts",
+        params=f"{spec.num_params / 1e6:.1f}",
+        top1=f"{spec.top1:.1f}",
+        crop=spec.crop_size,
+    )
+    return f"{where} · {facts}"
+
+
+def ensure_model(key: str) -> engine.LoadedModel | None:
+    """Load (downloading with a progress bar if needed); on failure explain and return None."""
+    spec = engine.MODELS[key]
+    try:
+        if not spec.embedded and not engine.weights_available(key):
+            bar = st.progress(0.0, text=t("classify.model.loading", title=spec.title))
+            shown = {"step": -1}
+
+            def on_progress(done: int, total: int) -> None:
+                step = int(100 * done / total) if total else done >> 22
+                if step == shown["step"]:
+                    return  # redraw at most once per percent
+                shown["step"] = step
+                done_mb, total_mb = f"{done / 1e6:.0f}", f"{total / 1e6:.0f}"
+                if total:
+                    text = t(
+                        "classify.model.downloading", title=spec.title, done=done_mb, total=total_mb
+                    )
+                    bar.progress(min(1.0, done / total), text=text)
+                else:
+                    bar.progress(
+                        0.0,
+                        text=t(
+                            "classify.model.downloading_unknown", title=spec.title, done=done_mb
+                        ),
+                    )
+
+            try:
+                engine.download_weights(key, on_progress)
+            finally:
+                bar.empty()
+        with st.spinner(t("classify.model.loading", title=spec.title)):
+            return cached_model(key)
+    except engine.ClassifyError as error:
+        st.error(error_text(error.code, error.params), icon=":material/cloud_off:")
+    except Exception as error:  # never a traceback on the page
+        st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+    return None
+
+
+def run(files: tuple[bytes, ...], model: str, topk: int) -> engine.ClassifyResult | None:
+    try:
+        with st.spinner(t("classify.results.running", count=len(files))):
+            return cached_classify(files, model, topk)
+    except engine.ClassifyError as error:
+        st.error(error_text(error.code, error.params))
+    except Exception as error:
+        st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+    return None
+
+
+def predictions_of(outcome: engine.ImageOutcome) -> list[dict]:
+    return [asdict(p) for p in outcome.predictions]
+
+
+# --------------------------------------------------------------------------- page
+
+st.title(t("app.rooms.classify.title"))
+st.markdown(t("classify.intro"))
+
+if MODEL_KEY not in st.session_state:  # a shared link (?c_model=resnet50) picks the model
+    requested = st.query_params.get(MODEL_KEY, engine.DEFAULT_MODEL)
+    st.session_state[MODEL_KEY] = requested if requested in engine.MODELS else engine.DEFAULT_MODEL
+
+model_column, topk_column = st.columns([3, 1])
+model = model_column.selectbox(
+    t("classify.model.label"),
+    options=list(engine.MODELS),
+    format_func=model_label,
+    key=MODEL_KEY,
+    help=t("classify.model.help"),
+)
+model_column.caption(model_caption(model))
+topk = topk_column.slider(
+    t("classify.topk.label"), 1, 10, 5, key="c_topk", help=t("classify.topk.help")
+)
+if model != engine.DEFAULT_MODEL:
+    st.query_params[MODEL_KEY] = model
+elif MODEL_KEY in st.query_params:
+    del st.query_params[MODEL_KEY]
+
+st.subheader(t("classify.inputs.header"), anchor=False)
+samples = st.pills(
+    t("classify.inputs.samples"),
+    options=list(engine.SAMPLES),
+    selection_mode="multi",
+    default=["cat"],
+    format_func=lambda key: t(f"classify.samples.{key}"),
+    key="c_samples",
+    help=t("classify.inputs.samples_help"),
+)
+uploads = st.file_uploader(
+    t("classify.inputs.upload"),
+    accept_multiple_files=True,
+    key="c_uploads",
+    help=t("classify.inputs.upload_help", limit_mp=MAX_PIXELS // 1_000_000),
+)
+photo = None
+if st.toggle(
+    t("classify.inputs.camera_toggle"), key="c_camera", help=t("classify.inputs.camera_toggle_help")
+):
+    photo = st.camera_input(t("classify.inputs.camera"), key="c_camera_photo")
+
+items: list[tuple[str, bytes]] = [
+    (t(f"classify.samples.{key}"), engine.sample_bytes(key)) for key in samples or []
+]
+items += [(upload.name, upload.getvalue()) for upload in uploads or []]
+if photo is not None:
+    items.append((t("classify.inputs.camera_name"), photo.getvalue()))
+
+if not items:
+    st.info(t("classify.inputs.none"), icon=":material/photo_camera:")
+    st.stop()
+
+loaded = ensure_model(model)
+if loaded is None:
+    st.stop()
+result = run(tuple(data for _, data in items), model, topk)
+if result is None:
+    st.stop()
+
+st.subheader(t("classify.results.header"), anchor=False)
+timings = result.timings
+st.caption(
+    t(
+        "classify.results.summary",
+        count=len(items),
+        model=loaded.spec.title,
+        batch=timings.batch_size,
+        ms=f"{timings.total_s * 1000:.0f}",
+        per_image=f"{timings.per_image_s * 1000:.1f}",
+    )
+)
+good: list[tuple[str, bytes, engine.ImageOutcome]] = []
+for number, ((name, data), outcome) in enumerate(zip(items, result.images, strict=True)):
+    if not outcome.ok:
+        st.error(
+            t(
+                "classify.errors.file",
+                name=name,
+                message=error_text(outcome.error_code, outcome.error_params),
+            ),
+            icon=":material/broken_image:",
+        )
+        continue
+    good.append((name, data, outcome))
+    best = outcome.predictions[0]
+    with st.container(border=True):
+        picture_column, chart_column = st.columns([1, 2], vertical_alignment="center")
+        thumbnail = cached_thumbnail(data)
+        if thumbnail is not None:
+            picture_column.image(thumbnail, width="stretch")
+        picture_column.caption(
+            f"{name} · {t('classify.results.size', width=outcome.width, height=outcome.height)}"
+        )
+        with chart_column:
+            st.markdown(
+                t("classify.results.top1", label=best.label, probability=percent(best.probability))
+            )
+            if best.probability < UNSURE_BELOW:
+                st.caption(t("classify.results.unsure", probability=percent(best.probability)))
+            render_topk(predictions_of(outcome), key=f"c_top_{number}")
+
+if not good:
+    st.stop()
+
+st.subheader(t("classify.inspect.header"), anchor=False)
+chosen = st.selectbox(
+    t("classify.inspect.image"),
+    options=range(len(good)),
+    format_func=lambda index: good[index][0],
+    key="c_inspect",
+)
+name, data, outcome = good[chosen if chosen is not None and chosen < len(good) else 0]
+pipeline_tab, heatmap_tab, latency_tab, compare_tab = st.tabs(
+    [
+        t("classify.inspect.pipeline"),
+        t("classify.inspect.heatmap"),
+        t("classify.inspect.latency"),
+        t("classify.inspect.compare"),
+    ]
+)
+
+with pipeline_tab:
+    st.markdown(t("classify.pipeline.intro", model=loaded.spec.title))
+    try:
+        steps, pictures = cached_pipeline(data, model)
+        render_pipeline(steps, pictures)
+    except Exception as error:
+        st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+
+
+@st.fragment
+def heatmap_panel(data: bytes, model: str, predictions: list[dict]) -> None:
+    choices = {int(p["index"]): p for p in predictions}
+    class_column, opacity_column = st.columns([2, 1])
+    class_index = class_column.selectbox(
+        t("classify.heatmap.class"),
+        options=list(choices),
+        format_func=lambda index: (
+            f"{choices[index]['label']} ({percent(choices[index]['probability'])})"
+        ),
+        key=f"c_cam_class_{model}",
+    )
+    opacity = opacity_column.slider(
+        t("classify.heatmap.opacity"), 0.0, 1.0, 0.6, 0.05, key="c_cam_opacity"
+    )
+    try:
+        with st.spinner(t("classify.heatmap.computing")):
+            explanation = cached_explanation(data, model, int(class_index))
+    except engine.ClassifyError as error:
+        st.error(error_text(error.code, error.params))
+        return
+    except Exception as error:
+        st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+        return
+    rows, cols = explanation.grid
+    st.caption(t("classify.heatmap.intro", layer=explanation.layer, rows=rows, cols=cols))
+    seen_column, overlay_column = st.columns(2)
+    seen_column.image(
+        explanation.cropped, caption=t("classify.heatmap.model_view"), width="stretch"
+    )
+    overlay_column.image(
+        heatmap_overlay(explanation.cropped, explanation.heatmap, opacity),
+        caption=t(
+            "classify.heatmap.overlay",
+            label=explanation.label,
+            probability=percent(explanation.probability),
+        ),
+        width="stretch",
+    )
+    overlay_column.html(colour_legend())
+    if explanation.flat:
+        st.info(t("classify.heatmap.flat"))
+
+
+with heatmap_tab:
+    heatmap_panel(data, model, predictions_of(outcome))
+
+
+@st.fragment
+def latency_panel(files: tuple[bytes, ...], model: str, topk: int, first: engine.Timings) -> None:
+    st.markdown(t("classify.latency.intro", threads=torch_summary().cpu_threads))
+    timings = first
+    if st.button(t("classify.latency.again"), icon=":material/timer:", key="c_time_again"):
+        try:
+            timings = engine.classify(list(files), model=model, topk=topk).timings
+        except Exception as error:
+            st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+    else:
+        st.caption(t("classify.latency.first_run"))
+    st.plotly_chart(
+        latency_figure(timings.wall_parts()), theme="streamlit", width="stretch", key="c_latency"
+    )
+    share = 100 * timings.forward_s / timings.total_s if timings.total_s else 0
+    st.caption(
+        t(
+            "classify.latency.per_image",
+            per_image=f"{timings.per_image_s * 1000:.1f}",
+            batch=timings.batch_size,
+            share=f"{share:.0f}",
+        )
+    )
+    if timings.workers > 1:
+        st.caption(
+            t(
+                "classify.latency.parallel",
+                workers=timings.workers,
+                work=f"{(timings.decode_s + timings.preprocess_s) * 1000:.1f}",
+                wall=f"{timings.prepare_s * 1000:.1f}",
+            )
+        )
+    st.caption(t("classify.latency.load", model=loaded.spec.title, seconds=f"{loaded.load_s:.2f}"))
+
+
+with latency_tab:
+    latency_panel(tuple(data for _, data in items), model, topk, timings)
+
+
+@st.fragment
+def compare_panel(
+    name: str, data: bytes, model: str, topk: int, outcome: engine.ImageOutcome
+) -> None:
+    st.markdown(t("classify.compare.intro"))
+    other = st.selectbox(
+        t("classify.compare.other"),
+        options=[key for key in engine.MODELS if key != model],
+        index=None,
+        format_func=model_label,
+        placeholder=t("classify.compare.placeholder"),
+        key="c_compare",
+    )
+    if other is None:
+        return
+    st.caption(model_caption(other))
+    if ensure_model(other) is None:
+        return
+    second = run((data,), other, topk)
+    if second is None:
+        return
+    theirs = second.images[0]
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**{engine.MODELS[model].title}**")
+        render_topk(predictions_of(outcome), key="c_compare_left")
+    with right:
+        st.markdown(f"**{engine.MODELS[other].title}**")
+        render_topk(predictions_of(theirs), key="c_compare_right")
+    mine, their_best = outcome.predictions[0].label, theirs.predictions[0].label
+    if mine == their_best:
+        st.success(t("classify.compare.agree", label=mine))
+    else:
+        st.info(t("classify.compare.disagree", left=mine, right=their_best))
+
+
+with compare_tab:
+    compare_panel(name, data, model, topk, outcome)

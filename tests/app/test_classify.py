@@ -1,0 +1,179 @@
+"""AppTest for the classification room: samples, uploads (good and hostile), the offline
+message for a torchvision model, the comparison panel and Korean."""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.app.apptest import open_page, rendered_text
+from torchatlas import classify as engine
+from torchatlas.i18n import translate
+
+CAT_CLASSES = {"tabby", "tiger cat", "Egyptian cat"}
+
+
+def no_failure(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def chart_labels(at, index: int = 0) -> list[str]:
+    spec = json.loads(at.get("plotly_chart")[index].proto.spec)
+    return list(spec["data"][0]["y"])
+
+
+@pytest.fixture
+def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+
+    def no_network(url: str, timeout: float) -> object:
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(engine, "_open_url", no_network)
+    saved = dict(engine._models)
+    yield tmp_path / "hub" / "checkpoints"
+    # models loaded from this temporary hub must not leak into later tests
+    import streamlit as st
+
+    engine._models.clear()
+    engine._models.update(saved)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def test_default_page_classifies_the_cat_sample() -> None:
+    at = open_page("pages/classify.py")
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
+    text = rendered_text(at)
+    assert translate("app.rooms.classify.title") in text
+    top = chart_labels(at)[-1]  # horizontal bars: best class last (drawn on top)
+    assert top in CAT_CLASSES
+    assert f"**{top}**" in text
+    assert translate("classify.pipeline.steps.normalized") in text
+    assert "Normalize(mean=[0.498, 0.498, 0.498]" in "\n".join(c.value for c in at.code)
+    assert translate("classify.model.embedded") in text
+    assert at.selectbox(key="c_model").value == "efficientnet_lite0"
+
+
+def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
+    at = open_page("pages/classify.py")
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(engine.sample_bytes("coffee"))).save(buffer, "PNG")
+    at.pills(key="c_samples").set_value([])
+    at.file_uploader(key="c_uploads").set_value(
+        [
+            ("espresso.png", buffer.getvalue(), "image/png"),
+            ("notes.txt", b"this is a text file", "text/plain"),
+            ("drawing.svg", b'<svg xmlns="http://www.w3.org/2000/svg"/>', "image/svg+xml"),
+            ("half.jpg", engine.sample_bytes("cat")[:5000], "image/jpeg"),
+        ]
+    )
+    at.run()
+    no_failure(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 3, errors
+    assert "notes.txt" in errors[0] and translate("classify.errors.not_image") in errors[0]
+    assert "drawing.svg" in errors[1] and "SVG" in errors[1]
+    assert "half.jpg" in errors[2] and translate("classify.errors.truncated") in errors[2]
+    assert chart_labels(at)[-1] == "espresso"
+    assert "espresso.png" in rendered_text(at)
+
+
+def test_nothing_selected_explains_what_to_do() -> None:
+    at = open_page("pages/classify.py")
+    at.pills(key="c_samples").set_value([])
+    at.run()
+    no_failure(at)
+    assert translate("classify.inputs.none") in [i.value for i in at.info]
+    assert not at.get("plotly_chart")
+
+
+def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
+    at = open_page("pages/classify.py")
+    at.pills(key="c_samples").set_value(["cat", "coffee", "rocket"])
+    at.run()
+    no_failure(at)
+    assert "classified 3 of 3 file(s) in one batched forward pass" in rendered_text(at)
+    assert [chart_labels(at, i)[-1] for i in range(3)][1:] == ["espresso", "missile"]
+    at.selectbox(key="c_inspect").set_value(1).run()
+    no_failure(at)
+    assert at.selectbox(
+        key="c_cam_class_efficientnet_lite0"
+    ).value == engine.IMAGENET_CATEGORIES.index("espresso")
+
+
+def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) -> None:
+    at = open_page("pages/classify.py")
+    at.selectbox(key="c_model").set_value("resnet50").run()
+    no_failure(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "ResNet-50" in errors[0]
+    assert "EfficientNet-Lite0 works offline" in errors[0]
+    assert translate("classify.model.download", size_mb=98) in rendered_text(at)
+    assert at.query_params["c_model"] == "resnet50"
+
+
+def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> None:
+    from torchvision.models import resnet18
+
+    offline_hub.mkdir(parents=True)
+    import torch
+
+    torch.save(resnet18(weights=None).state_dict(), offline_hub / "resnet18-f37072fd.pth")
+    at = open_page("pages/classify.py")
+    at.selectbox(key="c_compare").set_value("resnet18").run()
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
+    text = rendered_text(at)
+    assert "**ResNet-18**" in text and "**EfficientNet-Lite0**" in text
+    assert len(at.get("plotly_chart")) >= 4  # cat chart, latency, two comparison charts
+
+
+def test_korean_page() -> None:
+    at = open_page("pages/classify.py", lang="ko")
+    no_failure(at)
+    text = rendered_text(at)
+    assert translate("classify.intro", "ko") in text
+    assert translate("classify.pipeline.steps.cropped", "ko") in text
+    assert translate("classify.intro", "en") not in text
+
+
+def test_first_use_downloads_with_progress_then_classifies(
+    offline_hub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    import torch
+    from torchvision.models import resnet18
+
+    buffer = io.BytesIO()
+    torch.save(resnet18(weights=None).state_dict(), buffer)
+    payload = buffer.getvalue()
+    name = f"resnet18-{hashlib.sha256(payload).hexdigest()[:8]}.pth"
+    served: list[str] = []
+
+    def serve(url: str, timeout: float) -> io.BytesIO:
+        served.append(url)
+        response = io.BytesIO(payload)
+        response.headers = {"Content-Length": str(len(payload))}
+        return response
+
+    monkeypatch.setattr(engine, "_weights_url", lambda spec: f"https://example.invalid/{name}")
+    monkeypatch.setattr(engine, "_open_url", serve)
+    at = open_page("pages/classify.py")
+    at.selectbox(key="c_model").set_value("resnet18").run()
+    no_failure(at)
+    assert not at.error, [e.value for e in at.error]
+    assert served == [f"https://example.invalid/{name}"]
+    assert (offline_hub / name).read_bytes() == payload
+    assert len(chart_labels(at)) == 5  # random weights: some five classes, but real output
+    at.run()  # second run: the file is there, no new download
+    assert len(served) == 1
+    assert translate("classify.model.cached") in rendered_text(at)

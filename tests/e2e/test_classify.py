@@ -1,0 +1,146 @@
+"""The classification room in a real browser: the sample's label on first load, an upload
+through the file input (with a broken file beside it), the heatmap tab, Korean, dark theme and
+a phone-width viewport. Screenshots go to docs/screenshots/classify-*.png."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from tests.unit.test_images import png_header_only
+from torchatlas.classify import sample_bytes
+from torchatlas.i18n import translate
+
+CAT_CLASSES = ("tabby", "tiger cat", "Egyptian cat")
+HEIC = b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + b"\x00" * 64
+
+
+def body_text(page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
+
+
+def wait_for_text(page, text: str, timeout_ms: int = 90_000) -> None:
+    """wait_for_app can return before a slow run has even started; wait for the content."""
+    page.wait_for_function(
+        "text => document.querySelector(\"[data-testid='stMain']\")?.innerText.includes(text)",
+        arg=text,
+        timeout=timeout_ms,
+    )
+    wait_for_app(page)
+
+
+def settle(page) -> None:
+    """Charts and highlighted code render lazily after the run: wait before a screenshot."""
+    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
+    page.wait_for_selector("[data-testid='stCode'] pre", timeout=60_000)
+    page.wait_for_timeout(1500)
+
+
+@pytest.fixture(autouse=True)
+def _through_home_once(app_page) -> None:
+    """Streamlit runs a fresh server in legacy pages/ mode until some session has executed
+    app.py's st.navigation; a first visit straight to /classify would bypass app.py (no
+    sidebar, no ?lang). Reported to the lead (rename pages/); until then open home once."""
+    home = app_page("")
+    home.wait_for_selector("[data-testid='stSidebar'] [data-testid='stRadio']", timeout=90_000)
+
+
+def test_sample_is_classified_on_first_load(app_page) -> None:
+    page = app_page("classify", height=2600)
+    wait_for_text(page, translate("classify.pipeline.before_after"))
+    assert_no_error(page)
+    text = body_text(page)
+    assert any(f"{label}\n" in text or f"{label} ·" in text for label in CAT_CLASSES), text[:1500]
+    assert translate("classify.pipeline.steps.normalized") in text
+    settle(page)
+    save_screenshot(page, "classify-sample")
+
+
+def test_upload_reads_the_predicted_label_and_reports_the_bad_file(app_page) -> None:
+    page = app_page("classify", height=2600)
+    wait_for_text(page, translate("classify.pipeline.before_after"))
+    page.get_by_role("button", name=translate("classify.samples.cat")).click()  # deselect
+    wait_for_text(page, translate("classify.inputs.none"))
+    jpeg = io.BytesIO()
+    Image.open(io.BytesIO(sample_bytes("coffee"))).save(jpeg, "JPEG", quality=90)
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
+        [
+            {"name": "my-coffee.jpg", "mimeType": "image/jpeg", "buffer": jpeg.getvalue()},
+            {"name": "broken.png", "mimeType": "image/png", "buffer": b"\x89PNG\r\n\x1a\nnope"},
+            {
+                "name": "bomb.png",
+                "mimeType": "image/png",
+                "buffer": png_header_only(50_000, 50_000),
+            },
+            {"name": "IMG_0001.heic", "mimeType": "image/heic", "buffer": HEIC},
+        ]
+    )
+    page.wait_for_function("() => document.body.innerText.includes('broken.png:')", timeout=60_000)
+    wait_for_app(page)
+    assert_no_error(page)
+    text = body_text(page)
+    assert "espresso · " in text, text[:2000]
+    assert "my-coffee.jpg" in text
+    alerts = page.locator("[data-testid='stAlert']")
+    assert (
+        translate("classify.errors.not_image") in alerts.filter(has_text="broken.png").inner_text()
+    )
+    assert "decompression bomb" in alerts.filter(has_text="bomb.png").inner_text()
+    assert "HEIC" in alerts.filter(has_text="IMG_0001.heic").inner_text()
+    settle(page)
+    save_screenshot(page, "classify-upload")
+
+    page.get_by_role("tab", name=translate("classify.inspect.heatmap")).click()
+    wait_for_text(page, "Grad-CAM for espresso")
+    page.wait_for_timeout(1000)
+    save_screenshot(page, "classify-heatmap")
+
+    page.get_by_role("tab", name=translate("classify.inspect.latency")).click()
+    page.get_by_role("button", name=translate("classify.latency.again")).click()
+    wait_for_text(page, "ms per image for a batch of 1")
+    assert_no_error(page)
+    assert translate("classify.latency.first_run") not in body_text(page)  # a fresh timing
+    page.wait_for_timeout(1000)
+    save_screenshot(page, "classify-latency")
+
+
+def test_korean_dark_and_phone(app_page) -> None:
+    page = app_page("classify", lang="ko", height=2600)
+    wait_for_text(page, translate("classify.pipeline.before_after", "ko"))
+    assert_no_error(page)
+    assert translate("classify.inputs.header", "ko") in body_text(page)
+    settle(page)
+    save_screenshot(page, "classify-ko")
+
+    dark = app_page("classify", dark=True, height=2600)
+    wait_for_text(dark, translate("classify.pipeline.before_after"))
+    assert_no_error(dark)
+    settle(dark)
+    save_screenshot(dark, "classify-dark-full")
+
+    phone = app_page("classify", width=400, height=3000)
+    wait_for_text(phone, translate("classify.pipeline.before_after"))
+    assert_no_error(phone)
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 420  # no sideways scroll
+    settle(phone)
+    save_screenshot(phone, "classify-phone")
+
+
+def test_camera_photo_is_classified(app_page) -> None:
+    """Chromium's fake camera (launch flags in conftest) stands in for a real one."""
+    page = app_page("classify")
+    wait_for_text(page, translate("classify.pipeline.before_after"))
+    assert page.locator("[data-testid='stCameraInput']").count() == 0  # no prompt on load
+    page.get_by_text(translate("classify.inputs.camera_toggle"), exact=True).click()
+    page.wait_for_function(
+        "() => { const v = document.querySelector(\"[data-testid='stCameraInput'] video\");"
+        " return v && v.readyState >= 2; }",
+        timeout=60_000,
+    )
+    page.locator("[data-testid='stCameraInput'] button").filter(has_text="Take").click()
+    wait_for_text(page, translate("classify.inputs.camera_name") + " · ")
+    assert_no_error(page)
+    assert "classified 2 of 2 file(s)" in body_text(page)
