@@ -13,12 +13,13 @@ st.markdown(t("app.home.intro"))
 rooms = built_rooms()
 if not rooms:
     st.info(t("app.home.no_rooms"))
-columns = st.columns(2)
-for index, room in enumerate(rooms):
-    with columns[index % 2].container(border=True):
-        st.subheader(t(f"app.rooms.{room.key}.title"), anchor=False)
-        st.write(t(f"app.rooms.{room.key}.promise"))
-        st.page_link(room.script, label=t("app.home.open_room"), icon=room.icon)
+# Row by row, so cards keep the registry's order when columns stack on a phone.
+for start in range(0, len(rooms), 2):
+    for column, room in zip(st.columns(2), rooms[start : start + 2], strict=False):
+        with column.container(border=True):
+            st.subheader(t(f"app.rooms.{room.key}.title"), anchor=False)
+            st.write(t(f"app.rooms.{room.key}.promise"))
+            st.page_link(room.script, label=t("app.home.open_room"), icon=room.icon)
 
 st.divider()
 st.caption(t("app.home.footer"))
