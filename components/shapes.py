@@ -1,0 +1,396 @@
+"""Renderers for the shape explorer. They take the plain dicts of ``ShapeReport.to_dict()``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import zlib
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from components.i18n import t
+from components.theme import palette
+
+MAX_FLOW_NODES = 60
+MAX_URL_SOURCE_CHARS = 6000  # browsers and proxies accept URLs far longer; links stay shareable
+
+
+# ---------------------------------------------------------------- URL state
+def encode_source(source: str) -> str:
+    packed = zlib.compress(source.encode("utf-8"), 9)
+    return base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
+
+
+def decode_source(token: str) -> str | None:
+    """The source a shared link carries, or None if the link is damaged."""
+    try:
+        packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        decompressor = zlib.decompressobj()
+        text = decompressor.decompress(packed, 200_000)  # bounded: a link is not a zip bomb
+        if decompressor.unconsumed_tail:
+            return None
+        return text.decode("utf-8")
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------- numbers
+def format_count(value: int | float) -> str:
+    value = float(value)
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.3g} {suffix}"
+    return f"{value:.0f}"
+
+
+def format_bytes(size: int | float) -> str:
+    size = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(size) < 1024 or unit == "PiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.3g} {unit}"
+        size /= 1024
+    return f"{size:.3g} PiB"
+
+
+def shape_text(shapes: list[list[Any]] | None) -> str:
+    if not shapes:
+        return "—"
+    return ", ".join(" × ".join(str(size) for size in shape) or "scalar" for shape in shapes)
+
+
+def layer_label(row: dict[str, Any], model: str) -> str:
+    name = row["name"] or model
+    return f"{name} · {row['type']}" if row["kind"] == "function" else name
+
+
+# ---------------------------------------------------------------- health line
+HEALTH_LAYERS = (
+    "allow_list", "facade", "process_isolation", "scrubbed_env", "rlimits", "seccomp", "own_user",
+)  # fmt: skip
+
+
+def health_text(health: dict[str, Any]) -> str:
+    """``allow-list ✓ · process isolation ✓ · seccomp ✗ · warm workers 2/2`` from health data."""
+    parts = [
+        f"{t(f'shapes.health.layers.{key}')} {'✓' if health[key] else '✗'}"
+        for key in HEALTH_LAYERS
+        if key in health
+    ]
+    if health.get("warm_workers"):
+        parts.append(t("shapes.health.layers.warm_workers", value=health["warm_workers"]))
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------- totals
+def totals(report: dict[str, Any]) -> None:
+    columns = st.columns(5)
+    columns[0].metric(t("shapes.totals.params"), format_count(report["total_params"]))
+    columns[1].metric(t("shapes.totals.trainable"), format_count(report["trainable_params"]))
+    columns[2].metric(t("shapes.totals.param_memory"), format_bytes(report["param_bytes"]))
+    columns[3].metric(t("shapes.totals.activations"), format_bytes(report["activation_bytes"]))
+    columns[4].metric(t("shapes.totals.flops"), format_count(report["flops"]))
+    outputs = report["symbolic_outputs"] if report.get("symbolic") else report["outputs"]
+    if outputs:
+        st.markdown(t("shapes.totals.output", shape=f"`{shape_text(outputs)}`"))
+
+
+# ---------------------------------------------------------------- layer table
+def max_depth(report: dict[str, Any]) -> int:
+    return max((row["depth"] for row in report["layers"]), default=0)
+
+
+def layer_frame(report: dict[str, Any], depth: int, symbolic: bool) -> pd.DataFrame:
+    records = []
+    for index, row in enumerate(report["layers"]):
+        if row["depth"] > depth and not row["failed"]:
+            continue
+        label = layer_label(row, report["model"])
+        record = {
+            "#": index,
+            t("shapes.table.layer"): "\u2003" * row["depth"]
+            + ("⚠ " if row["failed"] else "")
+            + label,
+            t("shapes.table.type"): row["type"],
+            t("shapes.table.input"): shape_text(row["input_shapes"]),
+            t("shapes.table.output"): shape_text(row["output_shapes"]),
+        }
+        if symbolic:
+            record[t("shapes.table.formula")] = shape_text(row.get("symbolic_output_shapes"))
+            record[t("shapes.table.constraints")] = "; ".join(row.get("constraints") or [])
+        record[t("shapes.table.params")] = row["params"]
+        record[t("shapes.table.flops")] = row["flops"]
+        record[t("shapes.table.activation")] = format_bytes(row["activation_bytes"])
+        record[t("shapes.table.line")] = row["line"]
+        records.append(record)
+    return pd.DataFrame.from_records(records).set_index("#") if records else pd.DataFrame()
+
+
+def layer_table(report: dict[str, Any], depth: int, symbolic: bool) -> None:
+    frame = layer_frame(report, depth, symbolic)
+    st.dataframe(
+        frame,
+        width="stretch",
+        height=min(38 + 35 * len(frame), 560),
+        column_config={
+            t("shapes.table.params"): st.column_config.NumberColumn(format="compact"),
+            t("shapes.table.flops"): st.column_config.NumberColumn(format="compact"),
+            t("shapes.table.line"): st.column_config.NumberColumn(format="%d"),
+        },
+    )
+
+
+def csv_bytes(report: dict[str, Any]) -> bytes:
+    """Every row with machine-readable columns (shapes as JSON), for spreadsheets."""
+    columns = ["name", "type", "kind", "depth", "input_shapes", "output_shapes",
+               "symbolic_output_shapes", "params", "trainable_params", "flops",
+               "activation_bytes", "line", "failed", "constraints"]  # fmt: skip
+    rows = [
+        {key: json.dumps(row.get(key)) if isinstance(row.get(key), list) else row.get(key)
+         for key in columns}
+        for row in report["layers"]
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns).to_csv(index=False).encode("utf-8")
+
+
+def json_bytes(report: dict[str, Any]) -> bytes:
+    return json.dumps(report, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+# ---------------------------------------------------------------- chart
+def activation_figure(report: dict[str, Any]) -> go.Figure:
+    """Activation memory (bars) and output elements (line) for every leaf row, in call order."""
+    colours = palette()
+    rows = [row for row in report["layers"] if row["leaf"] and row["output_shapes"]]
+    labels = [f"{index + 1}. {layer_label(row, report['model'])}" for index, row in enumerate(rows)]
+    elements = []
+    for row in rows:
+        total = 0
+        for shape in row["output_shapes"]:
+            numel = 1
+            for size in shape:
+                numel *= int(size)
+            total += numel
+        elements.append(total)
+    figure = go.Figure()
+    figure.add_bar(
+        x=labels,
+        y=[row["activation_bytes"] / 2**20 for row in rows],
+        name=t("shapes.chart.memory"),
+        marker_color=colours.accent,
+        customdata=[shape_text(row["output_shapes"]) for row in rows],
+        hovertemplate="%{x}<br>%{y:.3g} MiB<br>%{customdata}<extra></extra>",
+    )
+    figure.add_scatter(
+        x=labels,
+        y=elements,
+        name=t("shapes.chart.elements"),
+        yaxis="y2",
+        mode="lines",
+        line={"color": colours.copy, "width": 1.5},
+        hovertemplate="%{x}<br>%{y:,} elements<extra></extra>",
+    )
+    figure.update_layout(
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.1},
+        xaxis={"showticklabels": len(rows) <= 40, "title": t("shapes.chart.x")},
+        yaxis={"title": "MiB", "rangemode": "tozero"},
+        yaxis2={"title": t("shapes.chart.elements"), "overlaying": "y", "side": "right",
+                "showgrid": False, "rangemode": "tozero"},
+    )  # fmt: skip
+    return figure
+
+
+# ---------------------------------------------------------------- shape flow
+def flow_dot(report: dict[str, Any], depth: int) -> str:
+    """Graphviz DOT: the model's rows at ``depth`` (or shallower leaves) as a chain of boxes."""
+    colours = palette()
+    rows = [
+        row for row in report["layers"]
+        if row["depth"] >= 1 and (row["depth"] == depth or (row["depth"] < depth and row["leaf"]))
+    ]  # fmt: skip
+    if not rows:
+        rows = report["layers"][:1]
+    shown = rows[:MAX_FLOW_NODES]
+    lines = [
+        "digraph G {",
+        '  graph [rankdir=TB, bgcolor="transparent", nodesep=0.25, ranksep=0.3];',
+        f'  node [shape=box, style="rounded,filled", fillcolor="{colours.surface}", '
+        f'color="{colours.border}", fontcolor="{colours.text}", fontname="Helvetica", '
+        f"fontsize=11];",
+        f'  edge [color="{colours.muted}", fontcolor="{colours.muted}", fontsize=10, '
+        f'fontname="Helvetica"];',
+    ]
+    inputs = report["symbolic_inputs"] if report.get("symbolic") and report.get(
+        "symbolic_inputs"
+    ) else report["input_shapes"]  # fmt: skip
+    lines.append(
+        f'  input [label="{_dot(t("shapes.flow.input"))}\\n{_dot(shape_text(inputs))}", '
+        f'shape=ellipse, fillcolor="{colours.background}"];'
+    )
+    previous = "input"
+    for index, row in enumerate(shown):
+        node = f"n{index}"
+        border = colours.accent if row["failed"] else colours.border
+        formula = row.get("symbolic_output_shapes") if report.get("symbolic") else None
+        shape = "⚠" if row["failed"] else shape_text(formula or row["output_shapes"])
+        title = layer_label(row, report["model"])
+        kind = "" if row["kind"] == "function" else f"\\n{_dot(row['type'])}"
+        label = _dot(title)
+        lines.append(f'  {node} [label="{label}{kind}\\n{_dot(shape)}", color="{border}"];')
+        lines.append(f"  {previous} -> {node};")
+        previous = node
+    if len(rows) > len(shown):
+        lines.append(f'  more [label="… {len(rows) - len(shown)}", shape=plaintext];')
+        lines.append(f"  {previous} -> more;")
+        previous = "more"
+    outputs = report["symbolic_outputs"] if report.get("symbolic") else report["outputs"]
+    if outputs and len(rows) == len(shown):
+        lines.append(
+            f'  output [label="{_dot(t("shapes.flow.output"))}\\n{_dot(shape_text(outputs))}", '
+            f'shape=ellipse, fillcolor="{colours.background}"];'
+        )
+        lines.append(f"  {previous} -> output;")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+# ---------------------------------------------------------------- errors, inline on the line
+def source_with_marker(source: str, line: int | None, col: int | None, note: str) -> None:
+    """The pasted source with line numbers; the offending line highlighted with the note."""
+    colours = palette()
+    lines = source.splitlines() or [""]
+    if line is not None and 1 <= line <= len(lines):
+        start, end = max(1, line - 6), min(len(lines), line + 4)
+    else:
+        start, end = 1, min(len(lines), 12)
+    width = len(str(end))
+    parts = []
+    for number in range(start, end + 1):
+        text = html.escape(lines[number - 1]) or " "
+        marked = number == line
+        style = (
+            f"background:{colours.accent}33;border-left:3px solid {colours.accent};"
+            if marked
+            else "border-left:3px solid transparent;"
+        )
+        parts.append(
+            f'<div style="{style}padding-left:6px;white-space:pre">'
+            f'<span style="color:{colours.muted};user-select:none">{number:>{width}}  </span>'
+            f"{text}</div>"
+        )
+        if marked:
+            pointer = " " * (width + 2 + max(0, (col or 1) - 1)) + "^ " if col else ""
+            parts.append(
+                f'<div style="color:{colours.accent};padding-left:9px;white-space:pre-wrap;'
+                f'font-weight:600">{html.escape(pointer)}{html.escape(note)}</div>'
+            )
+    st.markdown(
+        f'<div data-testid="shapes-source-marker" style="font-family:ui-monospace,monospace;'
+        f"font-size:0.85rem;line-height:1.45;background:{colours.surface};color:{colours.text};"
+        f'border:1px solid {colours.border};border-radius:6px;padding:8px 0;overflow-x:auto">'
+        + "".join(parts)
+        + "</div>",
+        unsafe_allow_html=True,
+    )
+
+
+def error_panel(error: dict[str, Any], source: str) -> None:
+    kind = error["kind"]
+    params = {key: str(value) for key, value in (error.get("params") or {}).items()}
+    known = f"shapes.errors.{kind}.title"
+    title = t(known) if t(known) != known else t("shapes.errors.unknown.title")
+    message = _translated(f"shapes.errors.{kind}.message", error["message"], params)
+    hint = _translated(f"shapes.errors.{kind}.hint", error.get("hint") or "", params)
+    body = f"**{title}**\n\n{message}"
+    if error.get("layer"):
+        body += "\n\n" + t("shapes.errors.where", layer=error["layer"],
+                           shapes=shape_text(error.get("input_shapes")))  # fmt: skip
+    st.error(body, icon=":material/error:")
+    if hint:
+        st.info(hint, icon=":material/lightbulb:")
+    for refusal in error.get("refusals") or []:
+        st.markdown(t("shapes.errors.refusal", line=refusal["line"], message=refusal["message"]))
+    if error.get("line"):
+        refusals = error.get("refusals") or []
+        note = refusals[0]["message"] if refusals else (hint or message)
+        source_with_marker(source, error["line"], error.get("col"), note.replace("`", ""))
+
+
+def _translated(key: str, english: str, params: dict[str, str]) -> str:
+    """The Korean text where a template exists and its placeholders are all known."""
+    text = t(key, **params)
+    if text == key or "{" in text:
+        return english
+    return text
+
+
+# ---------------------------------------------------------------- symbolic
+def constraints_list(report: dict[str, Any]) -> None:
+    if report.get("symbolic_note"):
+        st.warning(t("shapes.symbolic.note", note=report["symbolic_note"]))
+    if report.get("dim_names"):
+        names = "; ".join(" × ".join(dims) for dims in report["dim_names"])
+        st.caption(t("shapes.symbolic.dims", dims=names))
+    if not report.get("constraints"):
+        st.caption(t("shapes.symbolic.no_constraints"))
+        return
+    st.markdown(t("shapes.symbolic.constraints"))
+    for item in report["constraints"]:
+        st.markdown(
+            "- " + t("shapes.symbolic.requires", layer=f"`{item['layer']}`",
+                     constraint=f"`{item['constraint']}`")
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------- why meta?
+def why_meta_figure(points: list[dict[str, Any]]) -> go.Figure:
+    colours = palette()
+    figure = go.Figure()
+    real = [point for point in points if point["real_s"] is not None]
+    figure.add_scatter(
+        x=[point["batch"] for point in real],
+        y=[point["real_s"] * 1000 for point in real],
+        name=t("shapes.why.real"),
+        mode="lines+markers",
+        line={"color": colours.accent},
+    )
+    figure.add_scatter(
+        x=[point["batch"] for point in points],
+        y=[point["meta_s"] * 1000 for point in points],
+        name=t("shapes.why.meta"),
+        mode="lines+markers",
+        line={"color": colours.copy},
+    )
+    figure.update_layout(
+        height=360,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.12},
+        xaxis={"type": "log", "title": t("shapes.why.batch")},
+        yaxis={"type": "log", "title": "ms"},
+    )
+    return figure
+
+
+def why_meta_table(points: list[dict[str, Any]]) -> None:
+    records = [
+        {
+            t("shapes.why.batch"): point["batch"],
+            t("shapes.why.input"): shape_text(point["input_shapes"]),
+            t("shapes.why.input_bytes"): format_bytes(point["input_bytes"]),
+            t("shapes.why.real"): f"{point['real_s'] * 1000:.1f} ms"
+            if point["real_s"] is not None
+            else t("shapes.why.skipped"),
+            t("shapes.why.meta"): f"{point['meta_s'] * 1000:.1f} ms",
+        }
+        for point in points
+    ]
+    st.dataframe(pd.DataFrame.from_records(records), width="stretch", hide_index=True)

@@ -1,0 +1,205 @@
+"""Operations (layer 4) and the contract: results, errors, health, queue, rate limit, restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from torchatlas.presets import PRESETS
+from torchatlas.sandbox import JOBS, SandboxPool, get_pool, run_job
+from torchatlas.shapes import parse_shapes
+
+pytestmark = pytest.mark.slow
+
+MODEL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = F.relu(self.conv(x))
+        return self.fc(x.mean(dim=(2, 3)))
+"""
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    sandbox = SandboxPool(test_hooks=True, rate_limit=0)
+    sandbox.warm_up()
+    yield sandbox
+    sandbox.shutdown()
+
+
+def test_echo_round_trips_through_json(pool: SandboxPool) -> None:
+    result = pool.run_job(MODEL, "sandbox.echo", {"numbers": [1, 2.5], "text": "한국어"})
+    assert result.ok and result.error is None
+    assert result.value["classes"] == ["Net"]
+    assert result.value["params"] == {"numbers": [1, 2.5], "text": "한국어"}
+    assert result.value["pid"] != os.getpid()
+    assert set(result.value["environ"]) <= {"LANG", "LC_ALL", "OMP_NUM_THREADS"}
+    json.dumps(result.to_dict())
+    assert result.usage["max_rss_kb"] > 0
+
+
+def test_meta_forward_of_user_model(pool: SandboxPool) -> None:
+    result = pool.run_job(
+        MODEL, "sandbox.meta_forward", {"model": "Net", "shape": [1024, 3, 2048, 2048]}
+    )
+    assert result.ok and result.value == {"shape": [1024, 2]}
+
+
+def test_syntax_error_has_line_and_column(pool: SandboxPool) -> None:
+    result = pool.run_job("import torch\n\nclass Net(:\n    pass\n", "sandbox.echo", {})
+    assert not result.ok
+    assert result.error.kind == "syntax"
+    assert result.error.line == 3 and result.error.col is not None
+
+
+def test_refusal_lists_every_line(pool: SandboxPool) -> None:
+    result = pool.run_job("import os\nx = 1\ny = eval('x')\n", "sandbox.echo", {})
+    assert result.error.kind == "refused"
+    assert [refusal.line for refusal in result.error.refusals] == [1, 3]
+    assert result.error.line == 1
+    assert "Line 1" in result.error.message
+    assert result.to_dict()["error"]["refusals"][0]["code"] == "import"
+
+
+def test_exception_while_defining_names_the_line(pool: SandboxPool) -> None:
+    result = pool.run_job("import torch\n\nx = undefined_name + 1\n", "sandbox.echo", {})
+    assert result.error.kind == "code_error"
+    assert result.error.line == 3
+    assert "NameError" in result.error.message
+
+
+@pytest.mark.parametrize(("job", "fragment"), [("sandbox.fail", "always fails"),
+                                               ("sandbox.not_json", "not JSON")])  # fmt: skip
+def test_job_errors_are_reported_not_raised(pool: SandboxPool, job: str, fragment: str) -> None:
+    result = pool.run_job(MODEL, job, {})
+    assert not result.ok and result.error.kind == "job_error"
+    assert fragment in result.error.message
+
+
+def test_unknown_job_and_bad_params(pool: SandboxPool) -> None:
+    assert pool.run_job(MODEL, "os.system", {}).error.kind == "job_error"
+    assert pool.run_job(MODEL, "sandbox.echo", {"x": object()}).error.kind == "job_error"
+
+
+def test_layers_can_be_switched_off_only_in_tests() -> None:
+    production = SandboxPool()
+    result = production.run_job(MODEL, "sandbox.echo", {}, layers_off=("static",))
+    assert not result.ok and "only be switched off in tests" in result.error.message
+    production.shutdown()
+
+
+def test_health_reports_every_layer(pool: SandboxPool) -> None:
+    health = pool.health().to_dict()
+    assert health["allow_list"] and health["facade"] and health["process_isolation"]
+    assert health["scrubbed_env"] and health["rlimits"]
+    assert health["seccomp"], health["detail"]  # this kernel accepts filters (see NOTES.md)
+    assert health["own_user"] == (os.geteuid() == 0)
+    assert health["warm_workers"] == f"{pool.concurrency}/{pool.concurrency}"
+
+
+def test_rate_limit_per_session() -> None:
+    limited = SandboxPool(rate_limit=2, rate_window_s=30)
+    try:
+        limited.warm_up()
+        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
+        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
+        third = limited.run_job(MODEL, "sandbox.echo", {}, session_id="a")
+        assert not third.ok and third.error.kind == "busy"
+        assert "Wait" in third.error.message
+        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="b").ok  # others unaffected
+    finally:
+        limited.shutdown()
+
+
+def test_concurrency_cap_and_queue() -> None:
+    small = SandboxPool(concurrency=1, queue_wait_s=0.3, rate_limit=0)
+    try:
+        small.warm_up()
+        slow = threading.Thread(
+            target=small.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 2}), daemon=True
+        )
+        slow.start()
+        time.sleep(0.3)
+        assert small.health().warm_workers == "0/1"
+        waiting = small.run_job(MODEL, "sandbox.echo", {})
+        assert not waiting.ok and waiting.error.kind == "busy"
+        slow.join()
+        assert small.run_job(MODEL, "sandbox.echo", {}).ok
+    finally:
+        small.shutdown()
+
+
+def test_zygote_is_restarted_after_it_dies() -> None:
+    sandbox = SandboxPool(rate_limit=0)
+    try:
+        sandbox.warm_up()
+        os.kill(sandbox._zygote.process.pid, signal.SIGKILL)
+        sandbox._zygote.process.wait()
+        assert not sandbox.health().process_isolation
+        result = sandbox.run_job(MODEL, "sandbox.echo", {})
+        assert result.ok, result.error
+    finally:
+        sandbox.shutdown()
+
+
+def test_after_shutdown_jobs_are_unavailable() -> None:
+    sandbox = SandboxPool()
+    sandbox.shutdown()
+    result = sandbox.run_job(MODEL, "sandbox.echo", {})
+    assert result.error.kind == "unavailable"
+
+
+def test_module_level_singleton() -> None:
+    assert get_pool() is get_pool()
+    result = run_job(MODEL, "sandbox.echo", {}, session_id="singleton")
+    assert result.ok
+    assert set(JOBS) >= {"shapes.analyze", "shapes.why_meta", "sandbox.echo"}
+
+
+@pytest.mark.parametrize("key", sorted(PRESETS))
+def test_every_preset_analyses_inside_the_confined_worker(pool: SandboxPool, key: str) -> None:
+    """No preset needs a file, a thread pool or a process that the worker denies."""
+    preset = PRESETS[key]
+    params = {"input_shapes": parse_shapes(preset.shapes), "model": preset.model or None}
+    dtypes = [part.strip() for part in preset.dtypes.split(";")]
+    if dtypes != ["float32"]:
+        params["input_dtypes"] = dtypes
+    for symbolic in (False, True):
+        result = pool.run_job(
+            preset.source, "shapes.analyze", {**params, "symbolic": symbolic}, timeout_s=30
+        )
+        assert result.ok, result.error
+        error = result.value["error"]
+        assert error is None or key.endswith("broken"), error
+        assert result.value["layers"]
+
+
+def test_zygote_outlives_the_thread_that_started_it() -> None:
+    """Streamlit starts it from a script-run thread that ends soon after."""
+    sandbox = SandboxPool(rate_limit=0)
+    try:
+        starter = threading.Thread(target=sandbox.warm_up)
+        starter.start()
+        starter.join()
+        pid = sandbox._zygote.process.pid
+        time.sleep(0.5)
+        result = sandbox.run_job(MODEL, "sandbox.echo", {})
+        assert result.ok, result.error
+        assert sandbox._zygote.process.pid == pid
+    finally:
+        sandbox.shutdown()

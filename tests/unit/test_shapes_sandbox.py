@@ -1,0 +1,190 @@
+"""explore() and why_meta(): pasted code goes to the sandbox, errors come back as teaching data.
+
+The first tests replace the sandbox with a recorder (the contract's shapes, no process); the
+rest run the real sandbox end to end and are skipped only where it is not installed.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from torchatlas.presets import PRESETS
+from torchatlas.shapes import explore, parse_shapes, why_meta
+
+
+@dataclass
+class FakeRefusal:
+    line: int
+    col: int
+    code: str
+    message: str
+
+
+@dataclass
+class FakeError:
+    kind: str
+    message: str
+    line: int | None = None
+    col: int | None = None
+    refusals: list[FakeRefusal] = field(default_factory=list)
+
+
+@dataclass
+class FakeResult:
+    ok: bool
+    value: dict | None
+    error: FakeError | None
+    elapsed_s: float = 0.01
+
+
+@pytest.fixture
+def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    calls: list[tuple] = []
+    module = types.ModuleType("torchatlas.sandbox")
+    module.answer = None  # type: ignore[attr-defined]
+
+    def run_job(source, job, params, *, timeout_s=10.0, session_id=None):
+        calls.append((source, job, params, timeout_s, session_id))
+        return module.answer  # type: ignore[attr-defined]
+
+    module.run_job = run_job  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchatlas.sandbox", module)
+    import torchatlas
+
+    monkeypatch.setattr(torchatlas, "sandbox", module, raising=False)
+    calls.append(module)  # type: ignore[arg-type]
+    return calls
+
+
+def test_explore_sends_the_job_and_reads_the_report(fake_sandbox: list) -> None:
+    module = fake_sandbox.pop()
+    module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]], "flops": 5}, None)
+    report = explore("src", [[1, 3, 32, 32]], model="Net()", symbolic=True, session_id="s1")
+    assert report.error is None and report.outputs == [[1, 10]] and report.flops == 5
+    ((source, job, params, timeout_s, session_id),) = fake_sandbox
+    assert (source, job, timeout_s, session_id) == ("src", "shapes.analyze", 10, "s1")
+    assert params == {"input_shapes": [[1, 3, 32, 32]], "input_dtypes": ["float32"],
+                      "model": "Net()", "symbolic": True}  # fmt: skip
+
+
+def test_sandbox_refusals_become_errors_with_lines(fake_sandbox: list) -> None:
+    module = fake_sandbox.pop()
+    refusal = FakeRefusal(7, 19, "dunder", "`__class__` is not allowed: …")
+    module.answer = FakeResult(False, None, FakeError("refused", "not run", 7, 19, [refusal]))
+    report = explore("src", [[1, 3]])
+    error = report.error
+    assert error is not None and error.kind == "refused"
+    assert (error.line, error.col) == (7, 19)
+    assert error.refusals == [{"line": 7, "col": 19, "code": "dunder",
+                               "message": "`__class__` is not allowed: …"}]  # fmt: skip
+    assert "not allowed" in error.hint or "model code" in error.hint
+
+
+@pytest.mark.parametrize("kind", ["timeout", "memory", "crashed", "busy", "output_too_large"])
+def test_sandbox_failures_have_hints(fake_sandbox: list, kind: str) -> None:
+    module = fake_sandbox.pop()
+    module.answer = FakeResult(False, None, FakeError(kind, f"{kind} happened"))
+    error = explore("src", [[1, 3]], timeout_s=4).error
+    assert error is not None and error.kind == kind and error.hint
+    assert error.params["timeout"] == "4"
+
+
+def test_bad_shapes_never_reach_the_sandbox(fake_sandbox: list) -> None:
+    fake_sandbox.pop()
+    report = explore("src", [[1, 0, 3]])
+    assert report.error is not None and report.error.kind == "bad_shape"
+    assert fake_sandbox == []
+
+
+def test_without_a_sandbox_nothing_runs_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torchatlas.sandbox", types.ModuleType("torchatlas.sandbox"))
+    import torchatlas
+
+    monkeypatch.setattr(torchatlas, "sandbox", sys.modules["torchatlas.sandbox"], raising=False)
+    report = explore("raise SystemExit('ran in-process!')", [[1, 3]])
+    assert report.error is not None and report.error.kind == "unavailable"
+
+
+# ---------------------------------------------------------------- the real sandbox
+
+
+def _sandbox_ready() -> bool:
+    try:
+        from torchatlas.sandbox import run_job  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_sandbox = pytest.mark.skipif(not _sandbox_ready(), reason="torchatlas.sandbox not installed")
+
+
+@needs_sandbox
+def test_preset_through_the_sandbox() -> None:
+    preset = PRESETS["net"]
+    report = explore(preset.source, parse_shapes(preset.shapes), model=preset.model)
+    assert report.error is None, report.error
+    assert report.outputs == [[1024, 10]]
+    assert report.total_params == 62006
+
+
+@needs_sandbox
+def test_resnet50_through_the_sandbox_with_a_huge_input() -> None:
+    report = explore(PRESETS["resnet50"].source, [[1024, 3, 2048, 2048]], model="resnet50()")
+    assert report.error is None, report.error
+    assert report.outputs == [[1024, 1000]]
+    assert report.layers[1].output_shapes == [[1024, 64, 1024, 1024]]
+
+
+@needs_sandbox
+def test_errors_that_teach_through_the_sandbox() -> None:
+    preset = PRESETS["net_broken"]
+    report = explore(preset.source, parse_shapes(preset.shapes), model=preset.model)
+    error = report.error
+    assert error is not None and error.kind == "linear_in_features"
+    assert error.params["fix"] == "fc1 = nn.Linear(256, 120)"
+    assert "self.fc1(x)" in preset.source.splitlines()[error.line - 1]
+
+
+@needs_sandbox
+def test_symbolic_through_the_sandbox() -> None:
+    report = explore(PRESETS["net"].source, [[1, 3, 32, 32]], symbolic=True)
+    assert report.error is None and report.symbolic_note == ""
+    assert {"layer": "fc1", "constraint": "16·((H//4) − 3)·((W//4) − 3) = 400"} in (
+        report.constraints
+    )
+
+
+@needs_sandbox
+def test_hostile_code_is_refused() -> None:
+    source = "import os\n\nclass M:\n    pass\n"
+    error = explore(source, [[1, 3]]).error
+    assert error is not None and error.kind == "refused" and error.line == 1
+
+
+@needs_sandbox
+def test_syntax_error_has_line_and_column() -> None:
+    error = explore("import torch\nclass M(nn.Module)\n    pass\n", [[1, 3]]).error
+    assert error is not None and error.kind == "syntax"
+    assert error.line == 2 and error.col is not None
+
+
+@needs_sandbox
+def test_endless_loop_times_out() -> None:
+    source = PRESETS["net"].source.replace(
+        "        x = torch.flatten(x, 1)", "        while True:\n            pass"
+    )
+    error = explore(source, [[1, 3, 32, 32]], timeout_s=3).error
+    assert error is not None and error.kind == "timeout"
+
+
+@needs_sandbox
+def test_why_meta_through_the_sandbox() -> None:
+    result = why_meta(PRESETS["net"].source, [[1, 3, 32, 32]], model="Net()")
+    assert result.error is None, result.error
+    assert result.points[0].real_s is not None
+    assert result.points[-1].real_s is None

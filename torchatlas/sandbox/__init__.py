@@ -1,0 +1,34 @@
+"""Isolated, resource-limited execution of pasted model code (the shape explorer's sandbox).
+
+Four layers, each meant to hold on its own:
+1. :mod:`.policy` — a static allow-list over the AST (a courtesy: clear, line-numbered refusals);
+2. :mod:`.facade` — a capability namespace: curated torch/nn/F/torchvision.models, few builtins;
+3. :mod:`.worker` / :mod:`.zygote` — a fresh forked child per job, confined by a scrubbed
+   environment, another user (when started as root), rlimits and seccomp, killed on timeout;
+4. :mod:`.pool` — a warm zygote, a concurrency cap, a queue, a per-session rate limit, health.
+
+>>> result = run_job(source, "shapes.analyze", {"input_shapes": [[1, 1, 32, 32]]})  # doctest: +SKIP
+"""
+
+from torchatlas.sandbox.jobs import JOBS
+from torchatlas.sandbox.policy import Refusal, check_source
+from torchatlas.sandbox.pool import (
+    SandboxError,
+    SandboxHealth,
+    SandboxPool,
+    SandboxResult,
+    get_pool,
+    run_job,
+)
+
+__all__ = [
+    "JOBS",
+    "Refusal",
+    "SandboxError",
+    "SandboxHealth",
+    "SandboxPool",
+    "SandboxResult",
+    "check_source",
+    "get_pool",
+    "run_job",
+]

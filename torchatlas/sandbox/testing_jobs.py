@@ -1,0 +1,63 @@
+"""Jobs the sandbox's tests and benchmark run (trusted code inside the worker)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+
+def echo(namespace: dict[str, Any], **params: Any) -> dict[str, Any]:
+    """The user-defined names and the params, plus facts about the process the job ran in."""
+    classes = sorted(
+        name
+        for name, value in namespace.items()
+        if isinstance(value, type) and issubclass(value, torch.nn.Module)
+    )
+    return {
+        "classes": classes,
+        "names": sorted(namespace),
+        "params": params,
+        "pid": os.getpid(),
+        "uid": os.geteuid(),
+        "environ": dict(os.environ),
+    }
+
+
+def meta_forward(namespace: dict[str, Any], *, model: str, shape: list[int]) -> dict[str, Any]:
+    """Build ``namespace[model]`` on meta and run it on a meta input of ``shape``."""
+    with torch.device("meta"):
+        module = namespace[model]()
+        output = module(torch.empty(shape))
+    return {"shape": list(output.shape)}
+
+
+def allocate(namespace: dict[str, Any], *, megabytes: int) -> dict[str, Any]:
+    """Allocate a real CPU tensor of ``megabytes`` MB (and touch it)."""
+    tensor = torch.ones(megabytes * 2**20, dtype=torch.uint8)
+    return {"bytes": int(tensor.numel())}
+
+
+def sleep(namespace: dict[str, Any], *, seconds: float) -> dict[str, Any]:
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
+def huge_output(namespace: dict[str, Any], *, megabytes: int) -> dict[str, Any]:
+    return {"text": "x" * (megabytes * 2**20)}
+
+
+def not_json(namespace: dict[str, Any]) -> dict[str, Any]:
+    return {"value": object()}
+
+
+def fail(namespace: dict[str, Any]) -> dict[str, Any]:
+    raise ValueError("this job always fails")
+
+
+def call(namespace: dict[str, Any], *, name: str) -> dict[str, Any]:
+    """Call the user's function ``name`` (so attacks run at job time, after the namespace)."""
+    result = namespace[name]()
+    return {"result": result}

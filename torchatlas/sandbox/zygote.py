@@ -1,0 +1,226 @@
+"""The zygote: a separate process that imports torch once, then forks one fresh child per job.
+
+Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatlas.sandbox.zygote
+FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
+FD is a SOCK_SEQPACKET control socket. The pool sends ``{"op": "run", "id", "timeout_s", ...}``
+with one file descriptor attached: the job socket, on which the pool and the child exchange the
+request and the reply directly, so user code and results never pass through the zygote's memory
+(a later child, forked from it, could otherwise find traces of an earlier user's request).
+The zygote answers ``ready`` once, then ``exit`` for every job (how the child ended).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+CONTROL_MESSAGE_BYTES = 65536
+
+WARM_UP_SOURCE = """
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from collections import OrderedDict
+from torchvision.models import resnet18
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.norm = nn.BatchNorm2d(6)
+        self.fc1 = nn.Linear(6 * 14 * 14, 10)
+        self.attention = nn.MultiheadAttention(10, 2, batch_first=True)
+        self.lstm = nn.LSTM(10, 10, batch_first=True)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.norm(self.conv1(x))))
+        x = F.interpolate(x, scale_factor=1.0)
+        x = torch.cat([x, x], dim=1)[:, :6]
+        x = self.fc1(torch.flatten(x, 1)).unsqueeze(1)
+        x, _ = self.attention(x, x, x)
+        x, _ = self.lstm(x)
+        return x.view(x.size(0), -1) * math.sqrt(2)
+"""
+
+
+def _send(control: socket.socket, message: dict[str, Any]) -> None:
+    control.send(json.dumps(message).encode())
+
+
+def warm_up() -> dict[str, Any]:
+    """Import and exercise everything a job touches, so children never need to open a file."""
+    from torchatlas.sandbox import (
+        testing_jobs,  # noqa: F401 - preloaded for the children
+        worker,
+    )
+    from torchatlas.sandbox.facade import facade_modules
+    from torchatlas.sandbox.jobs import JOBS
+
+    facade_modules()
+    failures: dict[str, str] = {}
+    for job, target in JOBS.items():
+        module_name = target.partition(":")[0]
+        try:
+            importlib.import_module(module_name)
+        except Exception as exc:  # a missing job module makes only its own jobs fail
+            failures[job] = f"{type(exc).__name__}: {exc}"
+    warm_requests = [
+        {"job": "shapes.analyze", "params": {"input_shapes": [[2, 1, 32, 32]]}},
+        {"job": "shapes.analyze", "params": {"input_shapes": [[2, 1, 32, 32]], "symbolic": True}},
+        {"job": "shapes.why_meta", "params": {"input_shapes": [[1, 1, 32, 32]],
+                                              "batches": [1, 2], "real_budget_s": 0.5}},
+        {"job": "sandbox.echo", "params": {}},
+    ]  # fmt: skip
+    for request in warm_requests:
+        if request["job"] in failures:
+            continue
+        reply = worker.execute({"source": WARM_UP_SOURCE, **request})
+        worker.encode_reply(reply)
+        if not reply.get("ok"):
+            failures[request["job"]] = json.dumps(reply.get("error"))[:500]
+    # Error paths import their own modules (traceback formatting, difflib in hints, …).
+    worker.execute({"source": "import torch\nx = (", "job": "sandbox.echo", "params": {}})
+    worker.execute({"source": "raise ValueError('warm')", "job": "sandbox.echo", "params": {}})
+    for broken in ("self.fc1 = nn.Linear(6 * 14 * 14, 10)", "self.conv1 = nn.Conv2d(1, 6, 5)"):
+        source = WARM_UP_SOURCE.replace(broken, broken.replace("(", "(3 + ", 1))
+        if "shapes.analyze" not in failures:
+            worker.execute(
+                {
+                    "source": source,
+                    "job": "shapes.analyze",
+                    "params": {"input_shapes": [[2, 1, 32, 32]]},
+                }
+            )
+    return failures
+
+
+class Zygote:
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
+
+    def start_job(self, order: dict[str, Any], job_fd: int) -> None:
+        from torchatlas.sandbox.worker import child_main
+
+        pid = os.fork()
+        if pid == 0:
+            self.selector.close()
+            self.control.close()
+            child_main(job_fd, order)  # never returns
+        os.close(job_fd)
+        pidfd = os.pidfd_open(pid)
+        deadline = time.monotonic() + float(order.get("timeout_s", 10))
+        job = {"id": order.get("id"), "pid": pid, "deadline": deadline, "timed_out": False}
+        self.children[pidfd] = job
+        self.selector.register(pidfd, selectors.EVENT_READ, "child")
+
+    def reap(self, pidfd: int) -> None:
+        job = self.children.pop(pidfd)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        _, status, usage = os.wait4(job["pid"], 0)
+        self.send(
+            {
+                "op": "exit",
+                "id": job["id"],
+                "timed_out": job["timed_out"],
+                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                "max_rss_kb": usage.ru_maxrss,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+            }
+        )
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            _send(self.control, message)
+        except OSError:
+            self.stop()
+
+    def kill_overdue(self) -> None:
+        now = time.monotonic()
+        for job in self.children.values():
+            if not job["timed_out"] and now >= job["deadline"]:
+                job["timed_out"] = True
+                with contextlib.suppress(ProcessLookupError):
+                    try:
+                        os.killpg(job["pid"], signal.SIGKILL)
+                    except ProcessLookupError:  # before its setsid: the group is the zygote's
+                        os.kill(job["pid"], signal.SIGKILL)
+
+    def stop(self) -> None:
+        for job in self.children.values():
+            with contextlib.suppress(OSError):
+                os.kill(job["pid"], signal.SIGKILL)
+        os._exit(0)
+
+    def serve(self) -> None:
+        self.selector.register(self.control, selectors.EVENT_READ, "control")
+        while True:
+            deadlines = [job["deadline"] for job in self.children.values() if not job["timed_out"]]
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            for key, _ in self.selector.select(wait):
+                if key.data == "control":
+                    try:
+                        data, fds, _, _ = socket.recv_fds(self.control, CONTROL_MESSAGE_BYTES, 1)
+                    except OSError:
+                        data, fds = b"", []
+                    if not data:
+                        self.stop()  # the pool is gone: so are its jobs
+                    order = json.loads(data)
+                    if order.get("op") == "run" and len(fds) == 1:
+                        self.start_job(order, fds[0])
+                    else:
+                        for fd in fds:
+                            os.close(fd)
+                else:
+                    self.reap(key.fd)
+            self.kill_overdue()
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends, and the
+    # server starts the zygote from a short-lived script thread. The control socket's end of
+    # stream (the kernel closes it when the server dies) stops the zygote instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is its own
+    started = time.perf_counter()
+    with contextlib.suppress(ImportError, OSError):  # without it, health() shows seccomp off
+        import pyseccomp  # noqa: F401 - loads libseccomp now; children cannot open it later
+    import torch
+    import torchvision.models  # noqa: F401
+
+    torch.set_num_threads(1)  # one thread per job; also keeps OpenMP from starting before fork
+    from torchatlas.sandbox.worker import probe_layers
+
+    import_s = time.perf_counter() - started
+    failures = warm_up()
+    probe = probe_layers()
+    _send(
+        control,
+        {
+            "op": "ready",
+            "pid": os.getpid(),
+            "import_s": round(import_s, 3),
+            "warm_s": round(time.perf_counter() - started, 3),
+            "probe": probe,
+            "job_failures": failures,
+        },
+    )
+    Zygote(control).serve()
+
+
+if __name__ == "__main__":
+    main()
