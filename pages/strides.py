@@ -1,0 +1,150 @@
+"""Tensor storage & strides room: a start tensor and an op chain in → torchatlas.strides →
+storage strip, logical tensor, op history, write-through, byte lens, code and quiz out.
+
+The shape, dtype and chain live in the URL (``s_shape``, ``s_dtype``, ``s_ops``, ``s_seed``),
+so a link restores the room. Clicks on cells rerun only the explorer fragment. The panels are
+in components/strides_panels.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from components.i18n import t
+from components.strides_panels import (
+    DTYPE_KEY,
+    OP_TEMPLATES,
+    OPS_KEY,
+    PANEL_KEY,
+    SHAPE_KEY,
+    STEP_KEY,
+    add_op,
+    byte_lens_panel,
+    cached_code,
+    cached_steps,
+    explorer,
+    facts_markdown,
+    history_panel,
+    initial_state,
+    kind_text,
+    load_example,
+    ops_lines,
+    quiz_panel,
+    show_step_error,
+    step_label,
+    write_panel,
+    write_url,
+)
+from torchatlas.strides import EXACT_UP_TO, MAX_OPS, START_DTYPES, ShapeInputError, parse_shape
+from torchatlas.strides.examples import EXAMPLES
+
+# --------------------------------------------------------------------------- the page
+
+st.title(t("app.rooms.strides.title"))
+st.markdown(t("strides.intro"))
+initial_state()
+
+with st.container(border=True):
+    shape_column, dtype_column, example_column = st.columns([1, 1, 2])
+    shape_column.text_input(
+        t("strides.setup.shape"), key=SHAPE_KEY, help=t("strides.setup.shape_help")
+    )
+    dtype_column.selectbox(t("strides.setup.dtype"), START_DTYPES, key=DTYPE_KEY)
+    example_column.selectbox(
+        t("strides.setup.example"),
+        list(EXAMPLES),
+        index=None,
+        placeholder=t("strides.setup.example_placeholder"),
+        format_func=lambda key: t(f"strides.examples.{key}"),
+        key="strides_example",
+        on_change=load_example,
+    )
+    st.text_area(
+        t("strides.setup.ops"),
+        key=OPS_KEY,
+        height=140,
+        help=t("strides.setup.ops_help", limit=MAX_OPS),
+    )
+    add_column, button_column = st.columns([3, 1], vertical_alignment="bottom")
+    add_column.selectbox(
+        t("strides.setup.add_op"), OP_TEMPLATES, key="strides_add_op", accept_new_options=True
+    )
+    button_column.button(
+        t("strides.setup.add"), on_click=add_op, icon=":material/add:", width="stretch"
+    )
+
+shape_text = str(st.session_state[SHAPE_KEY])
+dtype = str(st.session_state[DTYPE_KEY])
+ops = tuple(ops_lines()[:MAX_OPS])
+try:
+    shape = parse_shape(shape_text)
+except ShapeInputError as problem:
+    st.error(t(f"strides.errors.{problem.code}", **problem.params), icon=":material/block:")
+    st.stop()
+write_url(shape_text, dtype, list(ops))
+if len(ops_lines()) > MAX_OPS:
+    st.warning(t("strides.setup.too_many_ops", limit=MAX_OPS))
+if math.prod(shape) - 1 > EXACT_UP_TO[dtype]:
+    st.caption(t("strides.setup.inexact", dtype=dtype, limit=EXACT_UP_TO[dtype]))
+
+steps = cached_steps(shape, dtype, ops)
+failed = next((s for s in steps if s["error"] is not None), None)
+ok_steps = [s for s in steps if s["error"] is None]
+if failed is not None:
+    show_step_error(failed["error"])
+
+signature = (shape, dtype, ops)
+if st.session_state.get("strides_signature") != signature:
+    st.session_state["strides_signature"] = signature
+    st.session_state[STEP_KEY] = len(ok_steps) - 1
+    st.session_state.pop("strides_write_result", None)
+if st.session_state.get(STEP_KEY) not in range(len(ok_steps)):
+    st.session_state[STEP_KEY] = len(ok_steps) - 1
+shown = st.segmented_control(
+    t("strides.step_picker"),
+    options=list(range(len(ok_steps))),
+    format_func=lambda i: step_label(ok_steps[i]),
+    key=STEP_KEY,
+    required=True,
+)
+shown = int(shown if shown is not None else len(ok_steps) - 1)
+step = ok_steps[shown]
+st.markdown(f"**{kind_text(step)}**")
+
+explorer((shape, dtype, ops), ok_steps, shown)
+
+facts, history = st.columns([1, 2], gap="medium")
+with facts:
+    st.subheader(t("strides.facts.title"), anchor=False)
+    st.markdown(facts_markdown(step))
+    st.caption(t("strides.facts.named_tensors"))
+with history:
+    st.subheader(t("strides.history.title"), anchor=False)
+    history_panel((shape, dtype, ops), shown)
+
+# Only the open tab runs (on_change="rerun" + .open): the other panels cost nothing on a
+# rerun, which keeps clicks on a 64×64 tensor quick.
+panel_labels = [
+    t("strides.tabs.code"),
+    t("strides.tabs.write"),
+    t("strides.tabs.bytes"),
+    t("strides.tabs.quiz"),
+]
+code_tab, write_tab, bytes_tab, quiz_tab = st.tabs(
+    panel_labels, key=PANEL_KEY, on_change="rerun", default=panel_labels[0]
+)
+if code_tab.open:
+    with code_tab:
+        st.caption(t("strides.code.caption"))
+        st.code(cached_code(shape, dtype, ops), language="python")
+if write_tab.open:
+    with write_tab:
+        write_panel(shape, dtype, ops, steps)
+if bytes_tab.open:
+    with bytes_tab:
+        byte_lens_panel(step)
+if quiz_tab.open:
+    with quiz_tab:
+        quiz_panel()

@@ -1,0 +1,158 @@
+"""Predict, then reveal: questions drawn from random shapes and chains, graded by live torch.
+
+A question stores only its inputs (shape, ops, element); :func:`grade` runs the chain again
+and compares the student's answer with what PyTorch reports, so no answer is ever stored or
+hard-coded.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torchatlas.strides.trace import Step, trace
+
+KINDS = ("view_or_copy", "new_stride", "view_works", "which_cell")
+MAX_TRIES = 60
+
+
+@dataclass(frozen=True)
+class Question:
+    kind: str
+    seed: int
+    shape: tuple[int, ...]
+    dtype: str
+    ops: tuple[str, ...]
+    element: tuple[int, ...] | None = None  # for which_cell
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Grade:
+    correct: bool
+    expected: str
+    given: str
+    steps: list[Step]
+
+
+def _random_shape(rng: random.Random) -> tuple[int, ...]:
+    rank = rng.choice((2, 2, 3, 3, 4))
+    return tuple(rng.randint(1 if rank > 2 else 2, 5) for _ in range(rank))
+
+
+def _random_op(rng: random.Random, size: tuple[int, ...], views_only: bool = False) -> str:
+    """One op that fits ``size`` (it may still fail; the caller checks with live torch)."""
+    rank = len(size)
+    dim = rng.randrange(rank) if rank else 0
+    options: list[str] = []
+    if rank >= 2:
+        a, b = rng.sample(range(rank), 2)
+        options += [".t()" if rank == 2 else f".transpose({a}, {b})"] * 2
+        perm = list(range(rank))
+        rng.shuffle(perm)
+        options.append(f".permute({', '.join(map(str, perm))})")
+        options.append(".diagonal()")
+    if rank:
+        n = size[dim]
+        step = rng.choice((2, 3))
+        start = rng.randrange(n) if n > 1 else 0
+        prefix = ":, " * dim
+        options += [f"[{prefix}{start}::{step}]", f"[{prefix}{start}:]"]
+        options.append(f".narrow({dim}, {start}, {max(1, n - start - 1) if n > 1 else 1})")
+        options.append(f".select({dim}, {rng.randrange(n)})")
+        options.append(f".unsqueeze({rng.randrange(rank + 1)})")
+        if 1 in size:
+            target = [str(rng.randint(2, 4)) if s == 1 else "-1" for s in size]
+            options.append(f".expand({', '.join(target)})")
+        if n >= 2:
+            width = rng.randint(1, n)
+            options.append(f".unfold({dim}, {width}, {rng.randint(1, 2)})")
+    if not views_only:
+        options += [".contiguous()", ".clone()", f".flip({dim})", ".reshape(-1)", ".flatten()"]
+    return rng.choice(options)
+
+
+def _chain(rng: random.Random, shape: tuple[int, ...], length: int, views_only: bool) -> list[str]:
+    """A chain of ``length`` ops, each checked with live torch as it is drawn."""
+    ops: list[str] = []
+    size = shape
+    tries = 0
+    while len(ops) < length and tries < MAX_TRIES:
+        tries += 1
+        op = _random_op(rng, size, views_only)
+        last = trace(shape, "float32", [*ops, op])[-1]
+        if last.error is None and last.size is not None and 0 < (last.numel or 0) <= 256:
+            ops.append(op)
+            size = last.size
+    return ops
+
+
+def make_question(seed: int, kind: str | None = None) -> Question:
+    """A question for ``seed`` (the same seed always gives the same question)."""
+    rng = random.Random(seed)
+    kind = kind or rng.choice(KINDS)
+    if kind not in KINDS:
+        raise ValueError(f"unknown question kind {kind!r}")
+    for _ in range(MAX_TRIES):
+        shape = _random_shape(rng)
+        if kind == "view_or_copy":
+            ops = _chain(rng, shape, rng.randint(1, 2), views_only=False)
+        elif kind == "new_stride":
+            ops = _chain(rng, shape, 1, views_only=rng.random() < 0.7)
+        elif kind == "view_works":
+            ops = _chain(rng, shape, rng.randint(1, 2), views_only=True)
+            ops.append(rng.choice((".view(-1)", ".view(-1)", f".view({shape[0]}, -1)")))
+        else:
+            ops = _chain(rng, shape, rng.randint(1, 2), views_only=True)
+        if not ops:
+            continue
+        element = None
+        if kind == "which_cell":
+            last = trace(shape, "float32", ops)[-1]
+            if last.error is not None or not last.size or not last.numel:
+                continue
+            element = tuple(rng.randrange(n) for n in last.size)
+        return Question(kind, seed, shape, "float32", tuple(ops), element)
+    raise RuntimeError(f"could not draw a {kind} question for seed {seed}")
+
+
+def _parse_ints(text: str) -> tuple[int, ...] | None:
+    numbers = re.findall(r"-?\d+", text)
+    if not numbers or re.search(r"[^\d\s,()\[\]\-]", text):
+        return None
+    return tuple(int(n) for n in numbers)
+
+
+def expected(question: Question, steps: list[Step]) -> str:
+    """The right answer, read from live torch (``steps`` is the chain traced now)."""
+    last = steps[-1]
+    if question.kind == "view_works":
+        return "no" if last.error is not None else "yes"
+    if last.error is not None:
+        raise RuntimeError(f"question chain failed: {last.error.message}")
+    if question.kind == "view_or_copy":
+        return "view" if last.is_view else "copy"
+    if question.kind == "new_stride":
+        return "(" + ", ".join(map(str, last.stride or ())) + ")"
+    assert question.element is not None
+    cell: Any = last.storage_indices
+    for i in question.element:
+        cell = cell[i]
+    return str(cell)
+
+
+def grade(question: Question, answer: str) -> Grade:
+    """Grade ``answer`` against PyTorch, running the question's chain now."""
+    steps = trace(question.shape, question.dtype, list(question.ops))
+    right = expected(question, steps)
+    given = answer.strip().lower()
+    if question.kind in ("new_stride", "which_cell"):
+        parsed = _parse_ints(given)
+        correct = parsed is not None and parsed == _parse_ints(right)
+    else:
+        correct = given == right
+    return Grade(correct=correct, expected=right, given=answer.strip(), steps=steps)

@@ -1,0 +1,378 @@
+"""Run a chain of ops on a real tensor and record, per step, how it views its storage.
+
+The start tensor's value at each storage cell is that cell's index, so the numbers a student
+sees *are* the addresses. Every op runs for real in torch; whether it made a view or a copy is
+read from the tensors' untyped storages and byte ranges, never from a table of op names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+
+from torchatlas.strides.parser import DTYPES, OpParseError, ParsedOp, parse_op
+
+MAX_RANK = 6
+MAX_OPS = 24
+# Any step (and the start storage) may hold at most this many elements: expand() is free, but
+# a later contiguous() or clone() of it would allocate them all on a shared server.
+MAX_ELEMENTS = 1 << 20
+# Per-element lists (storage_indices, values, storage_values) stop here; the numbers that
+# describe the layout (size, stride, offset, …) are computed at any size.
+MAX_LISTED = 1 << 16
+START_DTYPES = tuple(name for name in DTYPES if name != "bool")
+# Largest n such that every integer 0..n is exact in the dtype: past it the start values
+# (the storage indices) round or wrap, while the indices themselves stay exact.
+EXACT_UP_TO: dict[str, int] = {
+    "float32": 1 << 24,
+    "float64": 1 << 53,
+    "float16": 2048,
+    "bfloat16": 256,
+    "int64": (1 << 63) - 1,
+    "int32": (1 << 31) - 1,
+    "int16": (1 << 15) - 1,
+    "int8": 127,
+    "uint8": 255,
+    "bool": 1,
+}
+
+
+@dataclass(frozen=True)
+class StepError:
+    """Why an op failed: a stable ``code`` and ``params`` for the translated text, the English
+    ``message`` (cause and fix), and PyTorch's own words when PyTorch raised."""
+
+    code: str
+    text: str
+    message: str
+    params: dict[str, Any] = field(default_factory=dict)
+    torch_message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tensor of the chain (step 0 is the start tensor), or the failing op (``error``)."""
+
+    index: int
+    op: str
+    code: str
+    name: str
+    dtype: str | None = None
+    size: tuple[int, ...] | None = None
+    stride: tuple[int, ...] | None = None
+    stride_bytes: tuple[int, ...] | None = None
+    storage_offset: int | None = None
+    element_size: int | None = None
+    numel: int | None = None
+    is_contiguous: bool | None = None
+    is_channels_last: bool | None = None  # None unless 4-D
+    storage_id: str | None = None
+    storage_nbytes: int | None = None
+    storage_cells: int | None = None  # storage length in this step's elements
+    byte_range: tuple[int, int] | None = None  # [first byte, end byte) this step reads
+    is_view: bool | None = None
+    returned_input: bool | None = None  # the op handed back its input itself
+    parent_storage_id: str | None = None
+    storage_indices: Any = None  # nested lists shaped like size; None past MAX_LISTED
+    values: Any = None
+    storage_values: list[Any] | None = None  # every storage cell, read in this step's dtype
+    error: StepError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        # Shallow on purpose: the nested lists are already plain data, and a deep copy of a
+        # 4,096-element step costs more than everything else the page does.
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        data["error"] = self.error.to_dict() if self.error else None
+        for key in ("size", "stride", "stride_bytes", "byte_range"):
+            if data[key] is not None:
+                data[key] = list(data[key])
+        return data
+
+
+class ShapeInputError(ValueError):
+    def __init__(self, code: str, message: str, **params: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.params = params
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"2, 3, 4"`` or ``"(2, 3, 4)"`` → ``(2, 3, 4)``; rank 1–6, sizes ≥ 1, bounded total."""
+    # "2x3" and "2×3" read as "2, 3"; a stray letter elsewhere is still an error
+    cleaned = re.sub(r"(?<=\d)\s*[x×]\s*(?=\d)", ",", text.strip().strip("()[]"))
+    parts = [part.strip() for part in cleaned.split(",") if part.strip()]
+    if not parts:
+        raise ShapeInputError("shape_empty", "Type a shape such as 2, 3, 4.")
+    if not all(re.fullmatch(r"\d{1,7}", part) for part in parts):
+        raise ShapeInputError(
+            "shape_not_ints",
+            f"{text!r} is not a shape: use whole numbers separated by commas, such as 2, 3, 4.",
+            text=text,
+        )
+    shape = tuple(int(part) for part in parts)
+    if len(shape) > MAX_RANK:
+        raise ShapeInputError(
+            "shape_rank",
+            f"{len(shape)} dimensions: this room draws up to {MAX_RANK}.",
+            rank=len(shape),
+            max_rank=MAX_RANK,
+        )
+    if min(shape) < 1:
+        raise ShapeInputError("shape_zero", "Every size must be at least 1.")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ShapeInputError(
+            "shape_too_big",
+            f"{math.prod(shape):,} elements: keep the start tensor at most {MAX_ELEMENTS:,}.",
+            numel=math.prod(shape),
+            limit=MAX_ELEMENTS,
+        )
+    return shape
+
+
+def start_tensor(shape: Sequence[int], dtype: str) -> torch.Tensor:
+    """A tensor whose value at each storage cell is that cell's index."""
+    return torch.arange(math.prod(shape)).to(DTYPES[dtype]).reshape(tuple(shape))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def storage_index(step: Step, index: Sequence[int]) -> int:
+    """The storage cell element ``index`` of ``step`` reads: offset + Σ index·stride."""
+    assert step.stride is not None and step.storage_offset is not None
+    return step.storage_offset + sum(i * s for i, s in zip(index, step.stride, strict=True))
+
+
+def _reach(tensor: torch.Tensor) -> tuple[int, int]:
+    """[first, end) element positions the tensor reads in its storage (strides are ≥ 0)."""
+    offset = tensor.storage_offset()
+    if tensor.numel() == 0:
+        return offset, offset
+    last = offset + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    return offset, last + 1
+
+
+def storage_cells_of(tensor: torch.Tensor) -> torch.Tensor:
+    """Every storage cell, flat, read in the tensor's own dtype."""
+    storage = tensor.untyped_storage()
+    cells = storage.nbytes() // tensor.element_size()
+    return torch.empty(0, dtype=tensor.dtype).set_(storage, 0, (cells,), (1,))
+
+
+def indices_of(tensor: torch.Tensor) -> torch.Tensor:
+    """For every element, the storage cell it reads, as an int64 tensor shaped like it."""
+    _, end = _reach(tensor)
+    return torch.arange(max(end, 1)).as_strided(
+        tensor.shape, tensor.stride(), tensor.storage_offset()
+    )
+
+
+class _Storages:
+    """Stable ids (S0, S1, …) for the distinct storages a chain touches. The tensors are kept
+    alive by the chain, so a freed block cannot be reused and mistaken for an old storage."""
+
+    def __init__(self) -> None:
+        self._ids: dict[object, str] = {}
+
+    def identify(self, tensor: torch.Tensor, same_as: str | None = None) -> str:
+        pointer = tensor.untyped_storage().data_ptr()
+        key: object = pointer if pointer else ("empty", len(self._ids))
+        if not pointer and same_as is not None:
+            return same_as
+        if key not in self._ids:
+            self._ids[key] = f"S{len(self._ids)}"
+        return self._ids[key]
+
+
+def _shares_storage(result: torch.Tensor, source: torch.Tensor) -> bool:
+    """A view: the result lives in the source's storage and reads only bytes inside it."""
+    if result is source:
+        return True
+    result_storage, source_storage = result.untyped_storage(), source.untyped_storage()
+    if result_storage.data_ptr() == 0 or source_storage.data_ptr() == 0:
+        return result_storage.data_ptr() == source_storage.data_ptr() == 0 and (
+            result._base is not None and result._base is (source._base or source)
+        )
+    if result_storage.data_ptr() != source_storage.data_ptr():
+        return False
+    first, end = _reach(result)
+    size = result.element_size()
+    return first >= 0 and end * size <= source_storage.nbytes()
+
+
+def _describe(
+    index: int,
+    op: str,
+    code: str,
+    name: str,
+    tensor: torch.Tensor,
+    storage_id: str,
+    is_view: bool,
+    returned_input: bool,
+    parent_storage_id: str | None,
+) -> Step:
+    element_size = tensor.element_size()
+    first, end = _reach(tensor)
+    channels_last = None
+    if tensor.dim() == 4:
+        channels_last = tensor.is_contiguous(memory_format=torch.channels_last)
+    listed = tensor.numel() <= MAX_LISTED
+    cells = tensor.untyped_storage().nbytes() // element_size
+    return Step(
+        index=index,
+        op=op,
+        code=code,
+        name=name,
+        dtype=dtype_name(tensor.dtype),
+        size=tuple(tensor.shape),
+        stride=tuple(tensor.stride()),
+        stride_bytes=tuple(s * element_size for s in tensor.stride()),
+        storage_offset=tensor.storage_offset(),
+        element_size=element_size,
+        numel=tensor.numel(),
+        is_contiguous=tensor.is_contiguous(),
+        is_channels_last=channels_last,
+        storage_id=storage_id,
+        storage_nbytes=tensor.untyped_storage().nbytes(),
+        storage_cells=cells,
+        byte_range=(first * element_size, end * element_size),
+        is_view=is_view,
+        returned_input=returned_input,
+        parent_storage_id=parent_storage_id,
+        storage_indices=indices_of(tensor).tolist() if listed else None,
+        values=tensor.tolist() if listed else None,
+        storage_values=storage_cells_of(tensor).tolist() if cells <= MAX_LISTED else None,
+    )
+
+
+@dataclass
+class Chain:
+    """The live tensors of a traced chain (for write-through and tests) and its steps."""
+
+    tensors: list[torch.Tensor]
+    steps: list[Step]
+    ops: list[ParsedOp]
+
+
+def _error_step(index: int, text: str, error: StepError) -> Step:
+    return Step(index=index, op=text, code="", name="", error=error)
+
+
+def _dry_run_numel(op: ParsedOp, tensor: torch.Tensor) -> int | None:
+    """The result's element count from a meta-device twin, so nothing big is allocated."""
+    cells = tensor.untyped_storage().nbytes() // tensor.element_size()
+    twin = torch.empty(cells, dtype=tensor.dtype, device="meta").as_strided(
+        tensor.shape, tensor.stride(), tensor.storage_offset()
+    )
+    try:
+        return op.apply(twin).numel()
+    except Exception:
+        return None  # the real run reports the error in PyTorch's words
+
+
+def run_chain(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] = ()) -> Chain:
+    """Build the start tensor and apply each op for real; stops at the first failing op,
+    which becomes a final step carrying ``error``."""
+    from torchatlas.strides.errors import explain, too_large
+
+    if dtype not in START_DTYPES:
+        raise ShapeInputError("dtype", f"{dtype!r} is not a start dtype here.", dtype=dtype)
+    shape = tuple(int(n) for n in shape)
+    if not 1 <= len(shape) <= MAX_RANK or min(shape) < 1 or math.prod(shape) > MAX_ELEMENTS:
+        parse_shape(",".join(map(str, shape)))  # raises the matching message
+    storages = _Storages()
+    tensor = start_tensor(shape, dtype)
+    start_code = (
+        f"x = torch.arange({math.prod(shape)}).to(torch.{dtype}).reshape"
+        f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+    )
+    first = _describe(
+        0, "x", start_code, "x", tensor, storages.identify(tensor), False, False, None
+    )
+    chain = Chain(tensors=[tensor], steps=[first], ops=[])
+    for number, text in enumerate(list(ops)[:MAX_OPS], start=1):
+        try:
+            op = parse_op(text)
+        except OpParseError as error:
+            step_error = StepError(error.code, text.strip(), error.message, dict(error.params))
+            chain.steps.append(_error_step(number, text.strip(), step_error))
+            break
+        numel = _dry_run_numel(op, tensor)
+        if numel is not None and numel > MAX_ELEMENTS:
+            chain.steps.append(_error_step(number, op.text, too_large(op.text, numel)))
+            break
+        try:
+            result = op.apply(tensor)
+        except Exception as exc:  # PyTorch's refusal is the lesson: explain it
+            chain.steps.append(_error_step(number, op.text, explain(exc, op, tensor)))
+            break
+        parent = chain.steps[-1]
+        is_view = _shares_storage(result, tensor)
+        storage_id = storages.identify(result, same_as=parent.storage_id if is_view else None)
+        name = f"y{number}"
+        previous_name = chain.steps[-1].name
+        chain.steps.append(
+            _describe(
+                number,
+                op.text,
+                f"{name} = {op.code(previous_name)}",
+                name,
+                result,
+                storage_id,
+                is_view,
+                result is tensor,
+                parent.storage_id,
+            )
+        )
+        chain.tensors.append(result)
+        chain.ops.append(op)
+        tensor = result
+    return chain
+
+
+def trace(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] = ()) -> list[Step]:
+    """Every step of ``ops`` applied to a ``shape``/``dtype`` tensor whose values are its
+    storage indices; see :class:`Step`."""
+    return run_chain(shape, dtype, ops).steps
+
+
+def chain_code(shape: Sequence[int], dtype: str, steps: Sequence[Step]) -> str:
+    """Runnable PyTorch code for the traced chain, printing what this room shows."""
+    lines = ["import torch", ""]
+    names = []
+    for step in steps:
+        if step.error is None:
+            lines.append(step.code)
+            names.append(step.name)
+    lines += [
+        "",
+        "base = x.untyped_storage().data_ptr()",
+        f"for name, t in [{', '.join(f'({n!r}, {n})' for n in names)}]:",
+        "    shared = t.untyped_storage().data_ptr() == base",
+        "    print(name, tuple(t.shape), t.stride(), t.storage_offset(), t.is_contiguous(),",
+        '          "shares x\'s storage" if shared else "own storage")',
+    ]
+    failed = [step for step in steps if step.error is not None]
+    if failed:
+        last = names[-1] if names else "x"
+        lines += ["", f"# The next op fails in PyTorch: {last}{_as_suffix(failed[0].op)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _as_suffix(text: str) -> str:
+    text = text.strip()
+    return text if text.startswith(("[", ".")) else f".{text}"

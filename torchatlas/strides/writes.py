@@ -1,0 +1,112 @@
+"""Write-through: an in-place write on one step, and which other steps see it.
+
+The chain runs first, then the write lands on the chosen step's tensor, then every step is
+read again through its own view. Views of the written storage change; copies made earlier do
+not. An overlapping write (one storage cell behind several elements) surfaces PyTorch's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from torchatlas.strides.errors import explain
+from torchatlas.strides.parser import OpParseError, ParsedOp, parse_write
+from torchatlas.strides.trace import MAX_LISTED, StepError, run_chain
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    write: str
+    step_index: int
+    code: str = ""
+    error: StepError | None = None
+    changed_steps: list[int] = field(default_factory=list)
+    # step index → flat (row-major) indices of its elements that changed
+    changed_elements: dict[int, list[int]] = field(default_factory=dict)
+    # storage id → byte positions that changed
+    changed_bytes: dict[str, list[int]] = field(default_factory=dict)
+    # step index → its values after the write (nested like its size; None past MAX_LISTED)
+    values_after: dict[int, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["error"] = self.error.to_dict() if self.error else None
+        return data
+
+
+def _equal(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    same = before == after
+    if before.is_floating_point():
+        same |= before.isnan() & after.isnan()
+    return same
+
+
+def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
+    storage = tensor.untyped_storage()
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+
+
+def write_through(
+    shape: Sequence[int],
+    dtype: str,
+    ops: Sequence[str],
+    step_index: int,
+    write: str,
+) -> WriteResult:
+    """Apply ``write`` (``fill_(7)``, ``add_(1)``, ``[0, 1] = 5`` …) to step ``step_index`` of
+    the chain and report every step whose values changed."""
+    chain = run_chain(shape, dtype, ops)
+    text = write.strip()
+    if not 0 <= step_index < len(chain.tensors):
+        raise IndexError(f"step {step_index} is not a step of this chain")
+    try:
+        parsed = parse_write(text)
+    except OpParseError as error:
+        return WriteResult(
+            text, step_index, error=StepError(error.code, text, error.message, dict(error.params))
+        )
+    target = chain.tensors[step_index]
+    name = chain.steps[step_index].name
+    before = [tensor.clone() for tensor in chain.tensors]
+    storage_ids = [step.storage_id for step in chain.steps if step.error is None]
+    raw_before: dict[str, torch.Tensor] = {}
+    for storage_id, tensor in zip(storage_ids, chain.tensors, strict=False):
+        raw_before.setdefault(str(storage_id), _bytes_of(tensor).clone())
+    try:
+        parsed.apply(target)
+    except Exception as exc:  # PyTorch's refusal (e.g. an overlapping write) is the lesson
+        as_op = ParsedOp(text=text, kind="write", name=parsed.name)
+        return WriteResult(
+            text, step_index, code=parsed.code(name), error=explain(exc, as_op, target)
+        )
+    changed_steps, changed_elements, values_after = [], {}, {}
+    for index, (old, tensor) in enumerate(zip(before, chain.tensors, strict=True)):
+        differs = ~_equal(old, tensor)
+        if bool(differs.any()):
+            changed_steps.append(index)
+            flat = differs.reshape(-1).nonzero().reshape(-1)
+            changed_elements[index] = flat[:MAX_LISTED].tolist()
+        values_after[index] = tensor.tolist() if tensor.numel() <= MAX_LISTED else None
+    changed_bytes: dict[str, list[int]] = {}
+    seen: set[str] = set()
+    for storage_id, tensor in zip(storage_ids, chain.tensors, strict=False):
+        key = str(storage_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        moved = (raw_before[key] != _bytes_of(tensor)).nonzero().reshape(-1)
+        if moved.numel():
+            changed_bytes[key] = moved[:MAX_LISTED].tolist()
+    return WriteResult(
+        text,
+        step_index,
+        code=parsed.code(name),
+        changed_steps=changed_steps,
+        changed_elements=changed_elements,
+        changed_bytes=changed_bytes,
+        values_after=values_after,
+    )
