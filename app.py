@@ -1,8 +1,11 @@
 """Torch Atlas entry point: page config, navigation, and the shared sidebar.
 
-``st.navigation`` with explicitly registered ``st.Page`` files is used beside the
-``pages/`` folder; in Streamlit 1.67 this gives deep links (``/strides``) with no
-warning about the folder (tests/e2e checks every deep link).
+Navigation is ``st.navigation`` with every room's script registered explicitly. The room
+scripts live in ``views/``, not ``pages/``: in Streamlit 1.67 a ``pages/`` folder beside the
+entry script puts a freshly started server in legacy multipage mode until some session has run
+``st.navigation``, so the very first visitor's deep link (``/strides?lang=ko``) was served
+without this file (no language switch, Streamlit's file list as navigation). Checked by
+tests/e2e/test_pages.py::test_first_visit_of_a_fresh_server_is_a_deep_link.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ st.set_page_config(
 
 language_switch()
 
-home = st.Page("pages/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
+home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
 sections: dict[str, list[st.Page]] = {t("app.section.start"): [home]}
 for room in built_rooms():
     page = st.Page(

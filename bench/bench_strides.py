@@ -60,7 +60,7 @@ def timed(function: Callable[[], object]) -> float:
 
 def page_reruns(rounds: int) -> tuple[float, float, float]:
     page = open_page(
-        "pages/strides.py",
+        "views/strides.py",
         strides_shape=", ".join(map(str, SHAPE)),
         strides_ops="\n".join(CHAIN),
         strides_selection=SELECTED,
@@ -73,7 +73,7 @@ def page_reruns(rounds: int) -> tuple[float, float, float]:
         script.write_text(TRIVIAL_PAGE)
         trivial = AppTest.from_file(str(script), default_timeout=60)
         trivial.run()
-        shell = open_page("pages/home.py")
+        shell = open_page("views/home.py")
         for warm in (page, trivial, shell):
             warm.run()
         page_s, trivial_s, shell_s = [], [], []

@@ -20,7 +20,7 @@ class Room:
 
     @property
     def script(self) -> str:
-        return f"pages/{self.key}.py"
+        return f"views/{self.key}.py"
 
     @property
     def built(self) -> bool:

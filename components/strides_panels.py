@@ -1,6 +1,6 @@
 """Streamlit panels of the strides room (state, URL, explorer, write-through, byte lens, quiz).
 
-They live here rather than in pages/strides.py because Streamlit compiles the page file on
+They live here rather than in views/strides.py because Streamlit compiles the page file on
 every rerun; the page itself stays a short script that wires these panels together. Panels
 take plain data (``Step.to_dict()`` dictionaries) and call the engine only through the cached
 wrappers below.

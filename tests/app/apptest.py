@@ -18,7 +18,7 @@ def open_page(script: str, lang: str = "en", **session: object) -> AppTest:
     for key, value in session.items():
         at.session_state[key] = value
     at.run()
-    if script != "pages/home.py":
+    if script != "views/home.py":
         at.switch_page(script).run()
     return at
 

@@ -48,7 +48,7 @@ def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 
 def test_default_page_classifies_the_cat_sample() -> None:
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
     text = rendered_text(at)
@@ -63,7 +63,7 @@ def test_default_page_classifies_the_cat_sample() -> None:
 
 
 def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     buffer = io.BytesIO()
     Image.open(io.BytesIO(engine.sample_bytes("coffee"))).save(buffer, "PNG")
     at.pills(key="c_samples").set_value([])
@@ -87,7 +87,7 @@ def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
 
 
 def test_nothing_selected_explains_what_to_do() -> None:
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     at.pills(key="c_samples").set_value([])
     at.run()
     no_failure(at)
@@ -96,7 +96,7 @@ def test_nothing_selected_explains_what_to_do() -> None:
 
 
 def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     at.pills(key="c_samples").set_value(["cat", "coffee", "rocket"])
     at.run()
     no_failure(at)
@@ -110,7 +110,7 @@ def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
 
 
 def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) -> None:
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     at.selectbox(key="c_model").set_value("resnet50").run()
     no_failure(at)
     errors = [e.value for e in at.error]
@@ -127,7 +127,7 @@ def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> No
     import torch
 
     torch.save(resnet18(weights=None).state_dict(), offline_hub / "resnet18-f37072fd.pth")
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     at.selectbox(key="c_compare").set_value("resnet18").run()
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
@@ -137,7 +137,7 @@ def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> No
 
 
 def test_korean_page() -> None:
-    at = open_page("pages/classify.py", lang="ko")
+    at = open_page("views/classify.py", lang="ko")
     no_failure(at)
     text = rendered_text(at)
     assert translate("classify.intro", "ko") in text
@@ -167,7 +167,7 @@ def test_first_use_downloads_with_progress_then_classifies(
 
     monkeypatch.setattr(engine, "_weights_url", lambda spec: f"https://example.invalid/{name}")
     monkeypatch.setattr(engine, "_open_url", serve)
-    at = open_page("pages/classify.py")
+    at = open_page("views/classify.py")
     at.selectbox(key="c_model").set_value("resnet18").run()
     no_failure(at)
     assert not at.error, [e.value for e in at.error]

@@ -18,7 +18,7 @@ KIB = 1024
 def test_inventory_and_honest_no_accelerator_note() -> None:
     import torch
 
-    at = open_page("pages/devices.py")
+    at = open_page("views/devices.py")
     assert not at.exception
     text = rendered_text(at)
     assert at.title[0].value == translate("app.rooms.devices.title")
@@ -31,7 +31,7 @@ def test_inventory_and_honest_no_accelerator_note() -> None:
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_run_a_demonstration_shows_live_findings(lang: str) -> None:
-    at = open_page("pages/devices.py", lang)
+    at = open_page("views/devices.py", lang)
     assert translate("devices.demos.tensor_to.predict", lang) in rendered_text(at)
     at.button(key="devices_run_tensor_to").click().run()
     assert not at.exception
@@ -44,7 +44,7 @@ def test_run_a_demonstration_shows_live_findings(lang: str) -> None:
 
 
 def test_switching_variant_changes_the_result() -> None:
-    at = open_page("pages/devices.py")
+    at = open_page("views/devices.py")
     at.button_group(key="devices_variant_tensor_to").set_value("other_dtype").run()
     at.button(key="devices_run_tensor_to").click().run()
     text = rendered_text(at)
@@ -54,7 +54,7 @@ def test_switching_variant_changes_the_result() -> None:
 
 
 def test_exact_exception_text_reaches_the_page() -> None:
-    at = open_page("pages/devices.py")
+    at = open_page("views/devices.py")
     at.button(key="devices_run_mix_devices").click().run()
     assert not at.exception
     messages = [code.value for code in at.code if code.language == "text"]
@@ -65,7 +65,7 @@ def test_exact_exception_text_reaches_the_page() -> None:
 
 
 def test_benchmark_runs_draws_and_offers_csv() -> None:
-    at = open_page("pages/devices.py")
+    at = open_page("views/devices.py")
     at.select_slider(key="devices_bench_max").set_value(64 * KIB).run()
     at.button(key="devices_bench_run").click().run()
     assert not at.exception and not at.error
@@ -82,7 +82,7 @@ def test_benchmark_runs_draws_and_offers_csv() -> None:
 
 
 def test_a_second_benchmark_is_told_to_wait() -> None:
-    at = open_page("pages/devices.py")
+    at = open_page("views/devices.py")
     release = threading.Event()
     started = threading.Event()
 

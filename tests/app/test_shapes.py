@@ -21,7 +21,7 @@ def _run_label(at: AppTest) -> str:
 
 
 def test_default_preset_is_analysed_on_arrival() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     assert not at.exception
     text = rendered_text(at)
     assert "Shape" in at.title[0].value
@@ -38,7 +38,7 @@ def test_default_preset_is_analysed_on_arrival() -> None:
 
 
 def test_broken_model_shows_the_fix_on_the_offending_line() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     at.selectbox(key="shapes_preset").select_index(list(PRESETS).index("net_broken")).run()
     assert at.text_input(key="shapes_inputs").value == "1×1×28×28"
     at = submit(at)
@@ -54,7 +54,7 @@ def test_broken_model_shows_the_fix_on_the_offending_line() -> None:
 
 
 def test_symbolic_view_shows_formulas_and_constraints() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     at.text_input(key="shapes_inputs").set_value("1×3×32×32")
     at.toggle(key="shapes_symbolic").set_value(True)
     at = submit(at)
@@ -66,7 +66,7 @@ def test_symbolic_view_shows_formulas_and_constraints() -> None:
 
 
 def test_bad_shape_text_is_explained() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     at.text_input(key="shapes_inputs").set_value("1×three×32")
     at = submit(at)
     assert not at.exception
@@ -75,7 +75,7 @@ def test_bad_shape_text_is_explained() -> None:
 
 
 def test_korean() -> None:
-    at = open_page("pages/shapes.py", lang="ko")
+    at = open_page("views/shapes.py", lang="ko")
     assert not at.exception
     assert "meta 디바이스" in rendered_text(at)
     assert {metric.label for metric in at.metric} >= {"파라미터", "활성값 메모리"}
@@ -86,7 +86,7 @@ def test_korean() -> None:
 
 
 def test_state_goes_into_the_url() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     edited = PRESETS["net"].source.replace("nn.Linear(84, 10)", "nn.Linear(84, 7)")
     at.text_area(key="shapes_source").set_value(edited)
     at.text_input(key="shapes_inputs").set_value("2×3×32×32")
@@ -107,14 +107,14 @@ def test_a_shared_link_restores_the_editor() -> None:
     at.query_params["m_src"] = encode_source(source)
     at.query_params["m_shapes"] = "3×3×32×32"
     at.run()
-    at.switch_page("pages/shapes.py").run()
+    at.switch_page("views/shapes.py").run()
     assert not at.exception
     assert at.text_area(key="shapes_source").value == source
     assert "3 × 5" in rendered_text(at)
 
 
 def test_downloads() -> None:
-    at = open_page("pages/shapes.py")
+    at = open_page("views/shapes.py")
     buttons = at.get("download_button")
     assert len(buttons) == 2
 

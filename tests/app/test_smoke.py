@@ -7,7 +7,7 @@ import pytest
 from components.rooms import built_rooms
 from tests.app.apptest import open_page
 
-PAGES = ["pages/home.py", *(room.script for room in built_rooms())]
+PAGES = ["views/home.py", *(room.script for room in built_rooms())]
 
 
 @pytest.mark.parametrize("lang", ["en", "ko"])

@@ -14,7 +14,7 @@ def chart_specs(at: AppTest) -> list[dict]:
 
 
 def test_default_chain_renders_storage_tensor_history_and_code() -> None:
-    at = open_page("pages/strides.py")
+    at = open_page("views/strides.py")
     assert not at.exception and not at.error
     text = rendered_text(at)
     assert "Tensor storage & strides" in text
@@ -30,7 +30,7 @@ def test_default_chain_renders_storage_tensor_history_and_code() -> None:
 
 
 def test_chain_edits_update_steps_and_url() -> None:
-    at = open_page("pages/strides.py")
+    at = open_page("views/strides.py")
     at.text_input(key="strides_shape").set_value("4, 6")
     at.text_area(key="strides_ops").set_value("[1:, ::2]\n[..., 0]")
     at.run()
@@ -48,7 +48,7 @@ def test_shared_link_restores_the_state() -> None:
     at.query_params["s_dtype"] = "float16"
     at.query_params["s_ops"] = [".expand(3, 4)", ".t()"]
     at.run()
-    at.switch_page("pages/strides.py").run()
+    at.switch_page("views/strides.py").run()
     assert not at.exception
     assert at.session_state["strides_shape"] == "3,1"
     assert at.session_state["strides_dtype"] == "float16"
@@ -58,7 +58,7 @@ def test_shared_link_restores_the_state() -> None:
 
 
 def test_failing_op_is_explained_without_a_traceback() -> None:
-    at = open_page("pages/strides.py", strides_shape="3, 4", strides_ops=".t()\n.view(-1)")
+    at = open_page("views/strides.py", strides_shape="3, 4", strides_ops=".t()\n.view(-1)")
     assert not at.exception
     message = at.error[0].value
     assert (
@@ -71,17 +71,17 @@ def test_failing_op_is_explained_without_a_traceback() -> None:
 
 
 def test_unsafe_text_is_refused_politely() -> None:
-    at = open_page("pages/strides.py", strides_ops="__import__('os').system('true')")
+    at = open_page("views/strides.py", strides_ops="__import__('os').system('true')")
     assert not at.exception
     assert "is not one of the ops this room knows" in at.error[0].value
-    at = open_page("pages/strides.py", strides_shape="2, x")
+    at = open_page("views/strides.py", strides_shape="2, x")
     assert "is not a shape" in at.error[0].value
 
 
 def test_selected_element_lights_its_storage_cell() -> None:
     # y1 = x.t() of a (3, 4) tensor: element [1, 2] reads cell 0 + 1·1 + 2·4 = 9
     at = open_page(
-        "pages/strides.py",
+        "views/strides.py",
         strides_shape="3, 4",
         strides_ops=".t()",
         strides_selection=(1, "element", 5),
@@ -100,7 +100,7 @@ def test_selected_element_lights_its_storage_cell() -> None:
 
 def test_expand_lights_every_reader_of_a_cell() -> None:
     at = open_page(
-        "pages/strides.py",
+        "views/strides.py",
         strides_shape="3",
         strides_ops=".unsqueeze(0)\n.expand(4, 3)",
         strides_selection=(2, "cell", 1),
@@ -110,7 +110,7 @@ def test_expand_lights_every_reader_of_a_cell() -> None:
 
 
 def test_large_tensor_is_summarised_with_exact_numbers() -> None:
-    at = open_page("pages/strides.py", strides_shape="100, 100", strides_ops=".t()")
+    at = open_page("views/strides.py", strides_shape="100, 100", strides_ops=".t()")
     assert not at.exception
     assert "This step has 10,000 elements or cells" in rendered_text(at)
     assert "| stride (elements) | `(1, 100)` |" in rendered_text(at)
@@ -119,7 +119,7 @@ def test_large_tensor_is_summarised_with_exact_numbers() -> None:
 
 def test_write_through_panel() -> None:
     at = open_page(
-        "pages/strides.py",
+        "views/strides.py",
         strides_shape="3",
         strides_ops=".unsqueeze(0)\n.expand(4, 3)",
         strides_panel="Write-through",
@@ -136,7 +136,7 @@ def test_write_through_panel() -> None:
 
 
 def test_quiz_grades_with_live_torch() -> None:
-    at = open_page("pages/strides.py", strides_panel="Predict, then reveal", strides_seed=3)
+    at = open_page("views/strides.py", strides_panel="Predict, then reveal", strides_seed=3)
     assert not at.exception
     check = next(b for b in at.button if b.label == "Check")
     if at.radio:
@@ -150,13 +150,13 @@ def test_quiz_grades_with_live_torch() -> None:
 
 
 def test_korean_page() -> None:
-    at = open_page("pages/strides.py", lang="ko")
+    at = open_page("views/strides.py", lang="ko")
     assert not at.exception and not at.error
     assert "저장소" in rendered_text(at)
 
 
 def test_example_menu_and_add_op() -> None:
-    at = open_page("pages/strides.py")
+    at = open_page("views/strides.py")
     at.selectbox(key="strides_example").set_value("expand_stride_zero").run()
     assert at.session_state["strides_ops"] == ".unsqueeze(0)\n.expand(4, 3)"
     assert "| stride (elements) | `(0, 1)` |" in rendered_text(at)

@@ -7,6 +7,7 @@ and waits until the script has finished running.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -71,10 +72,10 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120) -
     raise TimeoutError(f"{url} not healthy after {timeout_s}s")
 
 
-@pytest.fixture(scope="session")
-def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def running_app(log_path: Path) -> Iterator[str]:
+    """``streamlit run app.py`` on a free port, as README command 1 starts it; yields its URL."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [
@@ -103,6 +104,12 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server_log = log_path.read_text(errors="replace")
         # Tracebacks in the server log mean a page crashed, even if the browser hid it.
         assert "Traceback" not in server_log, server_log[-4000:]
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

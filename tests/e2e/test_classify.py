@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
 from PIL import Image
 
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
@@ -37,15 +36,6 @@ def settle(page) -> None:
     page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
     page.wait_for_selector("[data-testid='stCode'] pre", timeout=60_000)
     page.wait_for_timeout(1500)
-
-
-@pytest.fixture(autouse=True)
-def _through_home_once(app_page) -> None:
-    """Streamlit runs a fresh server in legacy pages/ mode until some session has executed
-    app.py's st.navigation; a first visit straight to /classify would bypass app.py (no
-    sidebar, no ?lang). Reported to the lead (rename pages/); until then open home once."""
-    home = app_page("")
-    home.wait_for_selector("[data-testid='stSidebar'] [data-testid='stRadio']", timeout=90_000)
 
 
 def test_sample_is_classified_on_first_load(app_page) -> None:

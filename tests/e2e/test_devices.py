@@ -3,22 +3,8 @@ Korean, light and dark, and on a phone-sized screen; screenshots for the README.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 from torchatlas.i18n import translate
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _first_session_opens_home(app_server, browser) -> None:
-    """On a freshly started server the very first session's deep link is served from the
-    pages/ folder without app.py (no language switch, no wide layout); reported to the lead.
-    Open the home page once so this room is tested as visitors see it."""
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(app_server)
-    page.wait_for_selector("h1", timeout=120_000)
-    context.close()
 
 
 def _click(page, key: str, then_shows: str | None = None) -> None:

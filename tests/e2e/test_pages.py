@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.rooms import built_rooms
-from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from tests.e2e.conftest import assert_no_error, running_app, save_screenshot, wait_for_app
 from torchatlas.i18n import translate
 
 PATHS = ["", *(room.key for room in built_rooms())]
@@ -45,3 +45,24 @@ def test_unknown_path_falls_back_to_home(app_page) -> None:
     page = app_page("no-such-room")
     assert_no_error(page)
     assert translate("app.home.intro").split(".")[0][:20] in page.locator("body").inner_text()
+
+
+@pytest.mark.parametrize("room", [room.key for room in built_rooms()])
+def test_first_visit_of_a_fresh_server_is_a_deep_link(browser, tmp_path, room: str) -> None:
+    """A student's very first request to a just-started server is often a shared deep link.
+    With a ``pages/`` folder Streamlit served it in legacy mode without app.py (no language
+    switch, no ``?lang``); the room scripts live in ``views/`` so this cannot happen."""
+    with running_app(tmp_path / "server.log") as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            page = context.new_page()
+            page.goto(f"{url}/{room}?lang=ko")
+            wait_for_app(page)
+            assert_no_error(page)
+            sidebar = page.locator("[data-testid='stSidebar']").inner_text()
+            assert "Language · 언어" in sidebar
+            assert translate("app.sidebar.your_pytorch", "ko") in sidebar
+            title = translate(f"app.rooms.{room}.title", "ko")
+            assert page.locator("h1").first.inner_text().strip() == title
+        finally:
+            context.close()

@@ -64,11 +64,6 @@ def test_default_model_light_and_dark(app_page) -> None:
     save_screenshot(dark, "shapes-dark")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="shell: a fresh deep link (/shapes?lang=ko) runs pages/shapes.py without app.py "
-    "(Streamlit's pages/ auto-navigation shows instead), so ?lang=ko is never read",
-)
 def test_korean(app_page) -> None:
     page = _open(app_page, "shapes", lang="ko")
     assert_no_error(page)

@@ -11,17 +11,6 @@ from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 STORAGE_CHART, TENSOR_CHART = ".st-key-strides_storage_chart", ".st-key-strides_tensor_chart"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _first_session_opens_home(app_server, browser) -> None:
-    """A fresh server's very first deep link can be served without app.py (see the devices
-    room's note to the lead); open the home page once first."""
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(app_server)
-    page.wait_for_selector("h1", timeout=120_000)
-    context.close()
-
-
 def _body(page) -> str:
     return page.locator("body").inner_text()
 

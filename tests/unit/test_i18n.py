@@ -41,7 +41,7 @@ def test_no_empty_strings(lang: str) -> None:
 def _literal_keys() -> set[str]:
     """First string argument of every ``t(...)`` / ``translate(...)`` call in the app code."""
     keys: set[str] = set()
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "components").rglob("*.py")]
+    files = [ROOT / "app.py", *(ROOT / "views").glob("*.py"), *(ROOT / "components").rglob("*.py")]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (

@@ -52,7 +52,7 @@ def test_engine_never_imports_streamlit() -> None:
 def test_pages_hold_no_torch_logic() -> None:
     offenders = [
         str(path.relative_to(ROOT))
-        for path in (ROOT / "pages").glob("*.py")
+        for path in (ROOT / "views").glob("*.py")
         if re.search(r"^\s*(import|from)\s+torch\b", path.read_text(), flags=re.M)
     ]
     assert offenders == []
