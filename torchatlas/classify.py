@@ -687,6 +687,10 @@ class ClassifyResult:
         }
 
 
+# Batches go through the network in chunks of this size: on a 2-core CPU a batch of 4 is the
+# cheapest per image (EfficientNet-Lite0, channels_last, median ms/image: batch 1 8.1, 2 5.5,
+# 4 4.5, 8 5.5, 16 6.7) because larger batches spill the activations out of the caches.
+FORWARD_CHUNK = 4
 _PREPARE_WORKERS = 2  # PIL decodes and resizes without the GIL: two images at once
 _prepare_pool: ThreadPoolExecutor | None = None
 _pool_guard = threading.Lock()
@@ -765,7 +769,8 @@ def classify(
     ranked: list[tuple[Prediction, ...]] = []
     if crops:
         with torch.inference_mode():
-            probabilities = loaded.inference(batch).float().softmax(dim=1)
+            logits = torch.cat([loaded.inference(chunk) for chunk in batch.split(FORWARD_CHUNK)])
+            probabilities = logits.float().softmax(dim=1)
             values, indices = probabilities.topk(topk, dim=1)
         for row_values, row_indices in zip(values.tolist(), indices.tolist(), strict=True):
             ranked.append(
