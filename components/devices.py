@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from components.format import format_bytes, format_seconds
 from components.i18n import t
 from components.theme import palette
 from torchatlas.devices.demos import Demonstration, Snapshot, StepResult
@@ -28,26 +29,6 @@ PATH_COLOURS = {
 
 HOLDS_ICON = ":green[:material/check_circle:]"
 FAILS_ICON = ":red[:material/cancel:]"
-
-
-def format_bytes(size: int | None) -> str:
-    if size is None:
-        return "—"
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size} B"
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.2f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.2f} s"
 
 
 def _lines(rows: list[tuple[str, str]]) -> None:

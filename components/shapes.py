@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from components.format import format_bytes, format_count
 from components.i18n import t
 from components.theme import palette
 
@@ -39,21 +40,6 @@ def decode_source(token: str) -> str | None:
 
 
 # ---------------------------------------------------------------- numbers
-def format_count(value: int | float) -> str:
-    value = float(value)
-    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= limit:
-            return f"{value / limit:.3g} {suffix}"
-    return f"{value:.0f}"
-
-
-def format_bytes(size: int | float) -> str:
-    size = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(size) < 1024 or unit == "PiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.3g} {unit}"
-        size /= 1024
-    return f"{size:.3g} PiB"
 
 
 def shape_text(shapes: list[list[Any]] | None) -> str:

@@ -15,10 +15,9 @@ from components.devices import (
     benchmark_chart,
     benchmark_summary,
     demonstration_result,
-    format_bytes,
-    format_seconds,
     inventory_cards,
 )
+from components.format import format_bytes, format_seconds
 from components.i18n import t
 from torchatlas.devices import (
     DEMONSTRATIONS,
