@@ -156,7 +156,13 @@ def snapshot(name: str, value: object) -> Snapshot:
 
 
 class _Runner:
-    """Runs snippet steps in one namespace and photographs the watched names after each."""
+    """Runs snippet steps in one namespace and photographs the watched names after each.
+
+    ``exec`` here runs only the snippets written in this module (so the code shown on the page
+    is exactly the code that ran); their only variable parts are device names from torch and
+    variants checked against fixed tuples in ``run_demonstration``. Nothing a visitor types
+    reaches it: pasted code belongs to ``torchatlas.sandbox``.
+    """
 
     def __init__(self, watch: tuple[str, ...]) -> None:
         self.namespace: dict[str, object] = {}
