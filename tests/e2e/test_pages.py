@@ -59,9 +59,12 @@ def test_first_visit_of_a_fresh_server_is_a_deep_link(browser, tmp_path, room: s
             page.goto(f"{url}/{room}?lang=ko")
             wait_for_app(page)
             assert_no_error(page)
-            sidebar = page.locator("[data-testid='stSidebar']").inner_text()
-            assert "Language · 언어" in sidebar
-            assert translate("app.sidebar.your_pytorch", "ko") in sidebar
+            sidebar = page.locator("[data-testid='stSidebar']")
+            # Widgets can land a moment after the run ends on a cold server: wait, then read.
+            sidebar.get_by_text("Language · 언어").wait_for(timeout=30_000)
+            your_pytorch = translate("app.sidebar.your_pytorch", "ko")
+            sidebar.get_by_text(your_pytorch).wait_for(timeout=30_000)
+            assert sidebar.get_by_role("radio", name="한국어").is_checked()
             title = translate(f"app.rooms.{room}.title", "ko")
             assert page.locator("h1").first.inner_text().strip() == title
         finally:
