@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.i18n import LANGUAGE_KEY, t
+from components.i18n import LANGUAGE_KEY, remember_language, t
 from torchatlas.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from torchatlas.runtime import TorchSummary, torch_summary
 
@@ -21,6 +21,7 @@ def language_switch() -> str:
         key=LANGUAGE_KEY,
         horizontal=True,
     )
+    remember_language(lang if lang in LANGUAGES else DEFAULT_LANGUAGE)
     if lang != DEFAULT_LANGUAGE:
         st.query_params[LANGUAGE_KEY] = lang
     elif LANGUAGE_KEY in st.query_params:

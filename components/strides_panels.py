@@ -8,6 +8,7 @@ wrappers below.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -117,17 +118,21 @@ def add_op() -> None:
 
 
 # --------------------------------------------------------------------------- cached engine calls
+# The hot paths of a rerun use functools.lru_cache: process-wide and shared read-only across
+# sessions, as cache_resource would be, but without Streamlit hashing every argument and
+# inspecting the signature on each call (about 0.5 ms a call, eight calls a rerun, measured
+# with py-spy on bench.bench_strides). Keys are small immutable tuples; no caller mutates a
+# value (the flat index arrays are made read-only to hold everyone to that).
 
 
-@st.cache_resource(show_spinner=False, max_entries=128)
+@lru_cache(maxsize=128)
 def cached_steps(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> list[dict]:
-    """Shared read-only across sessions (cache_resource): a 64×64 chain's nested lists would
-    cost more to unpickle on every rerun (cache_data) than the page spends on everything
-    else. Nothing downstream mutates them."""
+    """Shared read-only across sessions: a 64×64 chain's nested lists would cost more to
+    unpickle on every rerun (cache_data) than the page spends on everything else."""
     return [step.to_dict() for step in trace(shape, dtype, list(ops))]
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@lru_cache(maxsize=64)
 def cached_code(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> str:
     return chain_code(shape, dtype, trace(shape, dtype, list(ops)))
 
@@ -139,7 +144,7 @@ def cached_write(
     return write_through(shape, dtype, list(ops), step, write)
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
+@lru_cache(maxsize=128)
 def cached_history(
     chain: tuple[tuple[int, ...], str, tuple[str, ...]],
     labels: tuple[tuple[str, str], ...],
@@ -162,24 +167,28 @@ def _ok_step(chain: Chain, index: int) -> dict:
     return next(s for s in cached_steps(*chain) if s["index"] == index and s["error"] is None)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
+@lru_cache(maxsize=256)
 def flat_indices(chain: Chain, index: int) -> np.ndarray | None:
     """The storage cell of every element of a step, flat (row-major); read-only."""
     indices = _ok_step(chain, index)["storage_indices"]
-    return None if indices is None else np.asarray(flatten(indices), dtype=np.int64)
+    if indices is None:
+        return None
+    flat = np.asarray(flatten(indices), dtype=np.int64)
+    flat.flags.writeable = False
+    return flat
 
 
-# Figures are cached as objects (cache_resource, never mutated): building and validating a
+# Figures are cached as objects (never mutated): building and validating a
 # 4,096-point Plotly figure costs more than the rest of a rerun, and most reruns (another
 # widget, another tab) do not change what the figures show.
-@st.cache_resource(show_spinner=False, max_entries=256)
+@lru_cache(maxsize=256)
 def cached_tensor_figure(
     chain: Chain, index: int, lit: frozenset[int], focus: int | None, dark: bool
 ) -> go.Figure:
     return tensor_figure(_ok_step(chain, index), lit, focus, DARK if dark else LIGHT, dark)
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
+@lru_cache(maxsize=256)
 def cached_storage_figure(chain: Chain, index: int, cell: int | None, dark: bool) -> go.Figure:
     lit = {cell} if cell is not None else set()
     return storage_figure(_ok_step(chain, index), lit, cell, DARK if dark else LIGHT, dark)
