@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import html
+import io
 import json
+import keyword
+import tokenize
 import zlib
 from typing import Any
 
@@ -14,7 +18,7 @@ import streamlit as st
 
 from components.format import format_bytes, format_count
 from components.i18n import t
-from components.theme import palette
+from components.theme import is_dark, palette
 
 MAX_FLOW_NODES = 60
 MAX_URL_SOURCE_CHARS = 6000  # browsers and proxies accept URLs far longer; links stay shareable
@@ -110,7 +114,7 @@ def layer_frame(report: dict[str, Any], depth: int, symbolic: bool) -> pd.DataFr
         record[t("shapes.table.params")] = row["params"]
         record[t("shapes.table.flops")] = row["flops"]
         record[t("shapes.table.activation")] = format_bytes(row["activation_bytes"])
-        record[t("shapes.table.line")] = row["line"]
+        record[t("shapes.table.line")] = "" if row["line"] is None else str(row["line"])
         records.append(record)
     return pd.DataFrame.from_records(records).set_index("#") if records else pd.DataFrame()
 
@@ -124,7 +128,9 @@ def layer_table(report: dict[str, Any], depth: int, symbolic: bool) -> None:
         column_config={
             t("shapes.table.params"): st.column_config.NumberColumn(format="compact"),
             t("shapes.table.flops"): st.column_config.NumberColumn(format="compact"),
-            t("shapes.table.line"): st.column_config.NumberColumn(format="%d"),
+            # Text, not a number column: a row with no line (the model itself) shows an empty
+            # cell, where a number column would print "None".
+            t("shapes.table.line"): st.column_config.TextColumn(width="small"),
         },
     )
 
@@ -249,42 +255,173 @@ def _dot(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-# ---------------------------------------------------------------- errors, inline on the line
-def source_with_marker(source: str, line: int | None, col: int | None, note: str) -> None:
-    """The pasted source with line numbers; the offending line highlighted with the note."""
-    colours = palette()
+# ---------------------------------------------------------------- code listing
+# One Light / One Dark colours: readable on both themes' surfaces (checked in the screenshots).
+CODE_COLOURS = {
+    False: {"keyword": "#a626a4", "string": "#50a14f", "number": "#986801",
+            "comment": "#6a7080", "definition": "#2f6fd0", "builtin": "#0e7c9b"},
+    True: {"keyword": "#d08ef0", "string": "#98c379", "number": "#e0a870",
+           "comment": "#a3a9b7", "definition": "#6cb6ff", "builtin": "#56c2cf"},
+}  # fmt: skip
+_BUILTINS = frozenset(
+    {"self", "super", "range", "len", "print", "isinstance", "enumerate", "zip", "min", "max",
+     "sum", "abs", "int", "float", "list", "tuple", "dict", "round", "sorted", "reversed"}
+)  # fmt: skip
+_KEYWORDS = frozenset(keyword.kwlist)
+
+
+def highlight_lines(source: str) -> list[list[tuple[str, str | None]]]:
+    """Python source as lines of ``(text, kind)`` spans; kinds are CODE_COLOURS keys or None.
+
+    Uses the standard library's tokenizer; from a point it cannot tokenize (an unclosed
+    bracket or string: the code the student is fixing) the rest stays plain text.
+    """
     lines = source.splitlines() or [""]
-    if line is not None and 1 <= line <= len(lines):
-        start, end = max(1, line - 6), min(len(lines), line + 4)
-    else:
-        start, end = 1, min(len(lines), 12)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    text = "\n".join(lines)
+    spans: list[tuple[int, int, str]] = []
+    previous = ""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
+            kind = None
+            if token.type == tokenize.COMMENT:
+                kind = "comment"
+            elif token.type == tokenize.STRING:
+                kind = "string"
+            elif token.type == tokenize.NUMBER:
+                kind = "number"
+            elif token.type == tokenize.NAME:
+                if previous in ("def", "class"):
+                    kind = "definition"
+                elif token.string in _KEYWORDS:
+                    kind = "keyword"
+                elif token.string in _BUILTINS:
+                    kind = "builtin"
+            if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                  tokenize.DEDENT, tokenize.COMMENT):  # fmt: skip
+                previous = token.string
+            if kind is not None and token.start[0] <= len(lines):
+                begin = starts[token.start[0] - 1] + token.start[1]
+                finish = starts[min(token.end[0], len(lines)) - 1] + token.end[1]
+                spans.append((begin, min(finish, len(text)), kind))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # keep what was coloured so far
+    result: list[list[tuple[str, str | None]]] = [[] for _ in lines]
+    position = 0
+    for begin, finish, kind in [*spans, (len(text), len(text), "")]:
+        for piece_kind, piece_begin, piece_end in ((None, position, begin), (kind, begin, finish)):
+            if piece_end <= piece_begin or piece_kind == "":
+                continue
+            chunk = text[piece_begin:piece_end]
+            row = bisect.bisect_right(starts, piece_begin) - 1
+            for offset, part in enumerate(chunk.split("\n")):
+                if part:
+                    result[row + offset].append((part, piece_kind))
+        position = max(position, finish)
+    return result
+
+
+def source_listing_html(
+    source: str,
+    marks: dict[int, str] | None = None,
+    *,
+    col: int | None = None,
+    window: tuple[int, int] | None = None,
+    max_height: int | None = None,
+    testid: str = "shapes-source-listing",
+) -> str:
+    """Syntax-highlighted, line-numbered source; each marked line highlighted, its note below.
+
+    ``marks`` maps line numbers to notes; ``col`` puts a caret under the first marked line;
+    ``window`` shows only lines ``start..end``.
+    """
+    colours = palette()
+    code_colours = CODE_COLOURS[is_dark()]
+    lines = highlight_lines(source)
+    marks = {line: note for line, note in (marks or {}).items() if 1 <= line <= len(lines)}
+    start, end = window or (1, len(lines))
+    start, end = max(1, start), min(len(lines), end)
     width = len(str(end))
+    first_mark = min(marks, default=None)
     parts = []
     for number in range(start, end + 1):
-        text = html.escape(lines[number - 1]) or " "
-        marked = number == line
+        code = "".join(
+            html.escape(text)
+            if kind is None
+            else f'<span style="color:{code_colours[kind]}'
+            + (";font-style:italic" if kind == "comment" else "")
+            + f'">{html.escape(text)}</span>'
+            for text, kind in lines[number - 1]
+        )
+        marked = number in marks
         style = (
             f"background:{colours.accent}33;border-left:3px solid {colours.accent};"
             if marked
             else "border-left:3px solid transparent;"
         )
         parts.append(
-            f'<div style="{style}padding-left:6px;white-space:pre">'
+            f'<div data-line="{number}" style="{style}padding-left:6px;white-space:pre">'
             f'<span style="color:{colours.muted};user-select:none">{number:>{width}}  </span>'
-            f"{text}</div>"
+            f"{code or ' '}</div>"
         )
-        if marked:
-            pointer = " " * (width + 2 + max(0, (col or 1) - 1)) + "^ " if col else ""
+        if marked and marks[number]:
+            caret = col if number == first_mark else None
+            pointer = " " * (width + 2 + max(0, (caret or 1) - 1)) + "^ " if caret else ""
             parts.append(
                 f'<div style="color:{colours.accent};padding-left:9px;white-space:pre-wrap;'
-                f'font-weight:600">{html.escape(pointer)}{html.escape(note)}</div>'
+                f'font-weight:600">{html.escape(pointer)}{html.escape(marks[number])}</div>'
             )
+    height = f"max-height:{max_height}px;overflow-y:auto;" if max_height else ""
+    return (
+        f'<div data-testid="{testid}" style="font-family:ui-monospace,SFMono-Regular,Menlo,'
+        f"Consolas,monospace;font-size:0.85rem;line-height:1.45;background:{colours.surface};"
+        f"color:{colours.text};border:1px solid {colours.border};border-radius:6px;"
+        f'padding:8px 0;overflow-x:auto;{height}">' + "".join(parts) + "</div>"
+    )
+
+
+def error_marks(error: dict[str, Any] | None) -> dict[int, str]:
+    """Line → note for an error: every refused line with its reason, else the error's line."""
+    if not error:
+        return {}
+    refusals = [r for r in error.get("refusals") or [] if r.get("line")]
+    if refusals:
+        marks: dict[int, str] = {}
+        for refusal in refusals:
+            marks.setdefault(refusal["line"], refusal["message"].replace("`", ""))
+        return marks
+    if not error.get("line"):
+        return {}
+    params = {key: str(value) for key, value in (error.get("params") or {}).items()}
+    kind = error["kind"]
+    hint = _translated(f"shapes.errors.{kind}.hint", error.get("hint") or "", params)
+    message = _translated(f"shapes.errors.{kind}.message", error["message"], params)
+    return {error["line"]: (hint or message).replace("`", "")}
+
+
+def source_view(source: str, error: dict[str, Any] | None, max_height: int) -> None:
+    """The whole source, highlighted and numbered, with the error's lines marked inline."""
     st.markdown(
-        f'<div data-testid="shapes-source-marker" style="font-family:ui-monospace,monospace;'
-        f"font-size:0.85rem;line-height:1.45;background:{colours.surface};color:{colours.text};"
-        f'border:1px solid {colours.border};border-radius:6px;padding:8px 0;overflow-x:auto">'
-        + "".join(parts)
-        + "</div>",
+        source_listing_html(
+            source, error_marks(error), col=(error or {}).get("col"), max_height=max_height
+        ),
+        unsafe_allow_html=True,
+    )
+
+
+def source_with_marker(
+    source: str, marks: dict[int, str], line: int | None, col: int | None
+) -> None:
+    """A window of the source around ``line``, highlighted, with each mark's note inline."""
+    count = len(source.splitlines()) or 1
+    if line is not None and 1 <= line <= count:
+        window = (max(1, line - 6), min(count, line + 4))
+    else:
+        window = (1, min(count, 12))
+    st.markdown(
+        source_listing_html(source, marks, col=col, window=window, testid="shapes-source-marker"),
         unsafe_allow_html=True,
     )
 
@@ -305,10 +442,10 @@ def error_panel(error: dict[str, Any], source: str) -> None:
         st.info(hint, icon=":material/lightbulb:")
     for refusal in error.get("refusals") or []:
         st.markdown(t("shapes.errors.refusal", line=refusal["line"], message=refusal["message"]))
-    if error.get("line"):
-        refusals = error.get("refusals") or []
-        note = refusals[0]["message"] if refusals else (hint or message)
-        source_with_marker(source, error["line"], error.get("col"), note.replace("`", ""))
+    marks = error_marks(error)
+    if marks:
+        line = error.get("line") or min(marks)
+        source_with_marker(source, marks, line, error.get("col") if line == min(marks) else None)
 
 
 def _translated(key: str, english: str, params: dict[str, str]) -> str:

@@ -27,6 +27,7 @@ URL_SOURCE, URL_PRESET, URL_MODEL, URL_SHAPES, URL_DTYPES, URL_SYMBOLIC = (
     "m_src", "m_preset", "m_model", "m_shapes", "m_dtypes", "m_sym",
 )  # fmt: skip
 ANALYSE_TIMEOUT_S = 10
+EDITOR_HEIGHT = 380
 WHY_TIMEOUT_S = 30
 
 
@@ -141,20 +142,28 @@ def analyse() -> None:
     save_to_url(source)
 
 
-def editor() -> bool:
+def editor() -> tuple[bool, Any]:
     st.selectbox(
         t("shapes.editor.preset"),
         options=list(preset_labels()),
         key=PRESET,
         on_change=on_preset_change,
     )
+    # Code in a monospace font, so indentation lines up (Streamlit bundles Source Code Pro).
+    st.markdown(
+        f"<style>.st-key-{SOURCE} textarea {{font-family: 'Source Code Pro', ui-monospace, "
+        "monospace; font-size: 0.85rem; line-height: 1.45}</style>",
+        unsafe_allow_html=True,
+    )
     with st.form("shapes_form", border=False):
-        st.text_area(
+        code_column, listing_column = st.columns(2)
+        code_column.text_area(
             t("shapes.editor.code"),
             key=SOURCE,
-            height=380,
+            height=EDITOR_HEIGHT,
             help=t("shapes.editor.code_help"),
         )
+        listing = listing_column.empty()  # filled after the analysis, with its marks
         model_column, shapes_column, dtypes_column = st.columns([2, 2, 1])
         model_column.text_input(
             t("shapes.editor.model"), key=MODEL, help=t("shapes.editor.model_help")
@@ -166,9 +175,23 @@ def editor() -> bool:
             t("shapes.editor.dtypes"), key=DTYPES, help=t("shapes.editor.dtypes_help")
         )
         st.toggle(t("shapes.editor.symbolic"), key=SYMBOLIC, help=t("shapes.editor.symbolic_help"))
-        return st.form_submit_button(
+        submitted = st.form_submit_button(
             t("shapes.editor.run"), type="primary", icon=":material/play_arrow:"
         )
+    return submitted, listing
+
+
+def source_listing() -> None:
+    """Beside the editor: the code with syntax colours and line numbers, and the lines the
+    last analysis failed on marked inline. st.text_area has neither; the Streamlit code-editor
+    components on PyPI were tried and not adopted (unmaintained, or fetching fonts from a CDN
+    with line numbers misaligned without them), so the listing does that part."""
+    source = st.session_state[SOURCE]
+    result = st.session_state.get(RESULT)
+    error = result["report"]["error"] if result and result["source"] == source else None
+    with st.container():
+        st.markdown(t("shapes.editor.preview"), help=t("shapes.editor.preview_help"))
+        view.source_view(source, error, max_height=EDITOR_HEIGHT)
 
 
 @st.fragment
@@ -266,16 +289,18 @@ def why_panel(source: str, report: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- page
 st.title(t("app.rooms.shapes.title"))
 st.markdown(t("shapes.intro"))
-health_line()
+health_slot = st.empty()  # filled after the analysis: the first one waits for the warm pool
 init_state()
 if st.session_state.pop(LINK_BROKEN, False):
     st.warning(t("shapes.link_broken"))
 
-submitted = editor()
-with st.expander(t("shapes.editor.preview"), icon=":material/code:"):
-    st.code(st.session_state[SOURCE], language="python", line_numbers=True)
+submitted, listing = editor()
 if submitted or RESULT not in st.session_state:
     analyse()
+with listing:
+    source_listing()
+with health_slot:
+    health_line()
 
 with st.expander(t("shapes.how.title"), icon=":material/help:"):
     st.markdown(t("shapes.how.body"))

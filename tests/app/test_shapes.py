@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
-from components.shapes import decode_source, encode_source
+from components.shapes import decode_source, encode_source, error_marks, highlight_lines
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.presets import PRESETS
 
@@ -35,6 +38,32 @@ def test_default_preset_is_analysed_on_arrival() -> None:
     assert "1024 × 6 × 28 × 28" in set(frame["Output shape"])
     assert at.get("plotly_chart")
     assert at.get("graphviz_chart")
+    lines = list(frame["Line"])
+    assert lines[0] == "", "the model's own row has no line: an empty cell, not 'None'"
+    assert "18" in lines  # conv1's call in forward
+    listing = _listing(at)
+    assert listing is not None, "the highlighted, numbered code is always beside the editor"
+    assert 'data-line="17"' in listing and "<span" in listing  # numbered and coloured
+    assert _marked_lines(listing) == set()  # nothing failed, nothing marked
+
+
+def _listing(at: AppTest) -> str | None:
+    found = [m.value for m in at.markdown if "shapes-source-listing" in str(m.value)]
+    return found[0] if found else None
+
+
+def _plain(html_text: str) -> str:
+    """The text a reader sees in hand-drawn HTML."""
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
+
+
+def _marked_lines(html_text: str) -> set[int]:
+    """Numbers of the lines the listing highlights (the accent left border)."""
+    return {
+        int(number)
+        for number, style in re.findall(r'data-line="(\d+)" style="([^"]*)"', html_text)
+        if "transparent" not in style
+    }
 
 
 def test_broken_model_shows_the_fix_on_the_offending_line() -> None:
@@ -49,8 +78,41 @@ def test_broken_model_shows_the_fix_on_the_offending_line() -> None:
     hint = at.info[0].value
     assert "fc1 = nn.Linear(256, 120)" in hint
     marked = [m.value for m in at.markdown if "shapes-source-marker" in str(m.value)]
-    assert marked and "self.fc1(x)" in marked[0]
+    assert marked and "self.fc1(x)" in _plain(marked[0])
     assert "⚠" in " ".join(at.dataframe[0].value["Layer"])  # partial table, failing row marked
+    listing = _listing(at)  # the listing beside the editor marks the same line, with the fix
+    fc1_line = (
+        PRESETS["net_broken"].source.splitlines().index("        x = F.relu(self.fc1(x))") + 1
+    )
+    assert _marked_lines(listing) == {fc1_line}
+    assert "fc1 = nn.Linear(256, 120)" in listing
+
+
+def test_forward_with_the_wrong_number_of_inputs_marks_the_def_line() -> None:
+    at = open_page("views/shapes.py")
+    at.text_input(key="shapes_inputs").set_value("1×3×32×32; 1×10")
+    at = submit(at)
+    assert not at.exception
+    assert "forward(x)" in at.error[0].value
+    forward_line = PRESETS["net"].source.splitlines().index("    def forward(self, x):") + 1
+    assert _marked_lines(_listing(at)) == {forward_line}
+    marker = [m.value for m in at.markdown if "shapes-source-marker" in str(m.value)]
+    assert marker and "def</span>" in marker[0] and "def forward(self, x):" in _plain(marker[0])
+
+
+def test_refused_lines_are_all_marked_with_their_reason() -> None:
+    source = PRESETS["net"].source.replace(
+        "        x = self.fc3(x)\n",
+        "        x = self.fc3(x)\n        y = x.__class__\n        z = getattr(x, 'shape')\n",
+    )
+    at = open_page("views/shapes.py")
+    at.text_area(key="shapes_source").set_value(source)
+    at = submit(at)
+    assert not at.exception
+    lines = source.splitlines()
+    refused = ["        y = x.__class__", "        z = getattr(x, 'shape')"]
+    expected = {lines.index(line) + 1 for line in refused}
+    assert _marked_lines(_listing(at)) == expected
 
 
 def test_symbolic_view_shows_formulas_and_constraints() -> None:
@@ -126,3 +188,36 @@ def test_source_link_encoding_round_trips_and_rejects_garbage() -> None:
     assert len(token) < len(text) / 4
     assert decode_source("not-a-valid-token!!") is None
     assert json.dumps(token)  # URL-safe ASCII
+
+
+SNIPPETS = [
+    *[preset.source for preset in PRESETS.values()],
+    "class Net(nn.Module):\n    def forward(self, x):\n        return self.fc(x\n",  # unclosed (
+    's = """never closed\nimport torch\n',  # unclosed string
+    "def f():\n  x = 1\n    y = 2\n",  # bad indentation
+    "x = 1\r\ny = 'a'\r\n\tz = 2 # tab\n",
+    "",
+]
+
+
+@pytest.mark.parametrize("source", SNIPPETS)
+def test_highlighting_keeps_every_character(source: str) -> None:
+    lines = highlight_lines(source)
+    assert ["".join(text for text, _ in spans) for spans in lines] == (source.splitlines() or [""])
+
+
+def test_highlighting_colours_python() -> None:
+    lines = highlight_lines("import torch\n\n\nclass Net(nn.Module):  # hi\n    x = 'a' + 2\n")
+    kinds = {(text, kind) for spans in lines for text, kind in spans if kind}
+    assert kinds >= {("import", "keyword"), ("class", "keyword"), ("Net", "definition"),
+                     ("# hi", "comment"), ("'a'", "string"), ("2", "number")}  # fmt: skip
+
+
+def test_error_marks() -> None:
+    assert error_marks(None) == {}
+    assert error_marks({"kind": "no_module", "message": "m", "line": None}) == {}
+    refused = {
+        "kind": "refused", "message": "m", "line": 3,
+        "refusals": [{"line": 3, "message": "`a` no"}, {"line": 5, "message": "b"}],
+    }  # fmt: skip
+    assert error_marks(refused) == {3: "a no", 5: "b"}

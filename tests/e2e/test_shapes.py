@@ -94,6 +94,48 @@ def test_hostile_code_is_refused_and_the_server_keeps_serving(app_page) -> None:
     assert _metric(again, "Parameters") == "62 k"
 
 
+STUDENT = """import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            x = -x
+        return self.fc(x)
+"""
+
+
+def test_student_types_a_data_dependent_model(app_page) -> None:
+    """Type into the editor, press the button: the listing beside the editor marks the `if`."""
+    page = _open(app_page, "shapes")
+    editor = page.get_by_role("textbox", name="Model code")
+    listing = page.locator("[data-testid='shapes-source-listing']")
+    box, listing_box = editor.bounding_box(), listing.bounding_box()
+    assert listing_box["x"] > box["x"] + box["width"] - 1, "the listing sits beside the editor"
+    assert "1  # The network" in listing.inner_text().replace("\u00a0", " ")
+    editor.fill(STUDENT)
+    page.get_by_role("textbox", name="Input shapes").fill("4×8")
+    page.get_by_role("button", name="Analyse shapes").click()
+    page.wait_for_function(
+        "() => document.body.innerText.includes('meta tensors have shapes but no values')",
+        timeout=60_000,
+    )
+    wait_for_app(page)
+    assert_no_error(page)
+    marked = listing.locator("[data-line='11']")
+    assert "if x.sum() > 0:" in marked.inner_text()
+    assert "transparent" not in marked.get_attribute("style")
+    assert "torch.where" in listing.inner_text()  # the fix, inline under the line
+    root_line = page.locator("[data-testid='stDataFrame']")
+    assert "None" not in root_line.inner_text()
+    save_screenshot(page, "shapes-student")
+
+
 def test_symbolic_view_and_phone(app_page) -> None:
     page = _open(app_page, "shapes", query="m_preset=net&m_shapes=1×3×32×32&m_sym=1", width=400)
     assert_no_error(page)

@@ -397,6 +397,13 @@ def test_wrong_number_of_inputs_shows_the_forward_signature() -> None:
     assert error is not None and error.kind == "inputs_mismatch"
     assert error.params["signature"] == "forward(x)"
     assert (error.params["expected"], error.params["got"]) == (1, 2)
+    assert error.line == 17  # the page marks `def forward(self, x):`
+
+
+def test_wrong_number_of_inputs_on_a_builtin_model_has_no_line() -> None:
+    error = preset_report("resnet18", [[1, 3, 224, 224], [1, 3]]).error
+    assert error is not None and error.kind == "inputs_mismatch"
+    assert error.line is None  # torchvision's forward is not in the pasted code
 
 
 def test_no_module_found() -> None:
@@ -419,7 +426,22 @@ def test_constructor_that_needs_arguments() -> None:
     assert error is not None and error.kind == "constructor_args"
     assert error.params["signature"] == "M(width)"
     assert error.params["example"] == "M(width=…)"
+    assert error.line == 5  # the page marks `def __init__(self, width):`
     assert analyze(source, [[1, 3]], model="M(width=3)").outputs == [[1, 2]]
+
+
+def test_constructor_arguments_of_an_inherited_init_or_a_builder_function() -> None:
+    source = "import torch.nn as nn\n\n\nclass Base(nn.Module):\n    def __init__(self, width):\n"
+    source += "        super().__init__()\n        self.fc = nn.Linear(width, 2)\n\n"
+    source += "    def forward(self, x):\n        return self.fc(x)\n\n\n"
+    source += "class M(Base):\n    pass\n\n\n"
+    source += "def make(depth):\n    return M(depth)\n"
+    inherited = analyze(source, [[1, 3]], model="M()").error
+    assert inherited is not None and inherited.kind == "constructor_args"
+    assert inherited.line == 5  # Base.__init__ is the one that needs `width`
+    builder = analyze(source, [[1, 3]], model="make()").error
+    assert builder is not None and builder.kind == "constructor_args"
+    assert builder.line == 17
 
 
 def test_unknown_model_name_lists_the_classes() -> None:

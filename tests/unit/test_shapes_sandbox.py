@@ -167,6 +167,15 @@ def test_hostile_code_is_refused() -> None:
 
 
 @needs_sandbox
+def test_refusals_are_counted_by_line() -> None:
+    source = "import torch\n\nclass M:\n    def f(self, g):\n        return g.gi_frame.f_back\n"
+    error = explore(source, [[1, 3]]).error
+    assert error is not None and error.kind == "refused"
+    assert len(error.refusals) == 2  # two refusals, one line
+    assert "1 line(s)" in error.message
+
+
+@needs_sandbox
 def test_syntax_error_has_line_and_column() -> None:
     error = explore("import torch\nclass M(nn.Module)\n    pass\n", [[1, 3]]).error
     assert error is not None and error.kind == "syntax"

@@ -125,7 +125,7 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
             return _error("syntax", first.message, line=first.line, col=first.col)
         if refusals:
             first = refusals[0]
-            count = len(refusals)
+            count = len({refusal.line for refusal in refusals})
             return _error(
                 "refused",
                 f"The code was not run: {count} line(s) use something that is not allowed here. "

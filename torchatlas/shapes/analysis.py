@@ -220,6 +220,22 @@ def user_files_of(namespace: dict[str, Any]) -> frozenset[str]:
     return frozenset(files)
 
 
+def _user_def_line(function: Any, user_files: frozenset[str]) -> int | None:
+    """The ``def`` line of ``function`` when the pasted source defines it (None otherwise)."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is not None and code.co_filename in user_files:
+        return code.co_firstlineno
+    return None
+
+
+def _method_line(owner: type, name: str, user_files: frozenset[str]) -> int | None:
+    """The line of the first ``name`` method in ``owner``'s MRO, if the pasted source has it."""
+    for klass in getattr(owner, "__mro__", ()):
+        if name in vars(klass):
+            return _user_def_line(vars(klass)[name], user_files)
+    return None
+
+
 def _signature_text(name: str, target: Any) -> str:
     try:
         return f"{name}{inspect.signature(target)}"
@@ -228,7 +244,7 @@ def _signature_text(name: str, target: Any) -> str:
 
 
 def find_model(
-    namespace: dict[str, Any], model: str | None
+    namespace: dict[str, Any], model: str | None, user_files: frozenset[str] = frozenset()
 ) -> tuple[Callable[..., Any], list[Any], dict[str, Any], str]:
     """The callable that builds the model, its arguments, and a label for it."""
     if model and model.strip():
@@ -269,14 +285,21 @@ def find_model(
         inspect.signature(target).bind(*args, **kwargs)
     except TypeError as exc:
         signature = _signature_text(name, target)
-        raise _fail(
+        error = _fail(
             "constructor_args",
             f"{signature} cannot be called as {label}: {exc}.",
             f"Give the arguments in the model box, e.g. {_example_call(name, target)}.",
             signature=signature,
             example=_example_call(name, target),
             detail=str(exc),
-        ) from None
+        )
+        # Point at the ``def __init__`` (or builder ``def``) whose arguments are missing.
+        error.error.line = (
+            _method_line(target, "__init__", user_files)
+            if isinstance(target, type)
+            else _user_def_line(target, user_files)
+        )
+        raise error from None
     except ValueError:  # builtins without a signature: let the call itself decide
         pass
     return target, args, kwargs, label
@@ -347,7 +370,9 @@ def _totals(report: ShapeReport, model: nn.Module) -> None:
     report.activation_bytes = sum(row.activation_bytes for row in report.layers if row.leaf)
 
 
-def _check_forward_arguments(model: nn.Module, count: int, label: str) -> None:
+def _check_forward_arguments(
+    model: nn.Module, count: int, label: str, user_files: frozenset[str] = frozenset()
+) -> None:
     try:
         signature = inspect.signature(model.forward)
     except (TypeError, ValueError):
@@ -362,7 +387,7 @@ def _check_forward_arguments(model: nn.Module, count: int, label: str) -> None:
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         text = f"forward{signature}"
-        raise _fail(
+        error = _fail(
             "inputs_mismatch",
             f"{type(model).__name__}.{text} takes {len(parameters)} required input(s), "
             f"but {count} shape(s) were given.",
@@ -370,7 +395,9 @@ def _check_forward_arguments(model: nn.Module, count: int, label: str) -> None:
             signature=text,
             expected=len(parameters),
             got=count,
-        ) from None
+        )
+        error.error.line = _method_line(type(model), "forward", user_files)  # the def line
+        raise error from None
 
 
 def analyze_module(
@@ -416,7 +443,7 @@ def _trace_into(
     dtypes: list[str],
     user_files: frozenset[str],
 ) -> None:
-    _check_forward_arguments(model, len(shapes), report.model)
+    _check_forward_arguments(model, len(shapes), report.model, user_files)
     model.eval()  # BatchNorm/Dropout in eval mode, as a shape summary expects
     tracer = ShapeTracer(model, user_files=user_files)
     try:
@@ -499,7 +526,7 @@ def analyze_namespace(
     started = time.perf_counter()
     user_files = user_files_of(namespace)
     try:
-        target, args, kwargs, label = find_model(namespace, model)
+        target, args, kwargs, label = find_model(namespace, model, user_files)
         validate_inputs(input_shapes, input_dtypes)
         built = build_on_meta(target, args, kwargs, label, user_files)
     except AnalysisError as exc:
@@ -561,11 +588,12 @@ def why_meta_namespace(
 ) -> dict[str, Any]:
     """Job ``shapes.why_meta``: the same model timed on real and meta inputs of growing batch."""
     report = WhyMetaReport()
+    user_files = user_files_of(namespace)
     try:
-        target, args, kwargs, label = find_model(namespace, model)
+        target, args, kwargs, label = find_model(namespace, model, user_files)
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
         meta_model = build_on_meta(target, args, kwargs, label).eval()
-        _check_forward_arguments(meta_model, len(shapes), label)
+        _check_forward_arguments(meta_model, len(shapes), label, user_files)
         params = sum(parameter.numel() for parameter in meta_model.parameters())
         real_model = None
         if params <= MAX_REAL_PARAMS:
