@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import io
 import warnings
+import zlib
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 # 40 megapixels: larger than any phone camera's default output, far below the ~1 GB a decoded
-# bomb would need. .streamlit/config.toml caps uploads at 50 MB to match.
+# bomb would need. .streamlit/config.toml caps uploads at 121 MB to match (its comment says why).
 MAX_PIXELS = 40_000_000
 # A 50:1 panorama still shows something in the centre crop; beyond that the crop is a sliver
 # and the resize step would allocate a huge strip.
@@ -91,6 +92,11 @@ class Decoded:
 
 def _sniff(data: bytes) -> str | None:
     """Formats PIL would call 'unidentified' but that deserve their own message."""
+    if data[:2] == b"\x1f\x8b":  # gzip: an .svgz drawing? (at most 4 KB inflated to look)
+        try:
+            data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:65536], 4096)
+        except zlib.error:
+            return None
     head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if head.startswith((b"<svg", b"<?xml")) and b"<svg" in data[:4096].lower():
         return "svg"
@@ -99,40 +105,74 @@ def _sniff(data: bytes) -> str | None:
     return None
 
 
+_CHUNK_ELEMENTS = 1 << 20  # high-bit-depth pixels are scaled this many at a time
+
+
 def _to_uint8(array: np.ndarray) -> np.ndarray:
-    """Scale high-bit-depth or float pixels into 0–255 (PIL's own convert just clips)."""
-    array = np.nan_to_num(array.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    low, high = float(array.min()), float(array.max())
-    if low >= 0 and high <= 1.0 and array.dtype.kind == "f":
-        scaled = array * 255.0  # float images in [0, 1]
+    """Scale a 2-D high-bit-depth or float image into 0–255 (PIL's own convert just clips).
+
+    Works through the rows in chunks of about a million pixels: a 40 MP 16-bit PNG can be a
+    file of a few hundred kilobytes, and whole-image float64 temporaries cost ~1.5 GB.
+    """
+    rows = max(1, _CHUNK_ELEMENTS // max(1, array.shape[1]))
+    chunks = [slice(start, start + rows) for start in range(0, array.shape[0], rows)]
+    is_float = array.dtype.kind == "f"
+
+    def finite(part: np.ndarray) -> np.ndarray:
+        part = part.astype(np.float64)
+        return np.nan_to_num(part, nan=0.0, posinf=0.0, neginf=0.0, copy=False)
+
+    if is_float:
+        low = min(float(finite(array[chunk]).min()) for chunk in chunks)
+        high = max(float(finite(array[chunk]).max()) for chunk in chunks)
+    else:
+        low, high = float(array.min()), float(array.max())
+    if low >= 0 and high <= 1.0 and is_float:
+        offset, factor = 0.0, 255.0  # float images in [0, 1]
     elif low >= 0 and high <= 255:
-        scaled = array
+        offset, factor = 0.0, 1.0
     elif low >= 0 and high <= 65535:
-        scaled = array / 257.0  # 16-bit
+        offset, factor = 0.0, 1 / 257.0  # 16-bit
     else:
         span = high - low
-        scaled = (array - low) * (255.0 / span) if span > 0 else np.zeros_like(array)
-    return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+        offset, factor = low, (255.0 / span if span > 0 else 0.0)
+    out = np.empty(array.shape, dtype=np.uint8)
+    for chunk in chunks:
+        part = finite(array[chunk])
+        part -= offset
+        part *= factor
+        out[chunk] = np.clip(np.rint(part, out=part), 0, 255, out=part)
+    return out
+
+
+def _on_white(image: Image.Image) -> Image.Image:
+    """Composite an image with alpha over white (``Image.alpha_composite``'s result ±1).
+
+    ``paste`` with the image as its own mask blends in place on one RGB canvas: about half the
+    memory of ``alpha_composite`` on RGBA copies, which matters at 40 MP.
+    """
+    if image.mode != "RGBA":
+        image = image.convert("RGBA")
+    canvas = Image.new("RGB", image.size, (255, 255, 255))
+    canvas.paste(image, mask=image)
+    return canvas
 
 
 def _to_rgb(image: Image.Image, conversions: list[str]) -> Image.Image:
     mode = image.mode
-    if mode == "RGB":
-        return image
     if mode in ("I", "F") or mode.startswith("I;16"):
         conversions.append("high_bit_depth")
         array = np.asarray(image)
-        if array.dtype.kind == "f":
-            array = array.astype(np.float32)
         return Image.fromarray(_to_uint8(array), mode="L").convert("RGB")
-    if mode == "P" and "transparency" in image.info:
-        image = image.convert("RGBA")
-        mode = "RGBA"
+    if mode in ("P", "L", "RGB") and "transparency" in image.info:
+        # palette index, grey level or colour marked transparent (PNG tRNS, GIF): composite too
+        conversions.append("alpha")
+        return _on_white(image)
+    if mode == "RGB":
+        return image
     if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
         conversions.append("alpha")
-        rgba = image.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, rgba).convert("RGB")
+        return _on_white(image)
     kinds = {"CMYK": "cmyk", "L": "grayscale", "1": "grayscale", "P": "palette"}
     conversions.append(kinds.get(mode, "convert"))
     try:
@@ -206,10 +246,11 @@ def decode(data: bytes, *, min_side: int | None = None) -> Decoded:
             warnings.simplefilter("ignore")  # palette/transparency chatter from PIL
             image.load()
             decoded_size = image.size
-            upright = ImageOps.exif_transpose(image)
             if orientation not in (0, 1):
+                # in place: the default returns a full copy even for an upright photo
+                ImageOps.exif_transpose(image, in_place=True)
                 conversions.append("exif_rotate")
-            rgb = _to_rgb(upright, conversions)
+            rgb = _to_rgb(image, conversions)
     except ImageError:
         raise
     except MemoryError:

@@ -281,7 +281,12 @@ pipeline_tab, heatmap_tab, latency_tab, compare_tab = st.tabs(
 )
 
 with pipeline_tab:
-    st.markdown(t("classify.pipeline.intro", model=loaded.spec.title))
+    source = (
+        t("classify.pipeline.source_embedded")
+        if loaded.spec.embedded
+        else t("classify.pipeline.source_torchvision", weights=loaded.spec.weights_name)
+    )
+    st.markdown(t("classify.pipeline.intro", model=loaded.spec.title, source=source))
     try:
         steps, pictures = cached_pipeline(data, model)
         render_pipeline(steps, pictures)

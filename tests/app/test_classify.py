@@ -60,6 +60,9 @@ def test_default_page_classifies_the_cat_sample() -> None:
     assert "Normalize(mean=[0.498, 0.498, 0.498]" in "\n".join(c.value for c in at.code)
     assert translate("classify.model.embedded") in text
     assert at.selectbox(key="c_model").value == "efficientnet_lite0"
+    # the embedded model has no torchvision weights enum: name its real preprocessing
+    assert translate("classify.pipeline.source_embedded") in text
+    assert "weights.transforms()" not in text
 
 
 def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
@@ -174,6 +177,7 @@ def test_first_use_downloads_with_progress_then_classifies(
     assert served == [f"https://example.invalid/{name}"]
     assert (offline_hub / name).read_bytes() == payload
     assert len(chart_labels(at)) == 5  # random weights: some five classes, but real output
+    assert "`ResNet18_Weights.IMAGENET1K_V1.transforms()`" in rendered_text(at)
     at.run()  # second run: the file is there, no new download
     assert len(served) == 1
     assert translate("classify.model.cached") in rendered_text(at)

@@ -3,10 +3,14 @@ each either loads to the right RGB pixels or raises ImageError with a plain mess
 
 from __future__ import annotations
 
+import gzip
 import io
 import struct
 import time
+import tomllib
+import tracemalloc
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,8 +67,10 @@ def test_bundled_samples_load_as_rgb(key: str) -> None:
         (b'\xef\xbb\xbf  <svg viewBox="0 0 10 10"><circle r="4"/></svg>', "svg"),
         (b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + b"\x00" * 64, "heic"),
         (b"\x00\x00\x00\x18ftypmif1\x00\x00\x00\x00mif1heic" + b"\x00" * 64, "heic"),
+        (gzip.compress(b'<svg xmlns="http://www.w3.org/2000/svg" width="9"/>'), "svg"),
+        (gzip.compress(b"not a drawing at all"), "not_image"),
     ],
-    ids=["empty", "random", "text", "pdf", "svg", "svg-bom", "heic", "heif-mif1"],
+    ids=["empty", "random", "text", "pdf", "svg", "svg-bom", "heic", "heif-mif1", "svgz", "gzip"],
 )
 def test_non_images_are_refused_in_plain_words(data: bytes, code: str) -> None:
     refused(data, code)
@@ -122,6 +128,25 @@ def test_16_bit_png_is_scaled_not_clipped() -> None:
     assert np.array_equal(pixels[..., 0], pixels[..., 2])
 
 
+def test_16_bit_image_at_the_pixel_cap_decodes_without_huge_temporaries() -> None:
+    """A smooth 40 MP 16-bit PNG is a few hundred KB: its conversion must not need gigabytes.
+
+    Scaling the whole image through float64 temporaries peaked at ~1.5 GB (measured); numpy
+    reports its allocations to tracemalloc, so the peak here is the conversion's own.
+    """
+    width, height = 7000, MAX_PIXELS // 7000
+    data = encode(Image.new("I;16", (width, height), 30000), "PNG", compress_level=1)
+    assert len(data) < 2_000_000
+    tracemalloc.start()
+    try:
+        image = load_image(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert image.size == (width, height) and image.getpixel((0, 0)) == (117, 117, 117)
+    assert peak < 5 * width * height  # 16-bit array (+ its bytes while copied) + uint8 result
+
+
 def test_float_tiff_in_unit_range_is_scaled() -> None:
     values = np.linspace(0, 1, 100, dtype=np.float32).reshape(10, 10)
     pixels = np.asarray(load_image(encode(Image.fromarray(values, mode="F"), "TIFF")))
@@ -142,6 +167,23 @@ def test_palette_png_with_transparency_goes_on_white() -> None:
     data = encode(palette, "PNG", transparency=0)  # index 0 (blue) is transparent
     pixels = np.asarray(load_image(data))
     assert tuple(pixels[0, 0]) == (255, 0, 0)
+    assert tuple(pixels[4, 4]) == (255, 255, 255)
+
+
+@pytest.mark.parametrize(
+    ("mode", "opaque", "clear"),
+    [("RGB", (255, 0, 0), (0, 0, 255)), ("L", 200, 0)],
+    ids=["rgb-trns", "grey-trns"],
+)
+def test_png_transparent_colour_goes_on_white(mode: str, opaque: object, clear: object) -> None:
+    """PNG's tRNS chunk can mark one colour (RGB) or grey level (L) transparent, no alpha band."""
+    image = Image.new(mode, (8, 8), clear)
+    image.putpixel((0, 0), opaque)
+    decoded = decode(encode(image, "PNG", transparency=clear))
+    assert "alpha" in decoded.info.conversions
+    pixels = np.asarray(decoded.image)
+    expected = opaque if mode == "RGB" else (opaque,) * 3
+    assert tuple(pixels[0, 0]) == expected
     assert tuple(pixels[4, 4]) == (255, 255, 255)
 
 
@@ -219,3 +261,13 @@ def test_mutated_files_never_raise_anything_but_image_error(
         assert error.message
     else:
         assert image.mode == "RGB" and image.width * image.height >= 1
+
+
+def test_upload_limit_matches_the_pixel_cap() -> None:
+    """.streamlit/config.toml's maxUploadSize lets an uncompressed 8-bit RGB image at the pixel
+    cap through (the largest in-cap photo file) and is not much larger than that."""
+    config = Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml"
+    limit_mb = tomllib.loads(config.read_text())["server"]["maxUploadSize"]
+    largest_in_cap = MAX_PIXELS * 3 + 100_000  # BMP/TIFF pixels + headers and row padding
+    assert limit_mb * 1_000_000 >= largest_in_cap  # browsers counting 1 MB = 10^6 bytes
+    assert limit_mb * 2**20 <= 1.1 * largest_in_cap  # and those counting 2^20
