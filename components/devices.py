@@ -5,6 +5,8 @@ They take the engine's plain dataclasses (no torch calls) and draw them with Str
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -139,20 +141,20 @@ def _rows(shot: Snapshot, labels: _Labels) -> list[dict[str, str]]:
             {
                 "variable": shot.name,
                 "object": labels.obj(shot.object_id, shot.type_name),
-                "memory": "—",
-                "values": t("devices.demo.module_row", count=len(shot.parameters)),
                 "device": "—",
                 "dtype": "—",
+                "memory": "—",
+                "values": t("devices.demo.module_row", count=len(shot.parameters)),
             }
         ]
         rows += [
             {
                 "variable": f"{shot.name}.{param.name}",
                 "object": labels.obj(param.object_id, "Parameter"),
-                "memory": labels.memory(param.address),
-                "values": "",
                 "device": param.device,
                 "dtype": param.dtype,
+                "memory": labels.memory(param.address),
+                "values": "",
             }
             for param in shot.parameters
         ]
@@ -162,10 +164,10 @@ def _rows(shot: Snapshot, labels: _Labels) -> list[dict[str, str]]:
         {
             "variable": shot.name,
             "object": labels.obj(shot.object_id, shot.type_name),
-            "memory": labels.memory(shot.address),
-            "values": values,
             "device": shot.device or "—",
             "dtype": shot.dtype or "—",
+            "memory": labels.memory(shot.address),
+            "values": values,
         }
     ]
 
@@ -194,7 +196,7 @@ def demonstration_result(demo: Demonstration) -> None:
     labels = _Labels()
     previous: dict[str, Snapshot] = {}
     for step in demo.steps:
-        st.code(step.code, language="python")
+        st.code(step.code, language="python", wrap_lines=True)
         if step.error is not None:
             st.markdown(t("devices.demo.raised", error=step.error.type_name))
             st.code(step.error.message, language="text", wrap_lines=True)
@@ -220,6 +222,22 @@ def demonstration_result(demo: Demonstration) -> None:
 
 
 # ---------------------------------------------------------------- transfer benchmark
+
+
+def log_ticks(low: float, high: float, most: int = 9) -> list[float]:
+    """Round 1-2-5 values for a log axis over [low, high], each labelled in full.
+
+    Plotly's own log ticks label 20 and 0.02 as a bare "2", which reads as nonsense to a
+    student. With more than ``most`` ticks inside the data's range only the powers of ten are
+    kept. One decade of margin on each side: the axis shows the ticks its range reaches."""
+    if not (0 < low <= high) or not math.isfinite(high):
+        return []
+    first, last = math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1
+    mantissas = (1, 2, 5)
+    decades = range(first, last + 1)
+    if sum(low <= m * 10.0**e <= high for e in decades for m in mantissas) > most:
+        mantissas = (1,)
+    return [round(m * 10.0**e, 12) for e in decades for m in mantissas]
 
 
 def bandwidth_chart(result: BenchmarkResult) -> go.Figure:
@@ -257,9 +275,17 @@ def bandwidth_chart(result: BenchmarkResult) -> go.Figure:
         tickvals=sizes,
         ticktext=[format_bytes(size) for size in sizes],
     )
-    figure.update_yaxes(type="log", title=t("devices.bench.axis_bandwidth"))
+    values = [m.gbps for m in result.measurements] + [r.gbps for r in result.references]
+    y_ticks = log_ticks(min(values), max(values)) if values else []
+    figure.update_yaxes(
+        type="log",
+        title=t("devices.bench.axis_bandwidth"),
+        tickvals=y_ticks or None,
+        ticktext=[f"{tick:g}" for tick in y_ticks] or None,
+    )
     figure.update_layout(
         height=420,
+        showlegend=True,  # even with one line: its name says which copy it measured
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
         hovermode="closest",

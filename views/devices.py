@@ -7,8 +7,6 @@ cancel it and another visitor is told to wait while it holds the server.
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from components.devices import (
@@ -43,7 +41,8 @@ DEFAULT_MAX_BYTES = 256 * MIB  # a few seconds even on a 2-core laptop
 JOB_KEY = "devices_bench_job"
 RESULT_KEY = "devices_bench_result"
 BUSY_KEY = "devices_bench_busy"
-POLL_S = 0.15
+ERROR_KEY = "devices_bench_error"
+POLL_S = 0.5
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -81,7 +80,7 @@ def demonstration_card(key: str, other_device: str, has_accelerator: bool) -> No
                 key=f"devices_variant_{key}",
             )
         try:
-            st.code(cached_code(key, variant), language="python")
+            st.code(cached_code(key, variant), language="python", wrap_lines=True)
         except Exception as exc:  # never let a torch surprise reach the page as a traceback
             st.warning(t("devices.errors.demo_failed", detail=f"{type(exc).__name__}: {exc}"))
             return
@@ -140,21 +139,32 @@ def _progress_text(job: BenchmarkJob) -> str:
     )
 
 
-def _follow(job: BenchmarkJob) -> None:
-    """Poll the background job until it ends; a click on "stop" reruns this fragment, the
-    callback cancels the job, and the next run picks the polling up again."""
-    bar = st.progress(0.0, text=t("devices.bench.preparing"))
-    while not job.done:
-        progress = job.progress
-        bar.progress(progress.fraction if progress else 0.0, text=_progress_text(job))
-        time.sleep(POLL_S)
-    bar.empty()
-    st.session_state.pop(JOB_KEY, None)
-    if job.error is not None:
-        detail = f"{type(job.error).__name__}: {job.error}"
-        st.warning(t("devices.errors.bench_failed", detail=detail))
-    elif job.result is not None:
-        st.session_state[RESULT_KEY] = job.result
+def _watch_job() -> None:
+    """Progress and "stop" for the running job; a fragment Streamlit reruns every ``POLL_S``.
+
+    Each run returns at once. A run that waited for the job to end would cancel nothing:
+    Streamlit handles a click on "stop" (and calls its callback) only after the run in progress
+    has finished. When the job is over, the whole page reruns to show the result."""
+    job: BenchmarkJob | None = st.session_state.get(JOB_KEY)
+    if job is None:
+        return
+    if job.done:
+        st.session_state.pop(JOB_KEY, None)
+        if job.error is not None:
+            detail = f"{type(job.error).__name__}: {job.error}"
+            st.session_state[ERROR_KEY] = t("devices.errors.bench_failed", detail=detail)
+        elif job.result is not None:
+            st.session_state[RESULT_KEY] = job.result
+        st.rerun(scope="app")
+    st.button(
+        t("devices.bench.stop"),
+        icon=":material/stop:",
+        on_click=_cancel_benchmark,
+        disabled=job.cancelled,
+        key="devices_bench_stop",
+    )
+    progress = job.progress
+    st.progress(progress.fraction if progress else 0.0, text=_progress_text(job))
 
 
 def _stop_note(result: BenchmarkResult) -> None:
@@ -180,17 +190,9 @@ def benchmark_section(has_accelerator: bool, threads: int) -> None:
         if not has_accelerator:
             st.info(t("devices.bench.cpu_only"))
         job: BenchmarkJob | None = st.session_state.get(JOB_KEY)
-        if job is not None:
-            # While it runs: only progress and "stop"; the controls come back when it ends.
-            stop_slot = st.empty()
-            stop_slot.button(
-                t("devices.bench.stop"),
-                icon=":material/stop:",
-                on_click=_cancel_benchmark,
-                key="devices_bench_stop",
-            )
-            _follow(job)
-            stop_slot.empty()
+        running = job is not None
+        if running:
+            st.fragment(_watch_job, run_every=POLL_S)()
         cap = cached_size_cap()
         sizes = list(sizes_up_to(cap))
         default = max(s for s in sizes if s <= DEFAULT_MAX_BYTES)
@@ -201,6 +203,7 @@ def benchmark_section(has_accelerator: bool, threads: int) -> None:
             value=default,
             format_func=format_bytes,
             help=t("devices.bench.max_size_help", cap=format_bytes(cap)),
+            disabled=running,
             key="devices_bench_max",
         )
         budget = right.slider(
@@ -211,6 +214,7 @@ def benchmark_section(has_accelerator: bool, threads: int) -> None:
             step=1.0,
             format="%.0f s",
             help=t("devices.bench.budget_help"),
+            disabled=running,
             key="devices_bench_budget",
         )
         st.button(
@@ -219,8 +223,13 @@ def benchmark_section(has_accelerator: bool, threads: int) -> None:
             icon=":material/timer:",
             on_click=_start_benchmark,
             args=(BenchmarkConfig(max_bytes=max_bytes, time_budget_s=budget),),
+            disabled=running,
             key="devices_bench_run",
         )
+        if running:  # the result and the chart come back when the job ends
+            return
+        if ERROR_KEY in st.session_state:
+            st.warning(st.session_state.pop(ERROR_KEY))
         if BUSY_KEY in st.session_state:
             st.warning(t("devices.errors.busy", seconds=st.session_state.pop(BUSY_KEY)))
         result: BenchmarkResult | None = st.session_state.get(RESULT_KEY)

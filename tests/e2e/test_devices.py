@@ -70,3 +70,22 @@ def test_phone_width(app_page) -> None:
     assert_no_error(page)
     assert translate("devices.demos.tensor_to.title").split(":")[0] in _body(page)
     save_screenshot(page, "devices-phone")
+
+
+def test_stop_a_long_benchmark(app_page) -> None:
+    """The largest size and the longest budget make a run of many seconds: "stop" ends it
+    early, keeps what was measured, and gives the controls back."""
+    page = app_page("devices", height=1500)
+    for key in ("devices_bench_max", "devices_bench_budget"):
+        page.locator(f".st-key-{key} input[type='range']").first.press("End")
+        wait_for_app(page)
+    page.locator(".st-key-devices_bench_run button").first.click()
+    stop = page.locator(".st-key-devices_bench_stop button").first
+    stop.wait_for(timeout=30_000)
+    page.get_by_text("measured · now").first.wait_for(timeout=60_000)  # progress is shown
+    stop.click()
+    page.get_by_text("Stopped after").first.wait_for(timeout=30_000)
+    wait_for_app(page)
+    assert_no_error(page)
+    assert page.locator(".st-key-devices_bench_stop").count() == 0
+    assert page.locator(".st-key-devices_bench_run button").first.is_enabled()

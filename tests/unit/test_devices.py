@@ -3,6 +3,9 @@ real accelerator where there is one (``-m accelerator``)."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +14,8 @@ from torchatlas.devices import demos, inventory
 from torchatlas.devices.demos import run_demonstration, snapshot
 
 ACCELERATOR = inventory.available_accelerator()
+CUDA = torch.cuda.is_available()
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def holds(demo: demos.Demonstration, code: str) -> bool:
@@ -129,6 +134,20 @@ def test_to_meta_stands_in_for_an_accelerator() -> None:
     assert demo.steps[-1].error == demos.RaisedError(
         "NotImplementedError", "Cannot copy out of meta tensor; no data!"
     )
+
+
+@pytest.mark.skipif(CUDA, reason="x.cuda() works here; see the accelerator test")
+def test_cuda_method_without_cuda_shows_torchs_own_error() -> None:
+    demo = demos.tensor_to("cuda_method", accelerator=None)
+    with pytest.raises(Exception) as raised:  # RuntimeError (no driver) or AssertionError
+        torch.arange(4.0).cuda()
+    assert demo.steps[-1].code == "y = x.cuda()"
+    assert demo.errors == [demos.RaisedError(type(raised.value).__name__, str(raised.value))]
+    assert [f.code for f in demo.findings] == ["cuda_unavailable"] and holds(
+        demo, "cuda_unavailable"
+    )
+    assert not demo.stand_in and demo.target == "cuda"
+    assert demo.steps[-1].snapshots[0].device == "cpu"  # x stayed where it was
 
 
 def test_the_code_shown_is_the_code_that_ran() -> None:
@@ -255,6 +274,99 @@ def test_every_demonstration_runs_and_serialises(key: str) -> None:
         assert data["key"] == key and data["steps"] and data["findings"]
 
 
+# ---------------------------------------------------------------- what reaches exec
+
+
+@pytest.fixture
+def executed(monkeypatch) -> list[str]:
+    """Every string the demonstrations hand to exec, in order."""
+    calls: list[str] = []
+    real = demos._execute
+
+    def record(code: str, namespace: dict[str, object]) -> None:
+        calls.append(code)
+        real(code, namespace)
+
+    monkeypatch.setattr(demos, "_execute", record)
+    return calls
+
+
+def _every_snippet(accelerator: object) -> list[str]:
+    return [
+        step.code
+        for key, (_, variants) in demos.DEMONSTRATIONS.items()
+        for variant in variants
+        for step in run_demonstration(key, variant, accelerator=accelerator).steps
+    ]
+
+
+def test_only_the_device_name_varies_in_what_is_executed(executed: list[str]) -> None:
+    """Run every demonstration for two device names: the executed code differs only where the
+    device name is, so nothing else from outside the module's snippets can reach exec."""
+    as_meta = _every_snippet(None)
+    seen_as_meta = list(executed)
+    executed.clear()
+    as_meta_0 = _every_snippet(torch.device("meta", 0))
+    assert seen_as_meta and set(seen_as_meta) <= {demos.PRELUDE, *as_meta}
+    assert set(executed) <= {demos.PRELUDE, *as_meta_0}
+    assert [code.replace('"meta:0"', '"meta"') for code in executed] == seen_as_meta
+    assert any('"meta:0"' in code for code in executed)
+
+
+@pytest.mark.parametrize(
+    ("variant", "accelerator"),
+    [
+        ('device"); import os; ("', None),  # a variant is never pasted in, only looked up
+        ("device", 'meta"); __import__("os").system("id"); ("'),  # torch refuses the device
+        ("device", "meta\nimport os"),
+    ],
+)
+def test_hostile_input_never_reaches_exec(executed: list[str], variant, accelerator) -> None:
+    with pytest.raises((ValueError, RuntimeError)):
+        run_demonstration("tensor_to", variant, accelerator=accelerator)
+    assert executed == []
+
+
+def test_a_device_name_is_checked_before_it_is_pasted_into_code(executed: list[str]) -> None:
+    class Odd:  # an object whose text is not a device name, even if torch were bypassed
+        def __str__(self) -> str:
+            return 'meta")\nimport os\n("'
+
+    for name in ('meta")\nimport os\n("', "cuda:0 ", "META", ""):
+        with pytest.raises(ValueError, match="not a device name"):
+            demos._device_literal(name)
+    with pytest.raises(ValueError, match="not a device name"):
+        demos._other_device(Odd())
+    assert demos._device_literal("cuda:1") == '"cuda:1"'
+    assert executed == []
+
+
+def _calls(path: Path, names: set[str]) -> list[tuple[str, str]]:
+    """(innermost enclosing function, called name) for each call of one of ``names``."""
+    found: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            function = getattr(node, "name", "<lambda>")
+        called = node.func if isinstance(node, ast.Call) else None
+        if isinstance(called, ast.Name) and called.id in names:
+            found.append((function, called.id))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(ast.parse(path.read_text()), "<module>")
+    return found
+
+
+def test_exec_lives_in_one_engine_function_and_nowhere_in_the_page() -> None:
+    dangerous = {"exec", "eval", "compile", "__import__"}
+    engine = ROOT / "torchatlas" / "devices"
+    in_engine = {call for file in engine.glob("*.py") for call in _calls(file, dangerous)}
+    assert in_engine == {("_execute", "exec"), ("_execute", "compile")}
+    for page_file in (ROOT / "views" / "devices.py", ROOT / "components" / "devices.py"):
+        assert _calls(page_file, dangerous) == [], page_file
+
+
 # ---------------------------------------------------------------- a real accelerator
 
 
@@ -268,6 +380,18 @@ def test_tensor_to_accelerator_copies_and_back() -> None:
     y = demo.steps[1].snapshots[1]
     assert y.device == str(ACCELERATOR) and y.address not in (0, None)
     assert demo.errors == []
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(not CUDA, reason="no CUDA device on this machine")
+def test_cuda_method_copies_to_the_gpu() -> None:
+    demo = demos.tensor_to("cuda_method")
+    assert demo.errors == [] and not demo.stand_in
+    assert demo.target == f"cuda:{torch.cuda.current_device()}"
+    assert not holds(demo, "same_object") and not holds(demo, "shares_memory")
+    assert not holds(demo, "original_changed") and not holds(demo, "back_is_original")
+    x, y = demo.steps[1].snapshots
+    assert (x.device, y.device) == ("cpu", demo.target) and y.address not in (0, None)
 
 
 @pytest.mark.accelerator

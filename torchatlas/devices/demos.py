@@ -13,6 +13,7 @@ Snippets carry no comments: the page explains them in the reader's language.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -155,26 +156,33 @@ def snapshot(name: str, value: object) -> Snapshot:
     return Snapshot(kind="value", values=text if len(text) <= 200 else text[:199] + "…", **common)
 
 
-class _Runner:
-    """Runs snippet steps in one namespace and photographs the watched names after each.
+def _execute(code: str, namespace: dict[str, object]) -> None:
+    """The one place this module runs code (tests record every call).
 
-    ``exec`` here runs only the snippets written in this module (so the code shown on the page
-    is exactly the code that ran); their only variable parts are device names from torch and
-    variants checked against fixed tuples in ``run_demonstration``. Nothing a visitor types
-    reaches it: pasted code belongs to ``torchatlas.sandbox``.
+    It runs only the snippets written in this module, so the code shown on the page is exactly
+    the code that ran. Their only variable part is a device name, which ``_device_literal``
+    has checked against ``DEVICE_NAME`` (and torch parsed) before it is pasted in; variants are
+    checked against fixed tuples before any code is built. Nothing a visitor types reaches it:
+    pasted code belongs to ``torchatlas.sandbox``.
     """
+    exec(compile(code, "<devices demo>", "exec"), namespace)
+
+
+class _Runner:
+    """Runs snippet steps in one namespace and photographs the watched names after each
+    (through :func:`_execute`, which explains why that is safe)."""
 
     def __init__(self, watch: tuple[str, ...]) -> None:
         self.namespace: dict[str, object] = {}
         self.watch = watch
         self.steps: list[StepResult] = []
         self._keep_alive: list[object] = []  # so id() values stay unique within one run
-        exec(compile(PRELUDE, "<devices demo>", "exec"), self.namespace)
+        _execute(PRELUDE, self.namespace)
 
     def step(self, code: str) -> StepResult:
         error = None
         try:
-            exec(compile(code, "<devices demo>", "exec"), self.namespace)
+            _execute(code, self.namespace)
         except Exception as exc:  # the exception *is* the lesson: keep its exact text
             error = RaisedError(type(exc).__name__, str(exc))
         shots = []
@@ -195,13 +203,23 @@ class _Runner:
         return PRELUDE + "\n" + "\n".join(step.code for step in self.steps)
 
 
-def _quoted(text: str) -> str:
-    return f'"{text}"'
+# A device as torch prints one ("cuda:0", "mps:0", "meta"): the only text from outside this
+# module's snippets that ever enters them.
+DEVICE_NAME = re.compile(r"[a-z][a-z0-9_]*(:[0-9]+)?")
+
+
+def _device_literal(name: str) -> str:
+    """``name`` as a quoted Python literal, refused unless it is a plain device name."""
+    if not DEVICE_NAME.fullmatch(name):
+        raise ValueError(f"not a device name: {name!r}")
+    return f'"{name}"'
 
 
 def _other_device(accelerator: torch.device | None) -> tuple[str, bool]:
     """The device to move to: the real accelerator, or meta standing in for it."""
-    return (str(accelerator), False) if accelerator is not None else ("meta", True)
+    other, stand_in = (str(accelerator), False) if accelerator is not None else ("meta", True)
+    _device_literal(other)  # fail before any snippet is built, not halfway through a run
+    return other, stand_in
 
 
 _DETECT = object()
@@ -228,13 +246,24 @@ def _first_value(value: object) -> float | None:
 
 # ---------------------------------------------------------------- tensor .to()
 
-TENSOR_TO_VARIANTS = ("same_device", "same_dtype", "cpu_method", "other_dtype", "copy", "device")
+TENSOR_TO_VARIANTS = (
+    "same_device",
+    "same_dtype",
+    "cpu_method",
+    "other_dtype",
+    "copy",
+    "device",
+    "cuda_method",
+)
+_LEAVES_THE_CPU = ("device", "cuda_method")
 
 
 def tensor_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
     """``x.to(...)`` returns ``x`` itself when nothing changes and a new tensor otherwise.
 
     The result is then written to (``y[0] = 100``) to show whether the original followed.
+    ``cuda_method`` runs ``x.cuda()`` as it is: a copy in GPU memory where CUDA works, and
+    torch's own error everywhere else (a CPU-only machine, a CUDA-less wheel, a Mac).
     """
     if variant not in TENSOR_TO_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {TENSOR_TO_VARIANTS}")
@@ -245,13 +274,25 @@ def tensor_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
         "cpu_method": "y = x.cpu()",
         "other_dtype": "y = x.to(torch.float64)",
         "copy": 'y = x.to("cpu", copy=True)',
-        "device": f"y = x.to({_quoted(other)})",
+        "device": f"y = x.to({_device_literal(other)})",
+        "cuda_method": "y = x.cuda()",
     }[variant]
     run = _Runner(("x", "y", "back"))
     run.step("x = torch.arange(4.0)")
-    run.step(line)
+    moved = run.step(line)
+    if moved.error is not None and variant == "cuda_method":
+        # No usable CUDA device here: torch's exact message is the result.
+        return Demonstration(
+            key="tensor_to",
+            variant=variant,
+            target="cuda",
+            stand_in=False,
+            code=run.code,
+            steps=tuple(run.steps),
+            findings=(Finding("cuda_unavailable", True),),
+        )
     run.step("y[0] = 100.0")
-    if variant == "device":
+    if variant in _LEAVES_THE_CPU:
         run.step("back = y.cpu()")
     x, y = run["x"], run["y"]
     findings = [
@@ -259,14 +300,19 @@ def tensor_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
         Finding("shares_memory", _same_memory(x, y)),
         Finding("original_changed", _first_value(x) == 100.0),
     ]
-    if variant == "device":
+    if variant in _LEAVES_THE_CPU:
         back = run.namespace.get("back")
         findings.append(Finding("back_is_original", back is x))
-    target = {"other_dtype": "float64", "same_dtype": "float32"}.get(variant, "cpu")
+    target = {
+        "other_dtype": "float64",
+        "same_dtype": "float32",
+        "device": other,
+        "cuda_method": str(getattr(y, "device", "cuda")),
+    }.get(variant, "cpu")
     return Demonstration(
         key="tensor_to",
         variant=variant,
-        target=other if variant == "device" else target,
+        target=target,
         stand_in=stand_in and variant == "device",
         code=run.code,
         steps=tuple(run.steps),
@@ -287,7 +333,7 @@ def module_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
     other, stand_in = _other_device(_resolve(accelerator))
     if variant == "split":
         return _module_split(other, stand_in)
-    target = {"dtype": "torch.float64", "device": _quoted(other), "same": '"cpu"'}[variant]
+    target = {"dtype": "torch.float64", "device": _device_literal(other), "same": '"cpu"'}[variant]
     run = _Runner(("model", "weight", "moved", "where"))
     run.step("model = nn.Linear(3, 2)")
     run.step("weight = model.weight")
@@ -319,7 +365,7 @@ def module_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
 def _module_split(other: str, stand_in: bool) -> Demonstration:
     run = _Runner(("model", "devices", "where", "out"))
     run.step("model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))")
-    run.step(f"model[1].to({_quoted(other)})")
+    run.step(f"model[1].to({_device_literal(other)})")
     run.step("devices = {p.device for p in model.parameters()}")
     run.step("where = next(model.parameters()).device")
     forward = run.step("out = model(torch.randn(5, 3))")
@@ -349,7 +395,7 @@ def mix_devices(accelerator: object = _DETECT) -> Demonstration:
     other, stand_in = _other_device(_resolve(accelerator))
     run = _Runner(("a", "b", "c"))
     run.step("a = torch.ones(2, 3)")
-    run.step(f"b = torch.ones(2, 3, device={_quoted(other)})")
+    run.step(f"b = torch.ones(2, 3, device={_device_literal(other)})")
     failed = run.step("c = a + b")
     fixed = run.step("c = a.to(b.device) + b")
     findings = (
@@ -418,7 +464,7 @@ def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
         "device": (
             ("t", "a"),
             [
-                f"t = torch.arange(4.0, device={_quoted(other)})",
+                f"t = torch.arange(4.0, device={_device_literal(other)})",
                 "a = t.numpy()",
                 "a = t.cpu().numpy()",
             ],

@@ -169,15 +169,21 @@ class BenchmarkResult:
         rows = self.for_path(path)
         return max(m.gbps for m in rows) if rows else None
 
-    def dips(self, path: str, factor: float = 5.0) -> list[int]:
-        """Sizes whose bandwidth is ``factor``× below both neighbours (or the one neighbour at
-        an end): not physics but waiting, typically a busy core on a shared machine."""
+    def dips(self, path: str, factor: float = 5.0, drop: float = 30.0) -> list[int]:
+        """Sizes that are not physics but waiting, typically for a busy core on a shared
+        machine: ``factor``× below both neighbours (the largest size: below its one
+        neighbour; the smallest is slow by nature, it is all latency), or ``drop``× below the
+        best smaller size (leaving the caches costs a few times, never ten: a run of such
+        sizes is one long wait, not a dip)."""
         rows = self.for_path(path)
         found = []
+        best_smaller = 0.0
         for index, row in enumerate(rows):
             neighbours = [rows[i].gbps for i in (index - 1, index + 1) if 0 <= i < len(rows)]
-            if neighbours and all(row.gbps * factor < gbps for gbps in neighbours):
+            isolated = index > 0 and all(row.gbps * factor < gbps for gbps in neighbours)
+            if isolated or row.gbps * drop < best_smaller:
                 found.append(row.size_bytes)
+            best_smaller = max(best_smaller, row.gbps)
         return found
 
     def to_dict(self) -> dict[str, object]:
@@ -285,11 +291,27 @@ def measure(
     sync: Callable[[], None],
     repeats: int,
     returns_early: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Measurement:
-    """Median time of one ``copy()`` after warm-up; small copies are batched per sample."""
-    estimate = min(_timed(copy, sync, 1) for _ in range(WARMUPS))
+    """Median time of one ``copy()`` after warm-up; small copies are batched per sample.
+
+    ``should_stop`` is asked before every sample, so "stop" never waits for more than one
+    sample of the largest size (a 1 GiB copy on a slow machine takes a good fraction of a
+    second; a whole measurement, warm-ups and repeats, several seconds)."""
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise _StopRun("cancelled")
+
+    estimate = math.inf
+    for _ in range(WARMUPS):
+        check()
+        estimate = min(estimate, _timed(copy, sync, 1))
     copies = max(1, min(MAX_COPIES_PER_SAMPLE, int(SAMPLE_TARGET_S / max(estimate, 1e-9))))
-    samples = [_timed(copy, sync, copies) for _ in range(repeats)]
+    samples = []
+    for _ in range(repeats):
+        check()
+        samples.append(_timed(copy, sync, copies))
     call_return = None
     if returns_early:
         returned = []
@@ -416,6 +438,7 @@ def _measure_all(
                         sync,
                         config.repeats,
                         returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
+                        should_stop=should_stop,
                     )
                     measured.append(result)
                     last_time[path] = result.median_s
