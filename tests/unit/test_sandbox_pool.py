@@ -50,7 +50,30 @@ def test_echo_round_trips_through_json(pool: SandboxPool) -> None:
     assert result.value["pid"] != os.getpid()
     assert set(result.value["environ"]) <= {"LANG", "LC_ALL", "OMP_NUM_THREADS"}
     json.dumps(result.to_dict())
-    assert result.usage["max_rss_kb"] > 0
+
+
+def test_a_child_without_an_answer_is_explained_by_its_exit_report(pool: SandboxPool) -> None:
+    result = pool.run_job(MODEL, "sandbox.sleep", {"seconds": 30}, timeout_s=1)
+    assert not result.ok and result.error.kind == "timeout"
+    assert result.usage["max_rss_kb"] > 0  # the exit report was waited for
+
+
+def test_answered_jobs_give_their_slot_back_once_the_child_has_exited() -> None:
+    """The pool answers as soon as the child has, but the concurrency slot stays taken until
+    the child has really gone: no slot may leak, and a one-slot pool must keep working."""
+    single = SandboxPool(concurrency=1, queue_wait_s=5, rate_limit=0)
+    try:
+        single.warm_up()
+        for _ in range(5):
+            result = single.run_job(MODEL, "sandbox.echo", {})
+            assert result.ok, result.error
+        deadline = time.monotonic() + 5
+        while single.health().warm_workers != "1/1" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert single.health().warm_workers == "1/1"
+        assert single._running == 0
+    finally:
+        single.shutdown()
 
 
 def test_meta_forward_of_user_model(pool: SandboxPool) -> None:
@@ -104,6 +127,10 @@ def test_layers_can_be_switched_off_only_in_tests() -> None:
 
 
 def test_health_reports_every_layer(pool: SandboxPool) -> None:
+    deadline = time.monotonic() + 5  # an earlier test's child may still be exiting
+    while pool.health().warm_workers != f"{pool.concurrency}/{pool.concurrency}":
+        assert time.monotonic() < deadline, pool.health()
+        time.sleep(0.02)
     health = pool.health().to_dict()
     assert health["allow_list"] and health["facade"] and health["process_isolation"]
     assert health["scrubbed_env"] and health["rlimits"]

@@ -517,3 +517,64 @@ def test_flops_equal_flop_counter_mode(key: str) -> None:
     with torch.no_grad(), torch.device("meta"), FlopCounterMode(display=False) as counter:
         model(*inputs)
     assert report.flops == counter.get_total_flops() > 0
+
+
+def test_building_on_meta_skips_initialisers_only_for_meta_tensors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchatlas.shapes.analysis import build_on_meta, meta_initialisers_skipped
+
+    initialised: list[str] = []
+    real_uniform = nn.init.uniform_
+
+    def spy(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        initialised.append(tensor.device.type)
+        return real_uniform(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(nn.init, "uniform_", spy)
+    model = build_on_meta(lambda: nn.Linear(4, 3), [], {}, "Linear")  # bias: uniform_
+    assert model.weight.is_meta and model.weight.shape == (3, 4)
+    assert initialised == []  # skipped on meta
+    assert nn.init.uniform_ is spy  # restored afterwards
+    with meta_initialisers_skipped():
+        nn.Linear(4, 3)  # a real model built meanwhile is still initialised
+        real = nn.init.constant_(torch.empty(2, 2), 7.0)
+    assert initialised == ["cpu"] and torch.equal(real, torch.full((2, 2), 7.0))
+
+
+@pytest.mark.parametrize("key", sorted(PRESETS))
+def test_eval_batch_norm_shortcut_changes_nothing_in_the_report(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torchatlas.shapes.trace as trace_module
+
+    used: list[bool] = []
+    shortcut = trace_module.eval_batch_norm_on_meta
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        result = shortcut(*args, **kwargs)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(trace_module, "eval_batch_norm_on_meta", counted)
+    fast = preset_report(key).to_dict()
+    monkeypatch.setattr(trace_module, "eval_batch_norm_on_meta", lambda *a, **k: None)
+    slow = preset_report(key).to_dict()
+    for report in (fast, slow):
+        report.pop("elapsed_s", None)
+    assert fast == slow
+    if key in {"resnet18", "resnet50", "mobilenet_v3", "unet"}:  # eval-mode BatchNorm
+        assert used and all(used)  # the presets with BatchNorm take the shortcut
+
+
+def test_batch_norm_with_the_wrong_channel_count_still_fails_like_pytorch() -> None:
+    source = (
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 8, 3)\n        self.bn = nn.BatchNorm2d(16)\n\n"
+        "    def forward(self, x):\n        return self.bn(self.conv(x))\n"
+    )
+    report = analyze(source, [[1, 3, 16, 16]])
+    assert report.error is not None
+    assert report.error.layer == "bn"
+    assert "16" in report.error.message and "8" in report.error.message

@@ -170,9 +170,12 @@ class _Zygote:
                 elif message.get("op") == "exit":
                     with self.waiters_lock:
                         waiter = self.waiters.pop(message.get("id"), None)
+                        if waiter is not None:
+                            waiter["exit"] = message
                     if waiter is not None:
-                        waiter["exit"] = message
                         waiter["event"].set()
+                        if waiter.get("on_exit"):
+                            waiter["on_exit"]()
         except (OSError, ValueError):
             pass
         finally:
@@ -182,6 +185,17 @@ class _Zygote:
                 waiters, self.waiters = list(self.waiters.values()), {}
             for waiter in waiters:
                 waiter["event"].set()
+                if waiter.get("on_exit"):
+                    waiter["on_exit"]()
+
+    def when_exited(self, job_id: int, waiter: dict[str, Any], action: Any) -> bool:
+        """Run ``action`` once the job's child has exited (its report arrived or the zygote
+        died); False when that has already happened, and the caller acts itself."""
+        with self.waiters_lock:
+            if self.waiters.get(job_id) is not waiter:
+                return False
+            waiter["on_exit"] = action
+            return True
 
     def alive(self) -> bool:
         return not self.dead.is_set() and self.process.poll() is None
@@ -330,12 +344,24 @@ class SandboxPool:
             return _error("busy", _busy_message(), started)
         with self._counter_lock:
             self._running += 1
+        released = threading.Event()
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                with self._counter_lock:
+                    self._running -= 1
+                self._slots.release()
+
+        handed_over = False
         try:
-            return self._run_in_child(source, job, params, timeout_s, layers_off, started)
+            result, handed_over = self._run_in_child(
+                source, job, params, timeout_s, layers_off, started, release
+            )
+            return result
         finally:
-            with self._counter_lock:
-                self._running -= 1
-            self._slots.release()
+            if not handed_over:
+                release()
 
     def _run_in_child(
         self,
@@ -345,7 +371,11 @@ class SandboxPool:
         timeout_s: float,
         layers_off: tuple[str, ...],
         started: float,
-    ) -> SandboxResult:
+        release: Any,
+    ) -> tuple[SandboxResult, bool]:
+        """The job's result, and whether ``release`` (the concurrency slot) was handed to the
+        child's exit: a child that has answered is not waited for, but its slot stays taken
+        until it has really gone, so the concurrency cap still counts every live child."""
         zygote = self._zygote_ready()
         if zygote is None:
             return _error(
@@ -353,7 +383,7 @@ class SandboxPool:
                 "The isolated worker that runs pasted code could not start on this server. "
                 "Try again in a minute.",
                 started,
-            )
+            ), False
         job_id = next(self._ids)
         order = {
             "op": "run",
@@ -368,7 +398,8 @@ class SandboxPool:
             try:
                 waiter = zygote.submit(job_id, order, theirs.fileno())
             except OSError:
-                return _error("unavailable", "The sandbox worker stopped; try again.", started)
+                error = _error("unavailable", "The sandbox worker stopped; try again.", started)
+                return error, False
             finally:
                 theirs.close()
             deadline = time.monotonic() + timeout_s + EXIT_REPORT_GRACE_S
@@ -385,7 +416,20 @@ class SandboxPool:
                 reply = None
         finally:
             ours.close()
-        waiter["event"].wait(max(0.1, deadline - time.monotonic()))
+        # A child that answered needs no exit report to be understood: answer now (its
+        # exit, ~20 ms of address-space teardown and reaping, happens meanwhile). Without an
+        # answer, only the exit report says what happened (timeout, crash, memory).
+        answered = (
+            too_large is None
+            and isinstance(reply, dict)
+            and (
+                (reply.get("ok") is True and isinstance(reply.get("value"), dict))
+                or isinstance(reply.get("error"), dict)
+            )
+        )
+        handed_over = answered and zygote.when_exited(job_id, waiter, release)
+        if not handed_over:
+            waiter["event"].wait(max(0.1, deadline - time.monotonic()))
         exit_report = waiter["exit"] or {}
         usage = {key: exit_report[key] for key in ("max_rss_kb", "cpu_s") if key in exit_report}
         try:
@@ -393,7 +437,7 @@ class SandboxPool:
         except (KeyError, TypeError, ValueError, AttributeError):  # a forged, malformed reply
             result = _error("crashed", "The worker sent an unreadable result; try again.", started)
         result.usage = usage
-        return result
+        return result, handed_over
 
     def _interpret(
         self,

@@ -13,11 +13,13 @@ Every failure becomes a :class:`ShapeError` in the returned data: a job must nev
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import inspect
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -319,12 +321,49 @@ def _example_call(name: str, target: Any) -> str:
     return f"{name}({', '.join(required)})"
 
 
+# The in-place initialisers of torch.nn.init (kaiming_normal_, uniform_, zeros_, ...).
+META_INIT_FUNCTIONS = tuple(
+    name
+    for name in dir(nn.init)
+    if name.endswith("_") and not name.startswith("_") and callable(getattr(nn.init, name))
+)
+
+
+@contextlib.contextmanager
+def meta_initialisers_skipped() -> Iterator[None]:
+    """Initialisers return meta tensors untouched while a model is built.
+
+    A meta tensor has no values, so initialising one computes nothing a shape summary can
+    use, yet it costs most of a model's construction: 64 of 79 ms for torchvision's
+    ResNet-50 here, each init op going through the dispatcher. Real tensors are still
+    initialised, so a notebook thread building a real model meanwhile is unaffected.
+    """
+
+    def skip_on_meta(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def initialise(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+            return original(tensor, *args, **kwargs)
+
+        return initialise
+
+    saved = {name: getattr(nn.init, name) for name in META_INIT_FUNCTIONS}
+    try:
+        for name, original in saved.items():
+            setattr(nn.init, name, skip_on_meta(original))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(nn.init, name, original)
+
+
 def build_on_meta(
     target: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], label: str,
     user_files: frozenset[str] = frozenset(),
 ) -> nn.Module:  # fmt: skip
     try:
-        with torch.device("meta"):
+        with meta_initialisers_skipped(), torch.device("meta"):
             built = target(*args, **kwargs)
     except Exception as exc:
         raise AnalysisError(
