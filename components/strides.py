@@ -214,7 +214,7 @@ def tensor_layout(
 
 
 class FrozenFigure(go.Figure):
-    """A figure nobody changes once built (the room caches figures with cache_resource).
+    """A figure nobody changes once built (the room caches figures process-wide).
 
     ``st.plotly_chart`` calls ``to_dict()`` on every rerun, which deep-copies the figure and
     base64-encodes every array: about 2.4 ms for a 4,096-square figure here, twice per rerun.

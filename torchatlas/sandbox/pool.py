@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,7 @@ class _Zygote:
                 if waiter.get("on_exit"):
                     waiter["on_exit"]()
 
-    def when_exited(self, job_id: int, waiter: dict[str, Any], action: Any) -> bool:
+    def when_exited(self, job_id: int, waiter: dict[str, Any], action: Callable[[], None]) -> bool:
         """Run ``action`` once the job's child has exited (its report arrived or the zygote
         died); False when that has already happened, and the caller acts itself."""
         with self.waiters_lock:
@@ -371,7 +372,7 @@ class SandboxPool:
         timeout_s: float,
         layers_off: tuple[str, ...],
         started: float,
-        release: Any,
+        release: Callable[[], None],
     ) -> tuple[SandboxResult, bool]:
         """The job's result, and whether ``release`` (the concurrency slot) was handed to the
         child's exit: a child that has answered is not waited for, but its slot stays taken

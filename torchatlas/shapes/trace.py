@@ -364,11 +364,10 @@ def eval_batch_norm_on_meta(
     """
     if training or input.device.type != "meta" or input.dim() < 2:
         return None
-    channels = input.shape[1]
-    statistics = (weight, bias, running_mean, running_var)
     if running_mean is None or running_var is None:
         return None
-    for tensor in statistics:
+    channels = input.shape[1]
+    for tensor in (weight, bias, running_mean, running_var):
         if tensor is not None and (
             tensor.device.type != "meta" or tensor.dim() != 1 or tensor.shape[0] != channels
         ):
