@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -228,5 +230,70 @@ def test_zygote_outlives_the_thread_that_started_it() -> None:
         result = sandbox.run_job(MODEL, "sandbox.echo", {})
         assert result.ok, result.error
         assert sandbox._zygote.process.pid == pid
+    finally:
+        sandbox.shutdown()
+
+
+def _zygote_children(sandbox: SandboxPool) -> set[int]:
+    pid = sandbox._zygote.process.pid
+    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def _confined_spare(sandbox: SandboxPool, not_one_of: set[int]) -> int:
+    """The zygote's spare: its only child once earlier jobs have exited, seccomp in place."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        children = _zygote_children(sandbox) - not_one_of
+        if len(children) == 1:
+            (spare,) = children
+            with contextlib.suppress(OSError):
+                if _status(spare)["Seccomp"] == "2":  # filter mode
+                    return spare
+        time.sleep(0.01)
+    raise AssertionError(f"no confined spare: children {_zygote_children(sandbox)}")
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def test_every_job_gets_the_spare_forked_and_confined_before_it() -> None:
+    """A request pays neither the fork nor the confinement: a spare child waits, already
+    confined, and each job takes it (a new process every time, never reused)."""
+    sandbox = SandboxPool(rate_limit=0, test_hooks=True)
+    try:
+        sandbox.warm_up()
+        used: set[int] = set()
+        for _ in range(3):
+            spare = _confined_spare(sandbox, not_one_of=used)
+            if os.geteuid() == 0:
+                assert _status(spare)["Uid"].split()[0] == "65534"
+            result = sandbox.run_job(MODEL, "sandbox.echo", {})
+            assert result.ok, result.error
+            assert result.value["pid"] == spare
+            used.add(spare)
+        # A job that switches a layer off gets a fresh fork; the spare stays for the next one.
+        spare = _confined_spare(sandbox, not_one_of=used)
+        result = sandbox.run_job(MODEL, "sandbox.echo", {}, layers_off=("seccomp",))
+        assert result.ok and result.value["pid"] not in used | {spare}
+        used.add(result.value["pid"])
+        assert _confined_spare(sandbox, not_one_of=used) == spare
+    finally:
+        sandbox.shutdown()
+
+
+def test_a_spare_killed_from_outside_is_replaced() -> None:
+    sandbox = SandboxPool(rate_limit=0)
+    try:
+        sandbox.warm_up()
+        spare = _confined_spare(sandbox, not_one_of=set())
+        os.kill(spare, signal.SIGKILL)
+        time.sleep(0.2)
+        result = sandbox.run_job(MODEL, "sandbox.echo", {})
+        assert result.ok, result.error
+        assert result.value["pid"] != spare
+        new_spare = _confined_spare(sandbox, not_one_of={spare, result.value["pid"]})
+        assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == new_spare
     finally:
         sandbox.shutdown()

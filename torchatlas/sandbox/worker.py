@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import importlib
 import io
@@ -234,10 +235,16 @@ def install_seccomp() -> None:
     rules.load()
 
 
-def confine(
-    memory_mb: int, cpu_seconds: int, layers_off: frozenset[str] = frozenset()
-) -> dict[str, bool]:
-    """Apply every process layer to this (freshly forked) process; returns what is active."""
+@dataclasses.dataclass
+class Confinement:
+    """What :func:`confine_process` applied, and what the job's limits are measured from."""
+
+    active: dict[str, bool]
+    base_address_space: int  # bytes mapped before the job (torch and all), read while open() works
+
+
+def confine_process(layers_off: frozenset[str] = frozenset()) -> Confinement:
+    """Every layer that does not depend on the job; seccomp last (it forbids open())."""
     active = {"setsid": False, "scrubbed_env": False, "unprivileged_user": False}
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote's death ends its children
     os.setsid()
@@ -257,17 +264,14 @@ def confine(
     active["unprivileged_user"] = os.geteuid() != 0
     _prctl(PR_SET_DUMPABLE, 0)
 
-    budget = memory_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (_vm_size_bytes() + budget,) * 2)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (JOB_FD + 5,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if active["unprivileged_user"]:
         # Counted per user, so only meaningful once this is not root (root ignores it).
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    active["rlimits"] = True
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write to a file fails instead of killing
+    base_address_space = _vm_size_bytes()
 
     active["seccomp"] = False
     if "seccomp" not in layers_off:
@@ -276,31 +280,59 @@ def confine(
         with contextlib.suppress(Exception):
             install_seccomp()
             active["seccomp"] = True
-    return active
+    return Confinement(active, base_address_space)
 
 
-def _isolate_descriptors(job_fd: int) -> None:
-    """Leave only stdin/stdout/stderr (on /dev/null) and the job socket (as fd 3)."""
+def limit_job(confinement: Confinement, memory_mb: int, cpu_seconds: int) -> None:
+    """The job's own limits: address space (what is mapped now + its budget) and CPU time.
+
+    Hard limits equal the soft ones (CPU: one second of grace for SIGXCPU), and a process
+    that is not root can only lower a hard limit, so the job cannot lift them again.
+    """
+    budget = memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (confinement.base_address_space + budget,) * 2)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    confinement.active["rlimits"] = True
+
+
+def confine(
+    memory_mb: int, cpu_seconds: int, layers_off: frozenset[str] = frozenset()
+) -> dict[str, bool]:
+    """Apply every process layer to this (freshly forked) process; returns what is active."""
+    confinement = confine_process(layers_off)
+    limit_job(confinement, memory_mb, cpu_seconds)
+    return confinement.active
+
+
+def _stdio_to_null() -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(null, target)
-    os.dup2(job_fd, JOB_FD)
-    os.closerange(JOB_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    if null > 2:
+        os.close(null)
+    sys.stdout = sys.stderr = io.StringIO()
 
 
-def child_main(job_fd: int, order: dict[str, Any]) -> None:
-    """Entry point in the forked child; never returns (``os._exit``)."""
+def _only_descriptor(fd: int) -> None:
+    """Leave only stdin/stdout/stderr (on /dev/null) and ``fd``, moved to JOB_FD."""
+    if fd != JOB_FD:
+        os.dup2(fd, JOB_FD)
+    os.closerange(JOB_FD + 1, max(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 1024))
+
+
+def child_main(job_fd: int, order: dict[str, Any], confinement: Confinement | None = None) -> None:
+    """Entry point in the forked child (or a spare that got a job); never returns."""
     status = 70
     try:
-        _isolate_descriptors(job_fd)
-        sys.stdout = sys.stderr = io.StringIO()
         layers_off = frozenset(order.get("layers_off") or ()) & TEST_LAYERS
         timeout_s = float(order.get("timeout_s", 10))
-        confine(
-            int(order.get("memory_mb", DEFAULT_MEMORY_MB)),
-            int(timeout_s) + 2,
-            layers_off,
-        )
+        if confinement is None:
+            _stdio_to_null()
+            _only_descriptor(job_fd)
+            confinement = confine_process(layers_off)
+        else:
+            _only_descriptor(job_fd)
+        limit_job(confinement, int(order.get("memory_mb", DEFAULT_MEMORY_MB)), int(timeout_s) + 2)
         sock = socket.socket(fileno=JOB_FD)
         try:
             request = protocol.receive(sock, MAX_REQUEST_BYTES)
@@ -317,6 +349,30 @@ def child_main(job_fd: int, order: dict[str, Any]) -> None:
         status = 71
     finally:
         os._exit(status)
+
+
+def spare_main(channel: socket.socket) -> None:
+    """A spare child, forked before any job exists: confine itself, then wait for one job.
+
+    It holds nothing of any user (it is a copy of the zygote, which never sees user data),
+    and every layer except the job's own limits is in place before the job arrives, so a
+    request pays neither the fork nor the confinement. The zygote hands it only jobs that
+    switch no layer off.
+    """
+    status = 70
+    try:
+        _stdio_to_null()
+        _only_descriptor(channel.detach())
+        channel = socket.socket(fileno=JOB_FD)
+        confinement = confine_process()
+        data, fds, _, _ = socket.recv_fds(channel, 65536, 1)
+        if not data or len(fds) != 1:  # the zygote is gone, or sent nothing usable
+            os._exit(status)
+        order = json.loads(data)
+        channel.close()
+    except BaseException:
+        os._exit(status)
+    child_main(fds[0], order, confinement)
 
 
 def probe_layers() -> dict[str, Any]:

@@ -315,6 +315,7 @@ class _RecordFunctions(TorchFunctionMode):
 
 
 _FACTORIES = frozenset(_device_constructors())
+_NATIVE_BATCH_NORM = torch.ops.aten.native_batch_norm.default
 
 
 class FlopCounter(TorchDispatchMode):
@@ -333,7 +334,7 @@ class FlopCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
         out = None
-        if func is torch.ops.aten.native_batch_norm.default:
+        if func is _NATIVE_BATCH_NORM:
             out = eval_batch_norm_on_meta(*args, **kwargs)
         if out is None:
             out = func(*args, **kwargs)
