@@ -578,3 +578,23 @@ def test_batch_norm_with_the_wrong_channel_count_still_fails_like_pytorch() -> N
     assert report.error is not None
     assert report.error.layer == "bn"
     assert "16" in report.error.message and "8" in report.error.message
+
+
+def test_tensors_in_finds_what_pytree_finds_in_the_same_order() -> None:
+    from collections import namedtuple
+
+    from torch.utils._pytree import tree_leaves
+
+    Pair = namedtuple("Pair", "first second")
+    a, b, c, d = (torch.empty(n, device="meta") for n in range(1, 5))
+    values = [
+        a,
+        (a, [b, {"x": c, "y": (d, None)}], 3, "text"),
+        {"z": a, "a": [b, torch.Size([2, 3])], "m": torch.float16},
+        Pair(a, (b, Pair(c, d))),
+        [Pair(first=None, second=[a])],
+        (torch.device("meta"), 1.5, True, None),
+    ]
+    for value in values:
+        expected = [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+        assert [id(t) for t in tensors_in(value)] == [id(t) for t in expected]

@@ -351,13 +351,18 @@ def child_main(job_fd: int, order: dict[str, Any], confinement: Confinement | No
         os._exit(status)
 
 
-def spare_main(channel: socket.socket) -> None:
+def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) -> None:
     """A spare child, forked before any job exists: confine itself, then wait for one job.
 
     It holds nothing of any user (it is a copy of the zygote, which never sees user data),
     and every layer except the job's own limits is in place before the job arrives, so a
     request pays neither the fork nor the confinement. The zygote hands it only jobs that
     switch no layer off.
+
+    ``warm_up`` (a trusted request, run once, its reply dropped) takes the child's first
+    touches off the request: a forked child pays a page fault for every page it first
+    writes, copy-on-write pages of the zygote and fresh heap alike. A ResNet-50 analysis
+    made ~2,300 of them in a cold child (25 ms of its 100) and ~230 after a small warm-up.
     """
     status = 70
     try:
@@ -365,6 +370,8 @@ def spare_main(channel: socket.socket) -> None:
         _only_descriptor(channel.detach())
         channel = socket.socket(fileno=JOB_FD)
         confinement = confine_process()
+        if warm_up is not None:
+            encode_reply(execute(warm_up))
         data, fds, _, _ = socket.recv_fds(channel, 65536, 1)
         if not data or len(fds) != 1:  # the zygote is gone, or sent nothing usable
             os._exit(status)

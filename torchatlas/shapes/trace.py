@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import flop_registry, shape_wrapper
 
 from torchatlas.shapes.report import LayerRow
 
@@ -43,7 +43,29 @@ _METADATA_OPS = frozenset(
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    """Every tensor in ``value``, in pytree order (the tracer asks ~2,000 times per ResNet-50)."""
+    found: list[torch.Tensor] = []
+    _collect_tensors(value, found)
+    return found
+
+
+def _collect_tensors(value: Any, found: list[torch.Tensor]) -> None:
+    # Plain tuples, lists and dicts walked directly: pytree's generic walk cost 5 % of a trace.
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif type(value) is tuple or type(value) is list:
+        for item in value:
+            _collect_tensors(item, found)
+    elif type(value) is dict:
+        for item in value.values():
+            _collect_tensors(item, found)
+    elif value is None or type(value) in _SCALARS:
+        return
+    else:  # namedtuples, dataclasses and whatever else pytree knows how to open
+        found.extend(leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor))
+
+
+_SCALARS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.Size})
 
 
 def op_label(func: Callable[..., Any]) -> str:
@@ -195,24 +217,28 @@ class ShapeTracer:
 
     # ------------------------------------------------------------------ hooks
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        params, trainable = self._params(module)
-        self._modules_on_stack.append(module)
-        self._open_row(
-            LayerRow(
-                name=self._names.get(id(module), type(module).__name__),
-                type=type(module).__name__,
-                kind="module",
-                depth=len(self._modules_on_stack) - 1,
-                input_shapes=self._shapes((args, kwargs)),
-                params=params,
-                trainable_params=trainable,
-                line=self._user_line(),
+        # Hooks run inside the function mode: without this, each .shape the tracer reads
+        # would be intercepted as if the model had called it (~10 % of a trace).
+        with torch._C.DisableTorchFunction():
+            params, trainable = self._params(module)
+            self._modules_on_stack.append(module)
+            self._open_row(
+                LayerRow(
+                    name=self._names.get(id(module), type(module).__name__),
+                    type=type(module).__name__,
+                    kind="module",
+                    depth=len(self._modules_on_stack) - 1,
+                    input_shapes=self._shapes((args, kwargs)),
+                    params=params,
+                    trainable_params=trainable,
+                    line=self._user_line(),
+                )
             )
-        )
 
     def _post_hook(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        self._close_row(output)
-        self._modules_on_stack.pop()
+        with torch._C.DisableTorchFunction():
+            self._close_row(output)
+            self._modules_on_stack.pop()
 
     def record_function(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """Called by the function mode for every torch function; records the interesting ones."""
@@ -340,8 +366,45 @@ class FlopCounter(TorchDispatchMode):
             out = func(*args, **kwargs)
         formula = flop_registry.get(func._overloadpacket)
         if formula is not None:
-            self.total += int(formula(*args, **kwargs, out_val=out))
+            self.total += int(_flops(formula, args, kwargs, out))
         return out
+
+
+_SHAPE_WRAPPER_CODE = shape_wrapper(lambda: None).__code__
+
+
+def _flops(formula: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> Any:
+    """``formula(*args, **kwargs, out_val=out)``, with the tensors' shapes mapped directly.
+
+    Most formulas are wrapped by ``shape_wrapper``, which maps tensors to shapes with a
+    pytree ``tree_map`` over everything (3 ms of a ResNet-50 trace); plain tuples, lists and
+    dicts are mapped here instead, and anything else takes the wrapper's own path.
+    """
+    if getattr(formula, "__code__", None) is not _SHAPE_WRAPPER_CODE:
+        return formula(*args, **kwargs, out_val=out)
+    try:
+        shape_args = _shapes_of(args)
+        shape_kwargs = _shapes_of(kwargs)
+        out_shape = _shapes_of(out)
+    except _NotPlain:
+        return formula(*args, **kwargs, out_val=out)
+    return formula.__wrapped__(*shape_args, out_shape=out_shape, **shape_kwargs)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _shapes_of(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    if type(value) is tuple or type(value) is list:
+        return type(value)(_shapes_of(item) for item in value)
+    if type(value) is dict:
+        return {key: _shapes_of(item) for key, item in value.items()}
+    if value is None or type(value) in _SCALARS:
+        return value
+    raise _NotPlain
 
 
 def eval_batch_norm_on_meta(
