@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -239,18 +238,15 @@ def _zygote_children(sandbox: SandboxPool) -> set[int]:
     return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
-def _confined_spare(sandbox: SandboxPool, not_one_of: set[int]) -> int:
-    """The zygote's spare: its only child once earlier jobs have exited, seccomp in place."""
+def _ready_spare(sandbox: SandboxPool, not_one_of: set[int]) -> int:
+    """The zygote's spare child once it says it is warm (a pid no job has used yet)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        children = _zygote_children(sandbox) - not_one_of
-        if len(children) == 1:
-            (spare,) = children
-            with contextlib.suppress(OSError):
-                if _status(spare)["Seccomp"] == "2":  # filter mode
-                    return spare
+        spare = sandbox._zygote.last_spare_pid
+        if spare is not None and spare not in not_one_of:
+            return spare
         time.sleep(0.01)
-    raise AssertionError(f"no confined spare: children {_zygote_children(sandbox)}")
+    raise AssertionError(f"no new warm spare: children {_zygote_children(sandbox)}")
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -266,19 +262,21 @@ def test_every_job_gets_the_spare_forked_and_confined_before_it() -> None:
         sandbox.warm_up()
         used: set[int] = set()
         for _ in range(3):
-            spare = _confined_spare(sandbox, not_one_of=used)
+            spare = _ready_spare(sandbox, not_one_of=used)
+            assert spare in _zygote_children(sandbox)
+            status = _status(spare)
+            assert status["Seccomp"] == "2"  # filter mode, before any job exists
             if os.geteuid() == 0:
-                assert _status(spare)["Uid"].split()[0] == "65534"
+                assert status["Uid"].split()[0] == "65534"
             result = sandbox.run_job(MODEL, "sandbox.echo", {})
             assert result.ok, result.error
             assert result.value["pid"] == spare
             used.add(spare)
         # A job that switches a layer off gets a fresh fork; the spare stays for the next one.
-        spare = _confined_spare(sandbox, not_one_of=used)
+        spare = _ready_spare(sandbox, not_one_of=used)
         result = sandbox.run_job(MODEL, "sandbox.echo", {}, layers_off=("seccomp",))
         assert result.ok and result.value["pid"] not in used | {spare}
-        used.add(result.value["pid"])
-        assert _confined_spare(sandbox, not_one_of=used) == spare
+        assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == spare
     finally:
         sandbox.shutdown()
 
@@ -287,13 +285,26 @@ def test_a_spare_killed_from_outside_is_replaced() -> None:
     sandbox = SandboxPool(rate_limit=0)
     try:
         sandbox.warm_up()
-        spare = _confined_spare(sandbox, not_one_of=set())
+        spare = _ready_spare(sandbox, not_one_of=set())
         os.kill(spare, signal.SIGKILL)
         time.sleep(0.2)
         result = sandbox.run_job(MODEL, "sandbox.echo", {})
         assert result.ok, result.error
         assert result.value["pid"] != spare
-        new_spare = _confined_spare(sandbox, not_one_of={spare, result.value["pid"]})
+        new_spare = _ready_spare(sandbox, not_one_of={spare})
         assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == new_spare
+    finally:
+        sandbox.shutdown()
+
+
+def test_jobs_back_to_back_each_get_a_new_process() -> None:
+    """A job that comes while the next spare still warms up gets a fresh fork instead."""
+    sandbox = SandboxPool(rate_limit=0, concurrency=1)
+    try:
+        sandbox.warm_up()
+        first = _ready_spare(sandbox, not_one_of=set())
+        pids = [sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] for _ in range(4)]
+        assert pids[0] == first
+        assert len(set(pids)) == 4
     finally:
         sandbox.shutdown()

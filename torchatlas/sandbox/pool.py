@@ -155,6 +155,7 @@ class _Zygote:
         self.ready = threading.Event()
         self.dead = threading.Event()
         self.info: dict[str, Any] = {}
+        self.last_spare_pid: int | None = None  # the newest warm spare child (diagnostics, tests)
         self.reader = threading.Thread(target=self._read, name="sandbox-zygote", daemon=True)
         self.reader.start()
 
@@ -168,6 +169,8 @@ class _Zygote:
                 if message.get("op") == "ready":
                     self.info = message
                     self.ready.set()
+                elif message.get("op") == "spare":
+                    self.last_spare_pid = message.get("pid")
                 elif message.get("op") == "exit":
                     with self.waiters_lock:
                         waiter = self.waiters.pop(message.get("id"), None)

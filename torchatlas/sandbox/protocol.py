@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 HEADER = struct.Struct("!Q")
+SPARE_READY = b"ready"  # a spare child to the zygote: warmed up, it can take a job now
 
 
 class MessageTooLarge(Exception):

@@ -372,6 +372,7 @@ def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) ->
         confinement = confine_process()
         if warm_up is not None:
             encode_reply(execute(warm_up))
+        channel.send(protocol.SPARE_READY)
         data, fds, _, _ = socket.recv_fds(channel, 65536, 1)
         if not data or len(fds) != 1:  # the zygote is gone, or sent nothing usable
             os._exit(status)

@@ -125,6 +125,7 @@ class _Spare:
     def __init__(self, pid: int, channel: socket.socket) -> None:
         self.pid = pid
         self.channel = channel
+        self.ready = False  # it says so once warmed up; until then jobs get a fresh fork
 
 
 class Zygote:
@@ -156,14 +157,43 @@ class Zygote:
             spare_main(theirs, SPARE_WARM_UP)  # never returns
         theirs.close()
         self.spare = _Spare(pid, ours)
+        self.selector.register(ours, selectors.EVENT_READ, "spare")
+
+    def _drop_spare(self) -> _Spare | None:
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            self.selector.unregister(spare.channel)
+        return spare
+
+    def spare_message(self) -> None:
+        """The spare is warm (or gone: then reap it; the next job forks a new one)."""
+        from torchatlas.sandbox.protocol import SPARE_READY
+
+        assert self.spare is not None
+        try:
+            message = self.spare.channel.recv(16)
+        except OSError:
+            message = b""
+        if message == SPARE_READY:
+            self.spare.ready = True
+            self.send({"op": "spare", "pid": self.spare.pid})
+            return
+        spare = self._drop_spare()
+        assert spare is not None
+        spare.channel.close()
+        with contextlib.suppress(OSError):
+            os.kill(spare.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(spare.pid, 0)
 
     def _hand_to_spare(self, order: dict[str, Any], job_fd: int) -> int | None:
         """The spare's pid once it holds the job, or None (no spare, or it is gone)."""
         if order.get("layers_off"):  # a test switching layers off: the spare has them all on
             return None
-        spare, self.spare = self.spare, None
-        if spare is None:
+        if self.spare is None or not self.spare.ready:  # a burst: do not wait for the warm-up
             return None
+        spare = self._drop_spare()
+        assert spare is not None
         try:
             socket.send_fds(spare.channel, [json.dumps(order).encode()], [job_fd])
         except OSError:  # it died (killed from outside): reap it, fork the usual way
@@ -254,6 +284,8 @@ class Zygote:
                     else:
                         for fd in fds:
                             os.close(fd)
+                elif key.data == "spare":
+                    self.spare_message()
                 else:
                     self.reap(key.fd)
             self.kill_overdue()
