@@ -37,6 +37,7 @@ from torchvision.transforms import functional as TF
 from torchvision.transforms._presets import ImageClassification
 
 from torchatlas.images import ImageError, SourceInfo, decode
+from torchatlas.runtime import keep_freed_memory_for_reuse
 
 DEFAULT_MODEL = "efficientnet_lite0"
 IMAGENET_CATEGORIES: tuple[str, ...] = tuple(_IMAGENET_CATEGORIES)
@@ -424,6 +425,7 @@ def load_model(
         if model in _models:
             _models.move_to_end(model)
             return _models[model]
+    keep_freed_memory_for_reuse()  # batched forwards stop page-faulting their activations
     path = weights_path(model) if spec.embedded else download_weights(model, on_progress)
     with _lock_for(f"load:{model}"):
         with _models_guard:
