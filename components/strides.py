@@ -183,6 +183,14 @@ def _lit_trace(
     }
 
 
+def _compact(positions: np.ndarray) -> np.ndarray:
+    """Positions as a compact typed array for the figure JSON: uint16 where every one is a
+    whole number (half the bytes of float32; every rerun sends the figure), else float32."""
+    if positions.size and positions.max() < 65536 and np.all(positions == np.floor(positions)):
+        return positions.astype(np.uint16)
+    return positions.astype(np.float32)
+
+
 def tensor_layout(
     size: Sequence[int],
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float, float]]]:
@@ -200,9 +208,8 @@ def tensor_layout(
     left = (block % per_row) * (columns + 1)
     top = (block // per_row) * (rows + 1.5 if leading else rows)
     row, column = np.divmod(np.arange(rows * columns), columns)
-    # float32/int32 arrays travel as compact typed arrays in the figure JSON.
-    xs = (left[:, None] + column[None, :]).reshape(-1).astype(np.float32)
-    ys = (top[:, None] + row[None, :]).reshape(-1).astype(np.float32)
+    xs = _compact((left[:, None] + column[None, :]).reshape(-1))
+    ys = _compact((top[:, None] + row[None, :]).reshape(-1))
     labels = []
     if leading:
         for b in range(min(blocks, 256)):
@@ -455,4 +462,11 @@ def history_html(
             f'<span title="{html.escape(labels["footprint"])}">'
             f"{step['storage_id']} {_footprint_bar(step, palette)}</span></div></div>"
         )
-    return f'<div style="color:{palette.text};font-size:0.92rem">{"".join(cards)}</div>'
+    caption = labels.get("caption")
+    intro = (
+        f'<p style="color:{palette.muted};font-size:0.875rem;margin:0 0 8px 0">'
+        f"{html.escape(caption)}</p>"
+        if caption
+        else ""
+    )
+    return f'<div style="color:{palette.text};font-size:0.92rem">{intro}{"".join(cards)}</div>'

@@ -110,11 +110,13 @@ def load_example() -> None:
 
 
 def add_op() -> None:
+    """Append the op just picked (or typed) to the chain, and empty the picker for the next."""
     op = st.session_state.get("strides_add_op")
     if op:
         lines = ops_lines()[: MAX_OPS - 1]
         st.session_state[OPS_KEY] = "\n".join([*lines, op])
         st.session_state.pop(STEP_KEY, None)
+    st.session_state["strides_add_op"] = None
 
 
 # --------------------------------------------------------------------------- cached engine calls
@@ -387,25 +389,25 @@ def explorer(chain: Chain, steps: list[dict], shown: int) -> None:
     if cell is not None and drawable:
         readers = sorted(lit_elements)
         size = step["size"]
-        if focus_element is not None:
-            st.success(formula_text(step, unravel(focus_element, size), cell))
         value = format_value(step["storage_values"][cell])
         if readers:
             shown_readers = ", ".join(
                 f"{step['name']}{format_index(unravel(i, size))}" for i in readers[:12]
             )
             more = t("strides.explore.more", count=len(readers) - 12) if len(readers) > 12 else ""
-            st.markdown(
-                t(
-                    "strides.explore.cell_readers",
-                    cell=cell,
-                    value=value,
-                    count=len(readers),
-                    readers=shown_readers + more,
-                )
+            about_cell = t(
+                "strides.explore.cell_readers",
+                cell=cell,
+                value=value,
+                count=len(readers),
+                readers=shown_readers + more,
             )
         else:
-            st.markdown(t("strides.explore.cell_unread", cell=cell, value=value))
+            about_cell = t("strides.explore.cell_unread", cell=cell, value=value)
+        if focus_element is not None:  # one element, not two: each costs every rerun
+            st.success(formula_text(step, unravel(focus_element, size), cell) + "\n\n" + about_cell)
+        else:
+            st.markdown(about_cell)
     elif drawable:
         st.caption(t("strides.explore.hint"))
 
@@ -464,7 +466,7 @@ def history_panel(chain: tuple[tuple[int, ...], str, tuple[str, ...]], shown: in
         "storage": t("strides.facts.storage"),
         "footprint": t("strides.history.footprint"),
     }
-    st.caption(t("strides.history.caption"))
+    labels["caption"] = t("strides.history.caption")
     st.html(cached_history(chain, tuple(sorted(labels.items())), shown, is_dark()))
 
 

@@ -67,12 +67,14 @@ with st.container(border=True):
         height=140,
         help=t("strides.setup.ops_help", limit=MAX_OPS),
     )
-    add_column, button_column = st.columns([3, 1], vertical_alignment="bottom")
-    add_column.selectbox(
-        t("strides.setup.add_op"), OP_TEMPLATES, key="strides_add_op", accept_new_options=True
-    )
-    button_column.button(
-        t("strides.setup.add"), on_click=add_op, icon=":material/add:", width="stretch"
+    st.selectbox(  # picking (or typing and pressing Enter) appends the op: no extra button
+        t("strides.setup.add_op"),
+        OP_TEMPLATES,
+        index=None,
+        placeholder=t("strides.setup.add_placeholder"),
+        key="strides_add_op",
+        accept_new_options=True,
+        on_change=add_op,
     )
 
 shape_text = str(st.session_state[SHAPE_KEY])
@@ -118,8 +120,8 @@ explorer((shape, dtype, ops), ok_steps, shown)
 facts, history = st.columns([1, 2], gap="medium")
 with facts:
     st.subheader(t("strides.facts.title"), anchor=False)
-    st.markdown(facts_markdown(step))
-    st.caption(t("strides.facts.named_tensors"))
+    note = t("strides.facts.named_tensors")
+    st.markdown(f"{facts_markdown(step)}\n\n:gray[:small[{note}]]")
 with history:
     st.subheader(t("strides.history.title"), anchor=False)
     history_panel((shape, dtype, ops), shown)

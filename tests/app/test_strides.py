@@ -161,8 +161,8 @@ def test_example_menu_and_add_op() -> None:
     at.selectbox(key="strides_example").set_value("expand_stride_zero").run()
     assert at.session_state["strides_ops"] == ".unsqueeze(0)\n.expand(4, 3)"
     assert "| stride (elements) | `(0, 1)` |" in rendered_text(at)
-    at.selectbox(key="strides_add_op").set_value(".contiguous()").run()
-    next(b for b in at.button if b.label == "Add").click().run()
+    at.selectbox(key="strides_add_op").set_value(".contiguous()").run()  # picking appends
     assert at.session_state["strides_ops"].endswith(".expand(4, 3)\n.contiguous()")
+    assert at.selectbox(key="strides_add_op").value is None  # ready for the next op
     assert "Copy: new storage S1 (48 bytes allocated)" in rendered_text(at)
     assert not at.exception
