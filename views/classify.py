@@ -97,8 +97,12 @@ def model_caption(key: str) -> str:
     return f"{where} · {facts}"
 
 
-def ensure_model(key: str) -> engine.LoadedModel | None:
-    """Load (downloading with a progress bar if needed); on failure explain and return None."""
+def ensure_model(key: str, *, second: bool = False) -> engine.LoadedModel | None:
+    """Load (downloading with a progress bar if needed); on failure explain and return None.
+
+    ``second``: the model to compare with; its offline message cannot advise picking the
+    embedded model, which is the one already on the page.
+    """
     spec = engine.MODELS[key]
     try:
         if not spec.embedded and not engine.weights_available(key):
@@ -131,7 +135,8 @@ def ensure_model(key: str) -> engine.LoadedModel | None:
         with st.spinner(t("classify.model.loading", title=spec.title)):
             return cached_model(key)
     except engine.ClassifyError as error:
-        st.error(error_text(error.code, error.params), icon=":material/cloud_off:")
+        code = "offline_second" if second and error.code == "offline" else error.code
+        st.error(error_text(code, error.params), icon=":material/cloud_off:")
     except Exception as error:  # never a traceback on the page
         st.error(t("classify.errors.unexpected", kind=type(error).__name__))
     return None
@@ -397,7 +402,7 @@ def compare_panel(
     if other is None:
         return
     st.caption(model_caption(other))
-    if ensure_model(other) is None:
+    if ensure_model(other, second=True) is None:
         return
     second = run((data,), other, topk)
     if second is None:

@@ -123,6 +123,16 @@ def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) ->
     assert at.query_params["c_model"] == "resnet50"
 
 
+def test_compare_offline_does_not_advise_the_model_already_shown(offline_hub: Path) -> None:
+    at = open_page("views/classify.py")
+    at.selectbox(key="c_compare").set_value("resnet50").run()
+    no_failure(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "ResNet-50" in errors[0]
+    assert "A comparison needs a second model" in errors[0]
+    assert "pick it" not in errors[0]
+
+
 def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> None:
     from torchvision.models import resnet18
 
