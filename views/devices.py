@@ -31,13 +31,12 @@ from torchatlas.devices import (
     take_inventory,
 )
 from torchatlas.devices.transfer import (
+    DEFAULT_MAX_BYTES,
     DEFAULT_TIME_BUDGET_S,
     MAX_TIME_BUDGET_S,
-    MIB,
     sizes_up_to,
 )
 
-DEFAULT_MAX_BYTES = 256 * MIB  # a few seconds even on a 2-core laptop
 JOB_KEY = "devices_bench_job"
 RESULT_KEY = "devices_bench_result"
 BUSY_KEY = "devices_bench_busy"
