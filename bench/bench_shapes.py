@@ -172,8 +172,16 @@ def main() -> int:
         failed |= not ok
         print(f"{label:28s}: {value:7.2f}×  (target {op} {target}×)  {'ok' if ok else 'MISSED'}")
     print(f"pool warm-up: {warm_up_s:.1f} s")
-    for pid, rss in sandbox_rss.items():  # the zygote (torch imported); jobs fork from it
-        print(f"sandbox process {pid}: {rss:.0f} MB resident (shared copy-on-write with jobs)")
+    zygote_pid = pool._zygote.process.pid if pool._zygote is not None else None
+    for pid, rss in sandbox_rss.items():
+        if rss != rss:  # NaN: a job's child that exited meanwhile
+            continue
+        role = (
+            "zygote (torch imported; every child is forked from it)"
+            if pid == zygote_pid
+            else "spare child, warm, waiting for the next job"
+        )
+        print(f"sandbox {role}, pid {pid}: {rss:.0f} MB resident, mostly shared copy-on-write")
     print(
         f"this process (imports like the app): {rss_before_pool:.0f} MB before the pool, "
         f"{results['app_rss_mb_pool_warm']:.0f} MB with the pool warm"
