@@ -101,6 +101,38 @@ def test_shared_link_restores_chain(app_page) -> None:
     assert page.locator(".st-key-strides_ops textarea").input_value() == ".expand(3, 4)\n.t()"
 
 
+def test_add_op_picker_appends_and_empties(app_page) -> None:
+    """Picking an op appends it to the chain at once; typing a new one and pressing Enter does
+    too; the picker is empty again afterwards, ready for the next op."""
+    page = app_page("strides", query="s_shape=3,4&s_ops=.t()", height=1400)
+    ops = page.locator(".st-key-strides_ops textarea")
+    picker = page.locator(".st-key-strides_add_op input")
+    picker.click()
+    picker.fill(".contig")  # the menu is long (and virtualised): filter it, as a user would
+    page.get_by_role("option", name=".contiguous()", exact=True).click()
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-strides_ops textarea').value.endsWith("
+        "'.contiguous()')",
+        timeout=60_000,
+    )
+    wait_for_app(page)
+    assert ops.input_value() == ".t()\n.contiguous()"
+    picker.click()
+    picker.fill(".flatten()")
+    picker.press("Enter")
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-strides_ops textarea').value.endsWith('.flatten()')",
+        timeout=60_000,
+    )
+    wait_for_app(page)
+    assert ops.input_value() == ".t()\n.contiguous()\n.flatten()"
+    assert page.get_by_text("y3 = ….flatten()").count() >= 1
+    shown = page.locator(".st-key-strides_add_op").inner_text()  # the placeholder again
+    assert ".flatten()" not in shown and ".contiguous()" not in shown
+    assert picker.input_value() == ""
+    assert_no_error(page)
+
+
 @pytest.mark.parametrize(("lang", "dark"), [("en", True), ("ko", False)])
 def test_themes_and_languages(app_page, lang: str, dark: bool) -> None:
     page = app_page("strides", lang=lang, dark=dark, height=1400)
