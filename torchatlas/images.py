@@ -12,6 +12,7 @@ because ``Resize(256)`` on a 10000×1 strip would allocate a 2,560,000×256 imag
 from __future__ import annotations
 
 import io
+import math
 import warnings
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -123,8 +124,10 @@ def _to_uint8(array: np.ndarray) -> np.ndarray:
         return np.nan_to_num(part, nan=0.0, posinf=0.0, neginf=0.0, copy=False)
 
     if is_float:
-        low = min(float(finite(array[chunk]).min()) for chunk in chunks)
-        high = max(float(finite(array[chunk]).max()) for chunk in chunks)
+        low, high = math.inf, -math.inf
+        for chunk in chunks:  # one float64 copy per chunk serves both bounds
+            part = finite(array[chunk])
+            low, high = min(low, float(part.min())), max(high, float(part.max()))
     else:
         low, high = float(array.min()), float(array.max())
     if low >= 0 and high <= 1.0 and is_float:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from streamlit.testing.v1 import AppTest
 
 from tests.app.apptest import open_page, rendered_text
 from torchatlas import classify as engine
@@ -112,25 +113,29 @@ def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
     ).value == engine.IMAGENET_CATEGORIES.index("espresso")
 
 
-def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) -> None:
+def _only_error_after_picking(picker: str, model: str) -> tuple[AppTest, str]:
+    """The page after choosing ``model`` in the ``picker`` selectbox, and its one error."""
     at = open_page("views/classify.py")
-    at.selectbox(key="c_model").set_value("resnet50").run()
+    at.selectbox(key=picker).set_value(model).run()
     no_failure(at)
     errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "ResNet-50" in errors[0]
-    assert "EfficientNet-Lite0 works offline" in errors[0]
+    assert len(errors) == 1, errors
+    return at, errors[0]
+
+
+def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) -> None:
+    at, error = _only_error_after_picking("c_model", "resnet50")
+    assert "ResNet-50" in error
+    assert "EfficientNet-Lite0 works offline" in error
     assert translate("classify.model.download", size_mb=98) in rendered_text(at)
     assert at.query_params["c_model"] == "resnet50"
 
 
 def test_compare_offline_does_not_advise_the_model_already_shown(offline_hub: Path) -> None:
-    at = open_page("views/classify.py")
-    at.selectbox(key="c_compare").set_value("resnet50").run()
-    no_failure(at)
-    errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "ResNet-50" in errors[0]
-    assert "A comparison needs a second model" in errors[0]
-    assert "pick it" not in errors[0]
+    _, error = _only_error_after_picking("c_compare", "resnet50")
+    assert "ResNet-50" in error
+    assert "A comparison needs a second model" in error
+    assert "pick it" not in error
 
 
 def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> None:
