@@ -233,8 +233,13 @@ def decode(data: bytes, *, min_side: int | None = None) -> Decoded:
         orientation = int(image.getexif().get(0x0112, 1) or 1)
     except Exception:  # a broken EXIF block must not cost the photo
         orientation = 1
-    # is_animated stops at the second frame; n_frames would walk a hostile GIF to the end
-    multi_frame = bool(getattr(image, "is_animated", False))
+    # is_animated stops at the second frame; n_frames would walk a hostile GIF to the end.
+    # It reads that frame's header, so a damaged one fails here (struct.error and the like),
+    # and leaves the file positioned part-way: the image is broken, not a single frame.
+    try:
+        multi_frame = bool(getattr(image, "is_animated", False))
+    except Exception:
+        raise ImageError("truncated") from None
     stored_mode = image.mode
     conversions: list[str] = []
     try:

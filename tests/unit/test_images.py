@@ -231,6 +231,19 @@ def test_animated_gif_uses_the_first_frame() -> None:
     assert tuple(np.asarray(decoded.image)[8, 8]) == (255, 0, 0)
 
 
+def test_gif_with_a_damaged_second_frame_header_is_refused_in_plain_words() -> None:
+    """Found by the mutation test below: a GIF whose trailer byte became ``,`` (the start of
+    another frame) made PIL's ``is_animated`` read a header that is not there and raise
+    ``struct.error``, which reached the page as a traceback."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (24, 16), (10, 200, 30)).save(buffer, "GIF")
+    gif = buffer.getvalue()
+    assert gif.endswith(b";")
+    with pytest.raises(ImageError) as refused:
+        load_image(gif[:-1] + b",")
+    assert refused.value.code == "truncated" and refused.value.message
+
+
 def test_big_jpeg_is_drafted_only_when_asked() -> None:
     noise = np.random.default_rng(2).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
     data = encode(Image.fromarray(noise), "JPEG")
