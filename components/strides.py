@@ -469,4 +469,10 @@ def history_html(
         if caption
         else ""
     )
+    if labels.get("title"):  # the panel's heading, inside the one element the panel costs
+        intro = (  # st.html gets no heading styles: match st.subheader's computed ones
+            '<h3 style="font-size:1.75rem;font-weight:600;line-height:1.2;margin:0;'
+            f'padding:0.75rem 0 1rem;letter-spacing:-0.005em">{html.escape(labels["title"])}</h3>'
+            f"{intro}"
+        )
     return f'<div style="color:{palette.text};font-size:0.92rem">{intro}{"".join(cards)}</div>'

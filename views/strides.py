@@ -28,7 +28,6 @@ from components.strides_panels import (
     facts_markdown,
     history_panel,
     initial_state,
-    kind_text,
     load_example,
     ops_lines,
     quiz_panel,
@@ -113,17 +112,16 @@ shown = st.segmented_control(
 )
 shown = int(shown if shown is not None else len(ok_steps) - 1)
 step = ok_steps[shown]
-st.markdown(f"**{kind_text(step)}**")
 
 explorer((shape, dtype, ops), ok_steps, shown)
 
 facts, history = st.columns([1, 2], gap="medium")
 with facts:
-    st.subheader(t("strides.facts.title"), anchor=False)
     note = t("strides.facts.named_tensors")
-    st.markdown(f"{facts_markdown(step)}\n\n:gray[:small[{note}]]")
+    st.markdown(
+        f"### {t('strides.facts.title')}\n\n{facts_markdown(step)}\n\n:gray[:small[{note}]]"
+    )
 with history:
-    st.subheader(t("strides.history.title"), anchor=False)
     history_panel((shape, dtype, ops), shown)
 
 # Only the open tab runs (on_change="rerun" + .open): the other panels cost nothing on a
@@ -139,8 +137,9 @@ code_tab, write_tab, bytes_tab, quiz_tab = st.tabs(
 )
 if code_tab.open:
     with code_tab:
-        st.caption(t("strides.code.caption"))
-        st.code(cached_code(shape, dtype, ops), language="python")
+        # The caption travels as the code's first comment: one element fewer on each rerun.
+        code = f"# {t('strides.code.caption')}\n{cached_code(shape, dtype, ops)}"
+        st.code(code, language="python")
 if write_tab.open:
     with write_tab:
         write_panel(shape, dtype, ops, steps)
