@@ -1,6 +1,6 @@
 """Benchmark of the strides room against baselines measured in the same run.
 
-    python -m bench.bench_strides [--rounds 15]
+    python -m bench.bench_strides [--rounds 40]
 
 1. Page rerun under AppTest: the strides page (through app.py's navigation, a 64×64 float32
    tensor, a 10-op chain, an element selected) against a rerun of a trivial one-line page
@@ -136,7 +136,7 @@ def trace_against_torch(rounds: int) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
     ms = 1000
     serve_like_a_server()
