@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,12 +36,22 @@ class Net(nn.Module):
 """
 
 
+@contextlib.contextmanager
+def warm_pool(**options: object) -> Iterator[SandboxPool]:
+    """A pool of its own (for a test that tunes, fills or kills it): warmed up, always shut
+    down."""
+    sandbox = SandboxPool(**options)
+    try:
+        sandbox.warm_up()
+        yield sandbox
+    finally:
+        sandbox.shutdown()
+
+
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
-    sandbox = SandboxPool(test_hooks=True, rate_limit=0)
-    sandbox.warm_up()
-    yield sandbox
-    sandbox.shutdown()
+    with warm_pool(test_hooks=True, rate_limit=0) as sandbox:
+        yield sandbox
 
 
 def test_echo_round_trips_through_json(pool: SandboxPool) -> None:
@@ -62,9 +73,7 @@ def test_a_child_without_an_answer_is_explained_by_its_exit_report(pool: Sandbox
 def test_answered_jobs_give_their_slot_back_once_the_child_has_exited() -> None:
     """The pool answers as soon as the child has, but the concurrency slot stays taken until
     the child has really gone: no slot may leak, and a one-slot pool must keep working."""
-    single = SandboxPool(concurrency=1, queue_wait_s=5, rate_limit=0)
-    try:
-        single.warm_up()
+    with warm_pool(concurrency=1, queue_wait_s=5, rate_limit=0) as single:
         for _ in range(5):
             result = single.run_job(MODEL, "sandbox.echo", {})
             assert result.ok, result.error
@@ -73,8 +82,6 @@ def test_answered_jobs_give_their_slot_back_once_the_child_has_exited() -> None:
             time.sleep(0.02)
         assert single.health().warm_workers == "1/1"
         assert single._running == 0
-    finally:
-        single.shutdown()
 
 
 def test_meta_forward_of_user_model(pool: SandboxPool) -> None:
@@ -141,23 +148,17 @@ def test_health_reports_every_layer(pool: SandboxPool) -> None:
 
 
 def test_rate_limit_per_session() -> None:
-    limited = SandboxPool(rate_limit=2, rate_window_s=30)
-    try:
-        limited.warm_up()
+    with warm_pool(rate_limit=2, rate_window_s=30) as limited:
         assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
         assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
         third = limited.run_job(MODEL, "sandbox.echo", {}, session_id="a")
         assert not third.ok and third.error.kind == "busy"
         assert "Wait" in third.error.message
         assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="b").ok  # others unaffected
-    finally:
-        limited.shutdown()
 
 
 def test_concurrency_cap_and_queue() -> None:
-    small = SandboxPool(concurrency=1, queue_wait_s=0.3, rate_limit=0)
-    try:
-        small.warm_up()
+    with warm_pool(concurrency=1, queue_wait_s=0.3, rate_limit=0) as small:
         slow = threading.Thread(
             target=small.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 2}), daemon=True
         )
@@ -168,21 +169,15 @@ def test_concurrency_cap_and_queue() -> None:
         assert not waiting.ok and waiting.error.kind == "busy"
         slow.join()
         assert small.run_job(MODEL, "sandbox.echo", {}).ok
-    finally:
-        small.shutdown()
 
 
 def test_zygote_is_restarted_after_it_dies() -> None:
-    sandbox = SandboxPool(rate_limit=0)
-    try:
-        sandbox.warm_up()
+    with warm_pool(rate_limit=0) as sandbox:
         os.kill(sandbox._zygote.process.pid, signal.SIGKILL)
         sandbox._zygote.process.wait()
         assert not sandbox.health().process_isolation
         result = sandbox.run_job(MODEL, "sandbox.echo", {})
         assert result.ok, result.error
-    finally:
-        sandbox.shutdown()
 
 
 def test_after_shutdown_jobs_are_unavailable() -> None:
@@ -257,9 +252,7 @@ def _status(pid: int) -> dict[str, str]:
 def test_every_job_gets_the_spare_forked_and_confined_before_it() -> None:
     """A request pays neither the fork nor the confinement: a spare child waits, already
     confined, and each job takes it (a new process every time, never reused)."""
-    sandbox = SandboxPool(rate_limit=0, test_hooks=True)
-    try:
-        sandbox.warm_up()
+    with warm_pool(rate_limit=0, test_hooks=True) as sandbox:
         used: set[int] = set()
         for _ in range(3):
             spare = _ready_spare(sandbox, not_one_of=used)
@@ -277,14 +270,10 @@ def test_every_job_gets_the_spare_forked_and_confined_before_it() -> None:
         result = sandbox.run_job(MODEL, "sandbox.echo", {}, layers_off=("seccomp",))
         assert result.ok and result.value["pid"] not in used | {spare}
         assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == spare
-    finally:
-        sandbox.shutdown()
 
 
 def test_a_spare_killed_from_outside_is_replaced() -> None:
-    sandbox = SandboxPool(rate_limit=0)
-    try:
-        sandbox.warm_up()
+    with warm_pool(rate_limit=0) as sandbox:
         spare = _ready_spare(sandbox, not_one_of=set())
         os.kill(spare, signal.SIGKILL)
         time.sleep(0.2)
@@ -293,18 +282,12 @@ def test_a_spare_killed_from_outside_is_replaced() -> None:
         assert result.value["pid"] != spare
         new_spare = _ready_spare(sandbox, not_one_of={spare})
         assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == new_spare
-    finally:
-        sandbox.shutdown()
 
 
 def test_jobs_back_to_back_each_get_a_new_process() -> None:
     """A job that comes while the next spare still warms up gets a fresh fork instead."""
-    sandbox = SandboxPool(rate_limit=0, concurrency=1)
-    try:
-        sandbox.warm_up()
+    with warm_pool(rate_limit=0, concurrency=1) as sandbox:
         first = _ready_spare(sandbox, not_one_of=set())
         pids = [sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] for _ in range(4)]
         assert pids[0] == first
         assert len(set(pids)) == 4
-    finally:
-        sandbox.shutdown()
