@@ -3,6 +3,12 @@ Python Playwright in Debian's Chromium (Playwright cannot download its own brows
 
 Rooms' e2e tests use the ``app_page`` fixture: ``app_page("strides")`` opens a deep link
 and waits until the script has finished running.
+
+Screenshots never touch the repository during a normal run: ``save_screenshot`` writes them to
+a temporary output folder (printed at the end of the session). ``--update-screenshots`` also
+copies them over the README's images in ``docs/screenshots/``, to be committed on purpose.
+``assert_looks_like_reference`` compares a screenshot with its stored README image, with a
+tolerance that passes font and timing differences but fails a blank, broken or unthemed page.
 """
 
 from __future__ import annotations
@@ -15,13 +21,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
+from playwright.sync_api import Browser, Page, expect
 
 ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+REFERENCE_SCREENSHOTS = ROOT / "docs" / "screenshots"
+# Set for the session by the ``screenshot_output`` fixture: a temporary folder, never the repo.
+_screenshot_dir: Path | None = None
+_update_references = False
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -113,7 +124,7 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -124,26 +135,26 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
-def wait_for_app(page: object, timeout_ms: int = 120_000) -> None:
-    """Wait until the app view is there and the script run has finished."""
-    page.wait_for_selector("[data-testid='stAppViewContainer']", timeout=timeout_ms)
+def wait_for_app(page: Page, timeout_ms: int = 120_000) -> None:
+    """Wait until the app is connected, has produced output and its script run has finished.
+
+    Streamlit marks its root element with the script's state; a run the script itself
+    requests (``st.rerun``, a query-parameter change) flips it back to running, so the state
+    is read again after the first title has arrived.
+    """
+    app = page.locator("[data-testid='stApp']")
+    expect(app).to_have_attribute("data-test-connection-state", "CONNECTED", timeout=timeout_ms)
     # Every page starts with st.title: its h1 means the script has produced output.
-    page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout_ms)
-    # The status widget shows "Running..." while a script runs.
-    page.wait_for_function(
-        "() => !document.querySelector(\"[data-testid='stStatusWidget'] "
-        "[data-testid='stStatusWidgetRunningIcon']\")",
-        timeout=timeout_ms,
-    )
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector(\"[data-testid='stStatusWidget'] "
-        "[data-testid='stStatusWidgetRunningIcon']\")",
-        timeout=timeout_ms,
-    )
+    expect(page.locator("[data-testid='stMain'] h1").first).to_be_visible(timeout=timeout_ms)
+    for _ in range(2):
+        expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout_ms)
+        expect(page.locator("[data-testid='stStatusWidgetRunningIcon']")).to_have_count(
+            0, timeout=timeout_ms
+        )
+    expect(page.locator("[data-stale='true']")).to_have_count(0, timeout=timeout_ms)
 
 
-def assert_no_error(page: object) -> None:
+def assert_no_error(page: Page) -> None:
     exceptions = page.locator("[data-testid='stException']")
     assert exceptions.count() == 0, exceptions.first.inner_text()
     toasts = page.locator("[data-testid='stToast']")
@@ -151,8 +162,17 @@ def assert_no_error(page: object) -> None:
         assert "error" not in toasts.nth(index).inner_text().lower()
 
 
+class OpenPage(Protocol):
+    """The ``app_page`` fixture: open a deep link in a fresh browser context."""
+
+    def __call__(
+        self, path: str = "", lang: str = "en", dark: bool = False, query: str = "",
+        width: int = 1400, height: int = 1000,
+    ) -> Page: ...  # fmt: skip
+
+
 @pytest.fixture
-def app_page(app_server: str, browser: object) -> Iterator[Callable[..., object]]:
+def app_page(app_server: str, browser: Browser) -> Iterator[OpenPage]:
     """``app_page(path, lang="en", dark=False, query="")`` opens a deep link in a fresh
     browser context and returns the Playwright page once the script run has finished."""
     contexts = []
@@ -160,7 +180,7 @@ def app_page(app_server: str, browser: object) -> Iterator[Callable[..., object]
     def open_page(
         path: str = "", lang: str = "en", dark: bool = False, query: str = "",
         width: int = 1400, height: int = 1000,
-    ) -> object:  # fmt: skip
+    ) -> Page:  # fmt: skip
         context = browser.new_context(
             viewport={"width": width, "height": height},
             color_scheme="dark" if dark else "light",
@@ -178,11 +198,45 @@ def app_page(app_server: str, browser: object) -> Iterator[Callable[..., object]
         context.close()
 
 
-def save_screenshot(page: object, name: str, max_height: int = 5000) -> Path:
-    """Screenshot of the whole page. Streamlit scrolls an inner container, so Playwright's
-    full_page sees only the window: grow the viewport to the content first, then restore it."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+@pytest.fixture(scope="session", autouse=True)
+def screenshot_output(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """Where this session's screenshots go (a temporary folder), and whether the README's
+    images are to be replaced (``--update-screenshots``)."""
+    global _screenshot_dir, _update_references
+    _screenshot_dir = tmp_path_factory.mktemp("screenshots")
+    _update_references = bool(request.config.getoption("--update-screenshots"))
+    yield _screenshot_dir
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and any(_screenshot_dir.iterdir()):
+        where = REFERENCE_SCREENSHOTS if _update_references else _screenshot_dir
+        reporter.write_line(f"screenshots written to {where}")
+
+
+def save_element_screenshot(page: Page, selector: str, name: str) -> Path:
+    """Screenshot of one element (a figure) into this session's output folder, like
+    :func:`save_screenshot`."""
+    output = _screenshot_dir or Path(os.environ.get("TMPDIR", "/tmp")) / "torchatlas-screenshots"
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / f"{name}.png"
+    element = page.locator(selector).first
+    element.scroll_into_view_if_needed()
+    element.screenshot(path=str(path), animations="disabled")
+    if _update_references:
+        REFERENCE_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, REFERENCE_SCREENSHOTS / path.name)
+    return path
+
+
+def save_screenshot(page: Page, name: str, max_height: int = 5000) -> Path:
+    """Screenshot of the whole page into this session's output folder (and over the README's
+    image with ``--update-screenshots``). Streamlit scrolls an inner container, so
+    Playwright's full_page sees only the window: grow the viewport to the content first, then
+    restore it."""
+    output = _screenshot_dir or Path(os.environ.get("TMPDIR", "/tmp")) / "torchatlas-screenshots"
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / f"{name}.png"
     viewport = page.viewport_size
     content_height = page.evaluate(
         "() => { const m = document.querySelector(\"[data-testid='stMain']\");"
@@ -192,8 +246,51 @@ def save_screenshot(page: object, name: str, max_height: int = 5000) -> Path:
         page.set_viewport_size(
             {"width": viewport["width"], "height": min(content_height + 40, max_height)}
         )
-        page.wait_for_timeout(400)
+        # The layout settles to the new height in a frame or two: wait for two animation frames.
+        page.evaluate(
+            "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+        )
     page.screenshot(path=str(path))
     if viewport:
         page.set_viewport_size(viewport)
+    if _update_references:
+        REFERENCE_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, REFERENCE_SCREENSHOTS / path.name)
     return path
+
+
+def image_distance(first: Path, second: Path, width: int = 48) -> float:
+    """Mean absolute difference (0–1) of two screenshots shrunk to a small greyscale thumbnail
+    of the same width: text and numbers blur away, layout, colours and themes remain."""
+    from PIL import Image
+
+    thumbnails = []
+    with Image.open(first) as one, Image.open(second) as two:
+        height = max(1, round(width * one.height / one.width))
+        for image in (one, two):
+            thumbnails.append(image.convert("L").resize((width, height), Image.Resampling.BOX))
+    pixels = zip(thumbnails[0].tobytes(), thumbnails[1].tobytes(), strict=True)
+    return sum(abs(a - b) for a, b in pixels) / (255 * width * height)
+
+
+def assert_looks_like_reference(path: Path, tolerance: float = 0.08, width: int = 48) -> None:
+    """The screenshot at ``path`` resembles the stored image of the same name, compared as
+    ``width``-pixel-wide thumbnails: a whole page at the default width and tolerance catches a
+    swapped theme or a page that lost its layout; a figure compared wider and tighter catches
+    wrong colours or cells."""
+    reference = REFERENCE_SCREENSHOTS / path.name
+    if _update_references or not reference.exists():
+        return  # a new picture has no reference yet: --update-screenshots stores one
+    from PIL import Image
+
+    with Image.open(path) as new, Image.open(reference) as old:
+        new_ratio, old_ratio = new.height / new.width, old.height / old.width
+    assert abs(new_ratio - old_ratio) <= 0.35 * old_ratio, (
+        f"{path.name}: page height changed from {old_ratio:.2f} to {new_ratio:.2f} widths "
+        f"(new image in {path.parent}; run with --update-screenshots if that is intended)"
+    )
+    distance = image_distance(path, reference, width)
+    assert distance <= tolerance, (
+        f"{path.name} differs from docs/screenshots/{path.name} by {distance:.3f} "
+        f"(> {tolerance}); new image in {path.parent}; run with --update-screenshots if intended"
+    )

@@ -18,8 +18,10 @@ def _click(page, key: str, then_shows: str | None = None) -> None:
 
 def _show(page, selector: str) -> None:
     """Scroll Streamlit's inner scroll area so the selected element is on the screenshot."""
-    page.locator(selector).first.evaluate("el => el.scrollIntoView({block: 'start'})")
-    page.wait_for_timeout(500)
+    page.locator(selector).first.evaluate(
+        "el => { el.scrollIntoView({block: 'start'});"
+        " return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }"
+    )
 
 
 def _body(page) -> str:

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from tests.e2e.conftest import (
+    assert_looks_like_reference,
+    assert_no_error,
+    save_element_screenshot,
+    save_screenshot,
+    wait_for_app,
+)
 
 STORAGE_CHART, TENSOR_CHART = ".st-key-strides_storage_chart", ".st-key-strides_tensor_chart"
 
@@ -44,7 +51,7 @@ def _click_point(page, chart: str, point: int) -> None:
             )
             return
         except PlaywrightTimeout:  # retried; the caller's own wait reports a real failure
-            page.wait_for_timeout(500)
+            continue
 
 
 def test_build_chain_click_element_and_cell(app_page) -> None:
@@ -99,6 +106,15 @@ def test_shared_link_restores_chain(app_page) -> None:
     assert "(0, 1)" in body and "(0, 2)" in body
     assert "float16" in body
     assert page.locator(".st-key-strides_ops textarea").input_value() == ".expand(3, 4)\n.t()"
+    # The pictures are the lesson: the storage strip and the tensor of a shared link look the
+    # same as their stored references (cells, colours, labels), within a small tolerance.
+    for chart, name in ((STORAGE_CHART, "storage"), (TENSOR_CHART, "tensor")):
+        page.wait_for_function(
+            f"() => document.querySelector('{chart} .js-plotly-plot')?._fullLayout !== undefined",
+            timeout=60_000,
+        )
+        shot = save_element_screenshot(page, chart, f"strides-shared-link-{name}")
+        assert_looks_like_reference(shot, tolerance=0.03, width=120)
 
 
 def test_add_op_picker_appends_and_empties(app_page) -> None:
@@ -173,18 +189,18 @@ def test_write_through_tab(app_page) -> None:
 def test_quiz_tab(app_page) -> None:
     page = app_page("strides", query="s_seed=1", height=1500)
     page.get_by_role("tab", name="Predict, then reveal").click()
-    page.get_by_role("button", name="Check").first.wait_for(timeout=60_000)
-    page.wait_for_timeout(3000)
+    expect(page.get_by_role("button", name="Check").first).to_be_visible(timeout=60_000)
     wait_for_app(page)
     radios = page.locator("[data-testid='stMain'] [data-testid='stRadio'] label")
     if radios.count():
         radios.first.click()
+        expect(radios.first.locator("input")).to_be_checked()
     else:
         answer = page.get_by_label("Your answer")
         answer.fill("0")
         answer.press("Enter")
-    # The answer's own fragment rerun must land before "Check" is clicked.
-    page.wait_for_timeout(1500)
+        expect(answer).to_have_value("0")
+    # The answer's own fragment rerun lands before "Check" is clicked.
     wait_for_app(page)
     page.get_by_role("button", name="Check").first.click()
     # graded by live torch: either verdict, never the "answer first" warning
