@@ -260,17 +260,17 @@ def save_screenshot(page: Page, name: str, max_height: int = 5000) -> Path:
 
 
 def image_distance(first: Path, second: Path, width: int = 48) -> float:
-    """Mean absolute difference (0–1) of two screenshots shrunk to a small greyscale thumbnail
-    of the same width: text and numbers blur away, layout, colours and themes remain."""
+    """Mean absolute difference (0–1) of two screenshots shrunk to small RGB thumbnails of the
+    same width: fine text blurs away, layout, colours and themes remain."""
     from PIL import Image
 
     thumbnails = []
     with Image.open(first) as one, Image.open(second) as two:
         height = max(1, round(width * one.height / one.width))
         for image in (one, two):
-            thumbnails.append(image.convert("L").resize((width, height), Image.Resampling.BOX))
+            thumbnails.append(image.convert("RGB").resize((width, height), Image.Resampling.BOX))
     pixels = zip(thumbnails[0].tobytes(), thumbnails[1].tobytes(), strict=True)
-    return sum(abs(a - b) for a, b in pixels) / (255 * width * height)
+    return sum(abs(a - b) for a, b in pixels) / (255 * 3 * width * height)
 
 
 def assert_looks_like_reference(path: Path, tolerance: float = 0.08, width: int = 48) -> None:

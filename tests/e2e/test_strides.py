@@ -114,7 +114,7 @@ def test_shared_link_restores_chain(app_page) -> None:
             timeout=60_000,
         )
         shot = save_element_screenshot(page, chart, f"strides-shared-link-{name}")
-        assert_looks_like_reference(shot, tolerance=0.03, width=120)
+        assert_looks_like_reference(shot, tolerance=0.01, width=120)
 
 
 def test_add_op_picker_appends_and_empties(app_page) -> None:
