@@ -3,14 +3,14 @@
 A server keeps one process for every visitor, so a cache keyed by what visitors type or share
 (a link's shape and op chain, an uploaded image) must not grow with the number of distinct
 inputs: ``lru_cache(maxsize=128)`` holds 128 entries whatever each one weighs, and one heavy
-entry can weigh hundreds of megabytes. :class:`ByteLRU` keeps the sum of its entries' sizes
+entry can weigh hundreds of megabytes. :class:`BoundedCache` keeps the sum of its entries' sizes
 under ``max_bytes``, evicting the least recently used first; an entry larger than the whole
 budget is handed back to the caller but never kept.
 
 Sizes come from :func:`deep_size` (or a function or number the caller gives): the objects an
 entry holds, walked once each, plus the data buffers of numpy arrays and torch tensors.
 
->>> cache = ByteLRU(max_bytes=1 << 20)
+>>> cache = BoundedCache(max_bytes=1 << 20)
 >>> cache.get_or_compute("key", lambda: "value")
 'value'
 >>> @byte_lru_cache(max_bytes=1 << 20)
@@ -126,7 +126,7 @@ class CacheStats:
     refused: int  # entries larger than the whole budget, handed back but not kept
 
 
-class ByteLRU(Generic[K, V]):
+class BoundedCache(Generic[K, V]):
     """A least-recently-used mapping whose entries' sizes sum to at most ``max_bytes``.
 
     Thread-safe: every read and write of the mapping holds one lock, and values are computed
@@ -244,12 +244,12 @@ class ByteLRU(Generic[K, V]):
 def byte_lru_cache(max_bytes: int, *, sizeof: Callable[[Any], int] = deep_size) -> Callable[[F], F]:
     """``functools.lru_cache`` with a byte budget: the arguments (hashable) are the key.
 
-    The wrapped function gains ``.cache`` (its :class:`ByteLRU`) and ``.cache_clear()``.
+    The wrapped function gains ``.cache`` (its :class:`BoundedCache`) and ``.cache_clear()``.
     A call that raises caches nothing.
     """
 
     def decorate(function: F) -> F:
-        cache: ByteLRU[Hashable, Any] = ByteLRU(max_bytes, sizeof=sizeof)
+        cache: BoundedCache[Hashable, Any] = BoundedCache(max_bytes, sizeof=sizeof)
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchatlas.cache import ByteLRU, byte_lru_cache, deep_size
+from torchatlas.cache import BoundedCache, byte_lru_cache, deep_size
 
 # ---------------------------------------------------------------------------- deep_size
 
@@ -56,11 +56,11 @@ def test_deep_size_of_objects_cycles_and_deep_nesting() -> None:
     assert deep_size(deep_size) < 1_000  # functions and classes are shared, not counted
 
 
-# ---------------------------------------------------------------------------- ByteLRU
+# ---------------------------------------------------------------------------- BoundedCache
 
 
 def test_evicts_least_recently_used_by_bytes() -> None:
-    cache: ByteLRU[str, str] = ByteLRU(100)
+    cache: BoundedCache[str, str] = BoundedCache(100)
     assert cache.put("a", "A", nbytes=40)
     assert cache.put("b", "B", nbytes=40)
     assert cache.get("a") == "A"  # "a" is now the most recent
@@ -74,7 +74,7 @@ def test_evicts_least_recently_used_by_bytes() -> None:
 
 
 def test_many_small_entries_fit_where_few_big_ones_do() -> None:
-    cache: ByteLRU[int, int] = ByteLRU(1000)
+    cache: BoundedCache[int, int] = BoundedCache(1000)
     for key in range(100):
         cache.put(key, key, nbytes=10)
     assert len(cache) == 100  # an entry count would not tell these apart from big ones
@@ -83,7 +83,7 @@ def test_many_small_entries_fit_where_few_big_ones_do() -> None:
 
 
 def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
-    cache: ByteLRU[str, str] = ByteLRU(100)
+    cache: BoundedCache[str, str] = BoundedCache(100)
     cache.put("small", "s", nbytes=10)
     cache.put("key", "old", nbytes=10)
     assert not cache.put("key", "huge", nbytes=101)
@@ -95,7 +95,7 @@ def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
 
 
 def test_replacing_a_key_updates_its_bytes() -> None:
-    cache: ByteLRU[str, str] = ByteLRU(100)
+    cache: BoundedCache[str, str] = BoundedCache(100)
     cache.put("k", "one", nbytes=60)
     cache.put("k", "two", nbytes=30)
     assert cache.nbytes == 30 and cache.size_of("k") == 30 and cache.get("k") == "two"
@@ -103,7 +103,7 @@ def test_replacing_a_key_updates_its_bytes() -> None:
 
 
 def test_default_size_is_measured() -> None:
-    cache: ByteLRU[str, np.ndarray] = ByteLRU(1_000_000)
+    cache: BoundedCache[str, np.ndarray] = BoundedCache(1_000_000)
     cache.put("a", np.zeros(100_000))  # 800 kB
     cache.put("b", np.zeros(50_000))  # 400 kB: "a" must go
     assert "a" not in cache and "b" in cache
@@ -112,7 +112,7 @@ def test_default_size_is_measured() -> None:
 
 def test_get_or_compute_computes_once_and_caches_no_failure() -> None:
     calls: list[int] = []
-    cache: ByteLRU[int, int] = ByteLRU(10_000)
+    cache: BoundedCache[int, int] = BoundedCache(10_000)
 
     def compute() -> int:
         calls.append(1)
@@ -132,7 +132,7 @@ def test_get_or_compute_computes_once_and_caches_no_failure() -> None:
 
 def test_random_operations_never_exceed_the_budget() -> None:
     rng = random.Random(7)
-    cache: ByteLRU[int, int] = ByteLRU(5_000)
+    cache: BoundedCache[int, int] = BoundedCache(5_000)
     for _ in range(20_000):
         key = rng.randrange(200)
         if rng.random() < 0.6:
@@ -146,7 +146,7 @@ def test_random_operations_never_exceed_the_budget() -> None:
 
 
 def test_threads_share_one_cache_safely() -> None:
-    cache: ByteLRU[int, bytes] = ByteLRU(200_000)
+    cache: BoundedCache[int, bytes] = BoundedCache(200_000)
     errors: list[BaseException] = []
     peaks: list[int] = []
 
