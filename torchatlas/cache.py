@@ -7,8 +7,9 @@ entry can weigh hundreds of megabytes. :class:`BoundedCache` keeps the sum of it
 under ``max_bytes``, evicting the least recently used first; an entry larger than the whole
 budget is handed back to the caller but never kept.
 
-Sizes come from :func:`deep_size` (or a function or number the caller gives): the objects an
-entry holds, walked once each, plus the data buffers of numpy arrays and torch tensors.
+Sizes come from :func:`deep_size` of the entry, key and value together (or a function or
+number the caller gives): the objects it holds, walked once each, plus the data buffers of
+numpy arrays and torch tensors. A key counts too: it may be as large as the value.
 
 >>> cache = BoundedCache(max_bytes=1 << 20)
 >>> cache.get_or_compute("key", lambda: "value")
@@ -48,6 +49,27 @@ _SHARED_TYPES = (
     types.CodeType,
     types.FrameType,
 )
+# Immutable leaves with no references of their own. In a container holding only these, each
+# item is summed without being tracked (a leaf referenced twice counts twice: an
+# over-estimate, never an under-estimate), which keeps lists of numbers quick to measure.
+_LEAF_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_FLOAT_SIZE = sys.getsizeof(0.0)
+_SMALL_INT_LIMIT = 1 << 30  # ints of smaller magnitude are all one size (or smaller)
+_SMALL_INT_SIZE = max(sys.getsizeof(_SMALL_INT_LIMIT - 1), sys.getsizeof(-_SMALL_INT_LIMIT + 1))
+
+
+def _leaves_size(items: Any) -> int | None:
+    """The bytes of a container's items when every one is a leaf, else None. Floats and
+    small ints (the bulk of listed tensor values) are priced by count, not one by one."""
+    kinds = set(map(type, items))
+    if not _LEAF_TYPES.issuperset(kinds):
+        return None
+    if kinds == {float}:
+        return len(items) * _FLOAT_SIZE
+    small_ints = kinds and kinds <= {int, bool}
+    if small_ints and min(items) > -_SMALL_INT_LIMIT and max(items) < _SMALL_INT_LIMIT:
+        return len(items) * _SMALL_INT_SIZE
+    return sum(map(sys.getsizeof, items))
 
 
 def _buffer_bytes(value: Any, storages: set[tuple[int, int]]) -> int:
@@ -77,7 +99,8 @@ def deep_size(value: Any) -> int:
     and ``__slots__``), numpy arrays' ``base`` (an owning array's ``getsizeof`` includes its
     data) and torch tensors' storages. Classes, modules and functions are shared with the
     rest of the program and are not counted. Iterative, so deep nesting cannot overflow the
-    stack; linear in the number of objects reached.
+    stack; linear in the number of objects reached. A container of numbers and strings only
+    is summed in one pass, each item counted per reference (shared small ints included).
     """
     seen: set[int] = set()
     storages: set[tuple[int, int]] = set()
@@ -95,11 +118,18 @@ def deep_size(value: Any) -> int:
         if isinstance(item, str | bytes | bytearray | int | float | complex | bool):
             continue
         if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-            continue
-        if isinstance(item, list | tuple | set | frozenset):
-            stack.extend(item)
+            items: Any = item.values()
+            stack.extend(item.keys())  # keys are usually shared strings: tracked
+        elif isinstance(item, list | tuple | set | frozenset):
+            items = item
+        else:
+            items = None
+        if items is not None:
+            leaves = _leaves_size(items)
+            if leaves is None:
+                stack.extend(items)
+            else:
+                total += leaves
             continue
         total += _buffer_bytes(item, storages)
         base = getattr(item, "base", None)  # a numpy view: the array that owns the data
@@ -136,6 +166,7 @@ class BoundedCache(Generic[K, V]):
     """
 
     def __init__(self, max_bytes: int, *, sizeof: Callable[[Any], int] = deep_size) -> None:
+        """``sizeof`` measures an entry, given as the pair ``(key, value)``."""
         if max_bytes < 0:
             raise ValueError("max_bytes must be at least 0")
         self.max_bytes = int(max_bytes)
@@ -192,10 +223,10 @@ class BoundedCache(Generic[K, V]):
     # ------------------------------------------------------------------ writing
     def put(self, key: K, value: V, nbytes: int | None = None) -> bool:
         """Keep ``value`` under ``key``, evicting the least recently used entries until it
-        fits. ``nbytes`` defaults to the cache's ``sizeof(value)``. Returns False (and keeps
+        fits. ``nbytes`` defaults to the cache's ``sizeof((key, value))``. Returns False (and keeps
         nothing, dropping any older value for ``key``) when the value alone is larger than
         the whole budget."""
-        size = int(self._sizeof(value) if nbytes is None else nbytes)
+        size = int(self._sizeof((key, value)) if nbytes is None else nbytes)
         if size < 0:
             raise ValueError("an entry's size cannot be negative")
         with self._lock:
@@ -219,7 +250,8 @@ class BoundedCache(Generic[K, V]):
         """The cached value for ``key``, or ``compute()`` kept under it (when it fits).
 
         ``compute`` runs outside the lock; an exception it raises propagates and nothing is
-        kept. ``nbytes`` measures the new value (default: the cache's ``sizeof``)."""
+        kept. ``nbytes`` measures the new value (default: the cache's ``sizeof`` of the
+        entry ``(key, value)``)."""
         value = self.get(key, _MISSING)
         if value is not _MISSING:
             return value  # type: ignore[no-any-return]
