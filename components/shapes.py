@@ -19,6 +19,7 @@ import streamlit as st
 from components.format import format_bytes, format_count
 from components.i18n import t
 from components.theme import is_dark, palette
+from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
 
 MAX_FLOW_NODES = 60
 MAX_URL_SOURCE_CHARS = 6000  # browsers and proxies accept URLs far longer; links stay shareable
@@ -30,17 +31,23 @@ def encode_source(source: str) -> str:
     return base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
 
 
-def decode_source(token: str) -> str | None:
-    """The source a shared link carries, or None if the link is damaged."""
+def decode_source(token: str, max_chars: int = MAX_SOURCE_CHARS) -> str | None:
+    """The source a shared link carries, or None if the link is damaged or carries more than
+    this app ever puts in a link (a longer token, or more than ``max_chars`` characters)."""
+    if len(token) > MAX_URL_SOURCE_CHARS:  # encode_source's links never exceed it
+        return None
     try:
         packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         decompressor = zlib.decompressobj()
-        text = decompressor.decompress(packed, 200_000)  # bounded: a link is not a zip bomb
-        if decompressor.unconsumed_tail:
+        # At most 4 bytes per character in UTF-8: decompression stops there, so a small
+        # token that inflates to gigabytes (a "zip bomb") costs no more than a long source.
+        text = decompressor.decompress(packed, 4 * max_chars)
+        if decompressor.unconsumed_tail or not decompressor.eof:  # too long, or cut short
             return None
-        return text.decode("utf-8")
+        source = text.decode("utf-8")
     except (ValueError, zlib.error, UnicodeDecodeError):
         return None
+    return source if len(source) <= max_chars else None
 
 
 # ---------------------------------------------------------------- numbers

@@ -6,7 +6,6 @@ Widgets in → ``torchatlas.shapes.explore`` (pasted code runs only in the sandb
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
@@ -15,7 +14,16 @@ import streamlit as st
 from components import shapes as view
 from components.i18n import t
 from torchatlas.presets import DEFAULT_PRESET, PRESETS
+from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
 from torchatlas.shapes import AnalysisError, ShapeReport, explore, parse_shapes, why_meta
+from torchatlas.shapes.analysis import (
+    MAX_DTYPES_CHARS,
+    MAX_MODEL_CHARS,
+    MAX_SHAPES_CHARS,
+    check_length,
+    parse_constructor,
+    parse_dtypes,
+)
 
 SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC, PRESET = (
     "shapes_source", "shapes_model", "shapes_inputs", "shapes_dtypes", "shapes_symbolic",
@@ -26,6 +34,12 @@ PRESET_KEY = "shapes_preset_key"  # the chosen preset's key; PRESET holds its tr
 URL_SOURCE, URL_PRESET, URL_MODEL, URL_SHAPES, URL_DTYPES, URL_SYMBOLIC = (
     "m_src", "m_preset", "m_model", "m_shapes", "m_dtypes", "m_sym",
 )  # fmt: skip
+# Each text box's limit, also applied to the values a shared link carries.
+URL_LIMITS = {
+    URL_MODEL: MAX_MODEL_CHARS,
+    URL_SHAPES: MAX_SHAPES_CHARS,
+    URL_DTYPES: MAX_DTYPES_CHARS,
+}
 ANALYSE_TIMEOUT_S = 10
 EDITOR_HEIGHT = 380
 WHY_TIMEOUT_S = 30
@@ -91,8 +105,13 @@ def init_state() -> None:
         else:
             st.session_state[SOURCE] = source
     for url_key, state_key in ((URL_MODEL, MODEL), (URL_SHAPES, SHAPES), (URL_DTYPES, DTYPES)):
-        if url_key in query:
-            st.session_state[state_key] = query[url_key][:500]
+        if url_key not in query:
+            continue
+        value = query[url_key]
+        if len(value) > URL_LIMITS[url_key]:  # this app never writes such a link
+            st.session_state[LINK_BROKEN] = True
+        else:
+            st.session_state[state_key] = value
     st.session_state[SYMBOLIC] = query.get(URL_SYMBOLIC) == "1"
 
 
@@ -115,15 +134,18 @@ def session_id() -> str:
     return st.session_state.setdefault("shapes_session_id", uuid.uuid4().hex)
 
 
-def parse_dtypes(text: str) -> list[str]:
-    return [part for part in re.split(r"[;,\s]+", text.strip()) if part]
-
-
 # ---------------------------------------------------------------- analysis
 def analyse() -> None:
     source = st.session_state[SOURCE]
+    model = st.session_state[MODEL].strip()
     try:
+        # Every box is checked here, before a worker is asked: each parser refuses over-long
+        # text at once (the boxes' max_chars does not bind shared links or scripts).
+        check_length(source, MAX_SOURCE_CHARS, "source_too_long")
         shapes = parse_shapes(st.session_state[SHAPES])
+        dtypes = parse_dtypes(st.session_state[DTYPES])
+        if model:
+            parse_constructor(model)
     except AnalysisError as exc:
         report = ShapeReport(error=exc.error)
     else:
@@ -131,8 +153,8 @@ def analyse() -> None:
             report = explore(
                 source,
                 shapes,
-                input_dtypes=parse_dtypes(st.session_state[DTYPES]) or None,
-                model=st.session_state[MODEL].strip() or None,
+                input_dtypes=dtypes or None,
+                model=model or None,
                 symbolic=st.session_state[SYMBOLIC],
                 timeout_s=ANALYSE_TIMEOUT_S,
                 session_id=session_id(),
@@ -161,19 +183,23 @@ def editor() -> tuple[bool, Any]:
             t("shapes.editor.code"),
             key=SOURCE,
             height=EDITOR_HEIGHT,
+            max_chars=MAX_SOURCE_CHARS,
             help=t("shapes.editor.code_help"),
         )
         listing = listing_column.empty()  # filled after the analysis, with its marks
         model_column, shapes_column, dtypes_column = st.columns([2, 2, 1])
         model_column.text_input(
-            t("shapes.editor.model"), key=MODEL, help=t("shapes.editor.model_help")
-        )
+            t("shapes.editor.model"), key=MODEL, max_chars=MAX_MODEL_CHARS,
+            help=t("shapes.editor.model_help"),
+        )  # fmt: skip
         shapes_column.text_input(
-            t("shapes.editor.shapes"), key=SHAPES, help=t("shapes.editor.shapes_help")
-        )
+            t("shapes.editor.shapes"), key=SHAPES, max_chars=MAX_SHAPES_CHARS,
+            help=t("shapes.editor.shapes_help"),
+        )  # fmt: skip
         dtypes_column.text_input(
-            t("shapes.editor.dtypes"), key=DTYPES, help=t("shapes.editor.dtypes_help")
-        )
+            t("shapes.editor.dtypes"), key=DTYPES, max_chars=MAX_DTYPES_CHARS,
+            help=t("shapes.editor.dtypes_help"),
+        )  # fmt: skip
         st.toggle(t("shapes.editor.symbolic"), key=SYMBOLIC, help=t("shapes.editor.symbolic_help"))
         submitted = st.form_submit_button(
             t("shapes.editor.run"), type="primary", icon=":material/play_arrow:"

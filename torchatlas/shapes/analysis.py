@@ -122,15 +122,57 @@ def validate_inputs(
     return shapes, [normalise_dtype(dtype) for dtype in dtypes[: len(shapes)]]
 
 
-_SHAPE_GROUP = re.compile(r"[\(\[]([^\)\]]*)[\)\]]")
+# Longest text each box of the explorer accepts. Honest use needs far less (eight inputs of
+# eight sizes fit in the shapes limit); every parser refuses longer text before reading it,
+# because shared links and scripts reach the parsers without the boxes' own limits.
+MAX_SHAPES_CHARS = 500
+MAX_DTYPES_CHARS = 200
+MAX_MODEL_CHARS = 500
+
+# Single character classes with one quantifier: every match attempt is one forward scan.
+_OPENER = re.compile(r"[\(\[]")
+_CLOSER = re.compile(r"[\)\]]")
 _SIZE_SPLIT = re.compile(r"[×xX*,\s]+")
+_INPUT_SPLIT = re.compile(r"[;\n]")
+_DTYPE_SPLIT = re.compile(r"[;,\s]+")
 
 
-def parse_shapes(text: str) -> list[list[int]]:
-    """``"1×3×224×224; 1×10"`` or ``"(1, 3, 224, 224), (1, 10)"`` → one size list per input."""
+def check_length(text: str, limit: int | None, kind: str) -> None:
+    """Refuse ``text`` longer than ``limit`` (None: no limit) with the error ``kind``, before
+    any parsing: a parser's cost then never depends on more than ``limit`` characters."""
+    if limit is not None and len(text) > limit:
+        raise _fail(
+            kind,
+            f"This box holds {len(text):,} characters; it accepts at most {limit:,}.",
+            f"Shorten it to {limit:,} characters or fewer.",
+            length=f"{len(text):,}",
+            limit=f"{limit:,}",
+        )
+
+
+def _bracket_groups(text: str) -> list[str]:
+    """The text inside each ``(...)`` or ``[...]``, left to right (a group ends at its first
+    closing bracket). One forward pass: each search starts where the last one stopped, and
+    once no closing bracket is left, no later group can close either."""
+    groups: list[str] = []
+    position = 0
+    while opener := _OPENER.search(text, position):
+        closer = _CLOSER.search(text, opener.end())
+        if closer is None:
+            break
+        groups.append(text[opener.end() : closer.start()])
+        position = closer.end()
+    return groups
+
+
+def parse_shapes(text: str, *, max_chars: int | None = MAX_SHAPES_CHARS) -> list[list[int]]:
+    """``"1×3×224×224; 1×10"`` or ``"(1, 3, 224, 224), (1, 10)"`` → one size list per input.
+
+    Linear in the text; text longer than ``max_chars`` is refused (kind ``shapes_too_long``)."""
+    check_length(text, max_chars, "shapes_too_long")
     text = text.strip()
     bracketed = "(" in text or "[" in text
-    groups = _SHAPE_GROUP.findall(text) if bracketed else re.split(r"[;\n]", text)
+    groups = _bracket_groups(text) if bracketed else _INPUT_SPLIT.split(text)
     shapes: list[list[int]] = []
     for group in groups:
         parts = [part for part in _SIZE_SPLIT.split(group.strip()) if part]
@@ -155,6 +197,13 @@ def parse_shapes(text: str) -> list[list[int]]:
     return validate_inputs(shapes, None)[0]
 
 
+def parse_dtypes(text: str, *, max_chars: int | None = MAX_DTYPES_CHARS) -> list[str]:
+    """``"float32, long"`` → ``["float32", "long"]`` (names are checked by
+    :func:`validate_inputs`). Text longer than ``max_chars`` is refused (``dtypes_too_long``)."""
+    check_length(text, max_chars, "dtypes_too_long")
+    return [part for part in _DTYPE_SPLIT.split(text.strip()) if part]
+
+
 def format_shape(shape: Sequence[Any]) -> str:
     return " × ".join(str(size) for size in shape) if len(shape) else "scalar"
 
@@ -168,12 +217,19 @@ def meta_inputs(shapes: list[list[int]], dtypes: list[str]) -> list[torch.Tensor
 
 
 # ---------------------------------------------------------------------------- the model
-def parse_constructor(text: str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``"ResNetGenerator(3, 3, n_blocks=6)"`` → name, literal args, literal kwargs (no eval)."""
+def parse_constructor(
+    text: str, *, max_chars: int | None = MAX_MODEL_CHARS
+) -> tuple[str, list[Any], dict[str, Any]]:
+    """``"ResNetGenerator(3, 3, n_blocks=6)"`` → name, literal args, literal kwargs (no eval).
+
+    Text longer than ``max_chars`` is refused (``model_too_long``) before it is parsed."""
+    check_length(text, max_chars, "model_too_long")
     hint = "Write a class name, or a call with literal arguments: ResNetGenerator(n_blocks=6)."
+    # Deep nesting makes Python's parser give up with RecursionError or MemoryError (its own
+    # stack, not the process's memory): that is a malformed call like any other.
     try:
         node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         message = f"{text!r} is not a constructor call."
         raise _fail("bad_constructor", message, hint, text=text) from None
     if isinstance(node, ast.Name):
@@ -183,7 +239,7 @@ def parse_constructor(text: str) -> tuple[str, list[Any], dict[str, Any]]:
     try:
         args = [ast.literal_eval(arg) for arg in node.args]
         kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         raise _fail(
             "bad_constructor",
             f"The arguments in {text!r} must be literals (numbers, strings, lists, True, None).",
