@@ -386,7 +386,10 @@ def _footprint_bar(step: dict[str, Any], palette: Palette, width: int = 220) -> 
     indices = step["storage_indices"]
     bins = min(cells, HISTORY_BINS)
     lit = [False] * bins
-    if indices is not None:
+    if step.get("footprint") is not None:  # the engine's, exact at every size
+        lit = list(step["footprint"])
+        bins = len(lit)
+    elif indices is not None:
         for cell in set(flatten(indices)):
             lit[min(bins - 1, cell * bins // cells)] = True
     else:  # past the listing limit: the byte range is still exact

@@ -8,7 +8,6 @@ wrappers below.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -28,15 +27,23 @@ from components.strides import (
     unravel,
 )
 from components.theme import DARK, LIGHT, is_dark
+from torchatlas.cache import BoundedCache
 from torchatlas.strides import (
     DTYPES,
+    MAX_CHAIN_TEXT,
+    MAX_INDEX_TEXT,
+    MAX_OP_TEXT,
     MAX_OPS,
+    MAX_SHAPE_TEXT,
     START_DTYPES,
+    OpParseError,
     chain_code,
+    parse_chain,
+    parse_index,
     trace,
 )
 from torchatlas.strides.examples import EXAMPLES
-from torchatlas.strides.quiz import Question, grade, make_question
+from torchatlas.strides.quiz import MAX_ANSWER_TEXT, Question, grade, make_question
 from torchatlas.strides.writes import WriteResult, write_through
 
 SHAPE_KEY, DTYPE_KEY, OPS_KEY = "strides_shape", "strides_dtype", "strides_ops"
@@ -59,18 +66,34 @@ OP_TEMPLATES = (
 # --------------------------------------------------------------------------- state and URL
 
 
+LINK_BROKEN_KEY = "strides_link_broken"
+
+
+def _link_values(query: Any) -> tuple[str, str, str] | None:
+    """Shape, dtype and op chain text of a shared link, or None when it carries more than
+    this room ever writes into a link (then none of it is used)."""
+    shape = query.get(URL_SHAPE, "")
+    ops = "\n".join(op for op in query.get_all(URL_OPS)[:MAX_OPS] if op.strip())
+    if len(shape) > MAX_SHAPE_TEXT or len(ops) > MAX_CHAIN_TEXT:
+        return None
+    dtype = query.get(URL_DTYPE, DEFAULT.dtype)
+    return shape, dtype if dtype in START_DTYPES else DEFAULT.dtype, ops
+
+
 def initial_state() -> None:
     """First run of a session: a shared link's state, else the default example. Keys a test
     or an earlier run already set are kept."""
     query = st.query_params
-    if SHAPE_KEY not in st.session_state:
-        st.session_state[SHAPE_KEY] = query.get(URL_SHAPE, ", ".join(map(str, DEFAULT.shape)))
-    if DTYPE_KEY not in st.session_state:
-        dtype = query.get(URL_DTYPE, DEFAULT.dtype)
-        st.session_state[DTYPE_KEY] = dtype if dtype in START_DTYPES else DEFAULT.dtype
-    if OPS_KEY not in st.session_state:
-        ops = query.get_all(URL_OPS) if URL_SHAPE in query else list(DEFAULT.ops)
-        st.session_state[OPS_KEY] = "\n".join(op for op in ops[:MAX_OPS] if op.strip())
+    shape, dtype, ops = ", ".join(map(str, DEFAULT.shape)), DEFAULT.dtype, "\n".join(DEFAULT.ops)
+    if URL_SHAPE in query and SHAPE_KEY not in st.session_state:
+        shared = _link_values(query)
+        if shared is None:
+            st.session_state[LINK_BROKEN_KEY] = True
+        else:
+            shape, dtype, ops = shared
+    st.session_state.setdefault(SHAPE_KEY, shape)
+    st.session_state.setdefault(DTYPE_KEY, dtype)
+    st.session_state.setdefault(OPS_KEY, ops)
     if SEED_KEY not in st.session_state:
         seed = query.get(URL_SEED, "1")
         st.session_state[SEED_KEY] = int(seed) if seed.isdigit() and len(seed) < 10 else 1
@@ -95,7 +118,8 @@ def write_url(shape_text: str, dtype: str, ops: list[str]) -> None:
 
 
 def ops_lines() -> list[str]:
-    return [line.strip() for line in str(st.session_state[OPS_KEY]).splitlines() if line.strip()]
+    """The chain box's ops, one per non-empty line. Raises OpParseError (chain_too_long)."""
+    return parse_chain(str(st.session_state[OPS_KEY]))
 
 
 def load_example() -> None:
@@ -113,37 +137,55 @@ def add_op() -> None:
     """Append the op just picked (or typed) to the chain, and empty the picker for the next."""
     op = st.session_state.get("strides_add_op")
     if op:
-        lines = ops_lines()[: MAX_OPS - 1]
-        st.session_state[OPS_KEY] = "\n".join([*lines, op])
+        # Typed ops reach here without a length limit: one character past the op limit is
+        # enough for the chain to say "too long" and keeps the box within its own limit.
+        lines = parse_chain(str(st.session_state[OPS_KEY]), max_chars=None)[: MAX_OPS - 1]
+        st.session_state[OPS_KEY] = "\n".join([*lines, str(op).strip()[: MAX_OP_TEXT + 1]])
         st.session_state.pop(STEP_KEY, None)
     st.session_state["strides_add_op"] = None
 
 
 # --------------------------------------------------------------------------- cached engine calls
-# The hot paths of a rerun use functools.lru_cache: process-wide and shared read-only across
-# sessions, as cache_resource would be, but without Streamlit hashing every argument and
-# inspecting the signature on each call (about 0.5 ms a call, eight calls a rerun, measured
-# with py-spy on bench.bench_strides). Keys are small immutable tuples; no caller mutates a
-# value (the flat index arrays are made read-only to hold everyone to that).
+# Everything the room keeps between reruns lives in one process-wide cache bounded by bytes
+# (torchatlas.cache): its keys are what visitors type or share, so an entry-count bound
+# would let a few heavy chains take gigabytes. Each entry is measured when it is stored.
+# Lookups stay cheap on the hot path (one lock, one dict), unlike st.cache_data, which
+# hashes every argument and unpickles a copy on each call. Values are shared read-only
+# across sessions: nobody mutates them (the flat index arrays are read-only to hold
+# everyone to that).
+CACHE_BYTES = 64 * 2**20
+# The pictures draw steps of up to MAX_DRAWN elements, so steps keep per-element lists only
+# up to that size: a 24-op chain then weighs at most a few megabytes, however large its
+# tensors (their numbers, footprints and code stay exact at every size).
+LISTED_UP_TO = MAX_DRAWN
+ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
+
+Chain = tuple[tuple[int, ...], str, tuple[str, ...]]
 
 
-@lru_cache(maxsize=128)
 def cached_steps(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> list[dict]:
     """Shared read-only across sessions: a 64×64 chain's nested lists would cost more to
     unpickle on every rerun (cache_data) than the page spends on everything else."""
-    return [step.to_dict() for step in trace(shape, dtype, list(ops))]
+    return ROOM_CACHE.get_or_compute(
+        ("steps", shape, dtype, ops),
+        lambda: [s.to_dict() for s in trace(shape, dtype, list(ops), listed_up_to=LISTED_UP_TO)],
+    )
 
 
-@lru_cache(maxsize=64)
 def cached_code(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> str:
-    return chain_code(shape, dtype, trace(shape, dtype, list(ops)))
+    return ROOM_CACHE.get_or_compute(
+        ("code", shape, dtype, ops),
+        lambda: chain_code(shape, dtype, trace(shape, dtype, list(ops), listed_up_to=0)),
+    )
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
 def cached_write(
     shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], step: int, write: str
 ) -> WriteResult:
-    return write_through(shape, dtype, list(ops), step, write)
+    return ROOM_CACHE.get_or_compute(
+        ("write", shape, dtype, ops, step, write),
+        lambda: write_through(shape, dtype, list(ops), step, write, listed_up_to=LISTED_UP_TO),
+    )
 
 
 class ReadyHtml(str):
@@ -155,54 +197,64 @@ class ReadyHtml(str):
         return str(self)
 
 
-@lru_cache(maxsize=128)
 def cached_history(
-    chain: tuple[tuple[int, ...], str, tuple[str, ...]],
-    labels: tuple[tuple[str, str], ...],
-    shown: int,
-    dark: bool,
+    chain: Chain, labels: tuple[tuple[str, str], ...], shown: int, dark: bool
 ) -> ReadyHtml:
-    steps = [step for step in cached_steps(*chain) if step["error"] is None]
-    return ReadyHtml(history_html(steps, dict(labels), shown, DARK if dark else LIGHT, dark))
+    def build() -> ReadyHtml:
+        steps = [step for step in cached_steps(*chain) if step["error"] is None]
+        return ReadyHtml(history_html(steps, dict(labels), shown, DARK if dark else LIGHT, dark))
+
+    return ROOM_CACHE.get_or_compute(("history", chain, labels, shown, dark), build)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
 def cached_question(seed: int) -> Question:
-    return make_question(seed)
-
-
-Chain = tuple[tuple[int, ...], str, tuple[str, ...]]
+    return ROOM_CACHE.get_or_compute(("question", seed), lambda: make_question(seed))
 
 
 def _ok_step(chain: Chain, index: int) -> dict:
     return next(s for s in cached_steps(*chain) if s["index"] == index and s["error"] is None)
 
 
-@lru_cache(maxsize=256)
 def flat_indices(chain: Chain, index: int) -> np.ndarray | None:
     """The storage cell of every element of a step, flat (row-major); read-only."""
-    indices = _ok_step(chain, index)["storage_indices"]
-    if indices is None:
-        return None
-    flat = np.asarray(flatten(indices), dtype=np.int64)
-    flat.flags.writeable = False
-    return flat
+
+    def build() -> np.ndarray | None:
+        indices = _ok_step(chain, index)["storage_indices"]
+        if indices is None:
+            return None
+        flat = np.asarray(flatten(indices), dtype=np.int64)
+        flat.flags.writeable = False
+        return flat
+
+    return ROOM_CACHE.get_or_compute(("flat", chain, index), build)
+
+
+def _serialised(figure: go.Figure) -> go.Figure:
+    figure.to_dict()  # FrozenFigure keeps its JSON: measured with the figure, done once
+    return figure
 
 
 # Figures are cached as objects (never mutated): building and validating a
 # 4,096-point Plotly figure costs more than the rest of a rerun, and most reruns (another
 # widget, another tab) do not change what the figures show.
-@lru_cache(maxsize=256)
 def cached_tensor_figure(
     chain: Chain, index: int, lit: frozenset[int], focus: int | None, dark: bool
 ) -> go.Figure:
-    return tensor_figure(_ok_step(chain, index), lit, focus, DARK if dark else LIGHT, dark)
+    return ROOM_CACHE.get_or_compute(
+        ("tensor_figure", chain, index, lit, focus, dark),
+        lambda: _serialised(
+            tensor_figure(_ok_step(chain, index), lit, focus, DARK if dark else LIGHT, dark)
+        ),
+    )
 
 
-@lru_cache(maxsize=256)
 def cached_storage_figure(chain: Chain, index: int, cell: int | None, dark: bool) -> go.Figure:
-    lit = {cell} if cell is not None else set()
-    return storage_figure(_ok_step(chain, index), lit, cell, DARK if dark else LIGHT, dark)
+    def build() -> go.Figure:
+        lit = {cell} if cell is not None else set()
+        step = _ok_step(chain, index)
+        return _serialised(storage_figure(step, lit, cell, DARK if dark else LIGHT, dark))
+
+    return ROOM_CACHE.get_or_compute(("storage_figure", chain, index, cell, dark), build)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -296,18 +348,13 @@ def _chart_clicked(chart_key: str, kind: str, step_index: int) -> None:
 
 def _typed_element(step: dict) -> None:
     text = str(st.session_state.get("strides_typed_element", ""))
-    numbers = [part.strip() for part in text.strip("()[] ").split(",") if part.strip()]
-    size = step["size"]
     try:
-        index = tuple(int(n) for n in numbers)
-    except ValueError:
-        st.session_state["strides_typed_problem"] = text
-        return
-    if len(index) != len(size) or any(not 0 <= i < n for i, n in zip(index, size, strict=True)):
-        st.session_state["strides_typed_problem"] = text
+        index = parse_index(text, step["size"])
+    except OpParseError as problem:
+        st.session_state["strides_typed_problem"] = (problem.code, problem.params)
         return
     st.session_state.pop("strides_typed_problem", None)
-    st.session_state[SELECTION_KEY] = (step["index"], "element", ravel(index, size))
+    st.session_state[SELECTION_KEY] = (step["index"], "element", ravel(index, step["size"]))
 
 
 def _typed_cell(step: dict) -> None:
@@ -329,10 +376,13 @@ def _resolve_selection(
     if origin is None:
         return None, None
     if kind == "element":
-        indices = flat_indices(chain, origin_index)
-        if indices is None or not 0 <= value < len(indices):
+        if not 0 <= value < origin["numel"]:
             return None, None
-        cell = int(indices[value])
+        # offset + Σ index·stride: exact at any size, with no per-element list
+        index = unravel(value, origin["size"])
+        cell = origin["storage_offset"] + sum(
+            i * s for i, s in zip(index, origin["stride"], strict=True)
+        )
         element = value if origin_index == step["index"] else None
     else:
         cell, element = value, None
@@ -441,17 +491,22 @@ def explorer(chain: Chain, steps: list[dict], shown: int) -> None:
         typed_left.text_input(
             t("strides.explore.type_element", example=tuple_text([0] * len(step["size"]))),
             key="strides_typed_element",
+            max_chars=MAX_INDEX_TEXT,
             on_change=_typed_element,
             args=(step,),
         )
-        if st.session_state.get("strides_typed_problem"):
-            typed_left.caption(
-                t(
+        problem = st.session_state.get("strides_typed_problem")
+        if problem:
+            code, params = problem
+            if code == "not_an_index":
+                message = t(
                     "strides.explore.type_problem",
-                    text=st.session_state["strides_typed_problem"],
+                    text=params["text"],
                     size=tuple_text(step["size"]),
                 )
-            )
+            else:
+                message = t(f"strides.errors.{code}", **params)
+            typed_left.caption(message)
         typed_right.number_input(
             t("strides.explore.type_cell", last=max(step["storage_cells"] - 1, 0)),
             min_value=0,
@@ -504,6 +559,7 @@ def write_panel(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], steps:
             t("strides.write.write"),
             value="fill_(-1)",
             key="strides_write_text",
+            max_chars=MAX_OP_TEXT,
             help=t("strides.write.help"),
         )
         submitted = st.form_submit_button(t("strides.write.apply"), icon=":material/edit:")
@@ -535,7 +591,7 @@ def write_panel(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], steps:
             if index in changed
             else t("strides.write.unchanged")
         )
-        count = len(result.changed_elements.get(index, []))
+        count = result.changed_counts.get(index, 0)
         preview = "…" if after is None else _preview(after)
         rows.append(
             f"| `{step['name']}` | {step['storage_id']} | {status} | {count} | `{preview}` |"
@@ -624,6 +680,7 @@ def quiz_panel() -> None:
         answer = st.text_input(
             t("strides.quiz.answer"),
             key=answer_key,
+            max_chars=MAX_ANSWER_TEXT,
             placeholder=t(f"strides.quiz.placeholder.{question.kind}"),
         )
     check, next_question = st.columns([1, 1])
@@ -637,7 +694,11 @@ def quiz_panel() -> None:
         if not answer:
             st.warning(t("strides.quiz.no_answer"))
             return
-        result = grade(question, str(answer))
+        try:
+            result = grade(question, str(answer))
+        except OpParseError as problem:  # answer_too_long
+            st.warning(t(f"strides.errors.{problem.code}", **problem.params))
+            return
         expected = result.expected
         if question.kind in ("view_or_copy", "view_works"):
             expected = t(f"strides.quiz.choices.{expected}")

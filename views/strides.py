@@ -15,6 +15,7 @@ import streamlit as st
 from components.i18n import t
 from components.strides_panels import (
     DTYPE_KEY,
+    LINK_BROKEN_KEY,
     OP_TEMPLATES,
     OPS_KEY,
     PANEL_KEY,
@@ -36,7 +37,16 @@ from components.strides_panels import (
     write_panel,
     write_url,
 )
-from torchatlas.strides import EXACT_UP_TO, MAX_OPS, START_DTYPES, ShapeInputError, parse_shape
+from torchatlas.strides import (
+    EXACT_UP_TO,
+    MAX_CHAIN_TEXT,
+    MAX_OPS,
+    MAX_SHAPE_TEXT,
+    START_DTYPES,
+    OpParseError,
+    ShapeInputError,
+    parse_shape,
+)
 from torchatlas.strides.examples import EXAMPLES
 
 # --------------------------------------------------------------------------- the page
@@ -44,14 +54,17 @@ from torchatlas.strides.examples import EXAMPLES
 st.title(t("app.rooms.strides.title"))
 st.markdown(t("strides.intro"))
 initial_state()
+if st.session_state.pop(LINK_BROKEN_KEY, False):
+    st.warning(t("strides.link_broken"), icon=":material/link_off:")
 
 with st.container(border=True):
     # A wrapping flex row, not st.columns: three fewer blocks on every rerun, and on a phone
     # shape and dtype share a line while the example picker wraps below them.
     setup_row = st.container(horizontal=True)
     setup_row.text_input(
-        t("strides.setup.shape"), key=SHAPE_KEY, help=t("strides.setup.shape_help")
-    )
+        t("strides.setup.shape"), key=SHAPE_KEY, max_chars=MAX_SHAPE_TEXT,
+        help=t("strides.setup.shape_help"),
+    )  # fmt: skip
     setup_row.selectbox(t("strides.setup.dtype"), START_DTYPES, key=DTYPE_KEY)
     setup_row.selectbox(
         t("strides.setup.example"),
@@ -66,6 +79,7 @@ with st.container(border=True):
         t("strides.setup.ops"),
         key=OPS_KEY,
         height=140,
+        max_chars=MAX_CHAIN_TEXT,
         help=t("strides.setup.ops_help", limit=MAX_OPS),
     )
     st.selectbox(  # picking (or typing and pressing Enter) appends the op: no extra button
@@ -80,14 +94,15 @@ with st.container(border=True):
 
 shape_text = str(st.session_state[SHAPE_KEY])
 dtype = str(st.session_state[DTYPE_KEY])
-ops = tuple(ops_lines()[:MAX_OPS])
-try:
+try:  # both parsers refuse over-long text at once (links and scripts skip max_chars)
     shape = parse_shape(shape_text)
-except ShapeInputError as problem:
+    all_ops = ops_lines()
+except (ShapeInputError, OpParseError) as problem:
     st.error(t(f"strides.errors.{problem.code}", **problem.params), icon=":material/block:")
     st.stop()
+ops = tuple(all_ops[:MAX_OPS])
 write_url(shape_text, dtype, list(ops))
-if len(ops_lines()) > MAX_OPS:
+if len(all_ops) > MAX_OPS:
     st.warning(t("strides.setup.too_many_ops", limit=MAX_OPS))
 if math.prod(shape) - 1 > EXACT_UP_TO[dtype]:
     st.caption(t("strides.setup.inexact", dtype=dtype, limit=EXACT_UP_TO[dtype]))

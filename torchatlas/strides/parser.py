@@ -10,13 +10,18 @@ real tensor method by its allow-listed name with the literal values.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 PLACEHOLDER = "x"
+# The longest text each input of the room accepts. The boxes carry the same limits, but
+# shared links and scripts reach these parsers without them, so each parser refuses longer
+# text before reading it: no parse then costs more than its limit's worth of characters.
 MAX_OP_TEXT = 200
+MAX_INDEX_TEXT = 80  # a typed element index: rank ≤ 6, sizes of up to 7 digits
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -84,7 +89,8 @@ WRITE_METHODS: dict[str, int] = {"fill_": 1, "add_": 1, "mul_": 1, "zero_": 0}
 
 
 class OpParseError(ValueError):
-    """An op text that is malformed or not on the allow list; ``code`` picks the message."""
+    """Text typed in the room (an op, a chain, a write, an index, a quiz answer) that is
+    malformed, too long or not on the allow list; ``code`` picks the message."""
 
     def __init__(self, code: str, message: str, **params: object) -> None:
         super().__init__(message)
@@ -134,6 +140,32 @@ class ParsedOp:
 
 def _fail(code: str, message: str, **params: object) -> OpParseError:
     return OpParseError(code, message, **params)
+
+
+def parse_index(
+    text: str, size: Sequence[int], *, max_chars: int | None = MAX_INDEX_TEXT
+) -> tuple[int, ...]:
+    """A typed element index (``"1, 2"``, ``"(1, 2)"``, ``"[1, 2]"``) → ``(1, 2)``, one
+    whole number per dimension of ``size``, each inside it. Raises :class:`OpParseError`:
+    ``index_too_long`` past ``max_chars`` (before reading), else ``not_an_index``."""
+    if max_chars is not None and len(text) > max_chars:
+        raise _fail(
+            "index_too_long",
+            f"The index is {len(text):,} characters long; type at most {max_chars}.",
+            length=f"{len(text):,}",
+            limit=max_chars,
+        )
+    numbers = [part.strip() for part in text.strip("()[] ").split(",") if part.strip()]
+    problem = _fail(
+        "not_an_index", f"{text} is not an index of a tensor of size {tuple(size)}.", text=text
+    )
+    try:
+        index = tuple(int(number) for number in numbers)
+    except ValueError:
+        raise problem from None
+    if len(index) != len(size) or any(not 0 <= i < n for i, n in zip(index, size, strict=True)):
+        raise problem
+    return index
 
 
 def _dtype_name(node: ast.AST) -> str | None:
@@ -241,43 +273,44 @@ def _check_ints(name: str, text: str, values: tuple[Any, ...], kwargs: dict[str,
                 )
 
 
-def parse_op(text: str) -> ParsedOp:
+def parse_op(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedOp:
     """Parse one op as typed after a tensor: ``.t()``, ``t()``, ``[1:, ::2]``, ``.T``,
-    ``chunk(2)[1]``, ``einsum('ij->ji')``. Raises :class:`OpParseError`."""
+    ``chunk(2)[1]``, ``einsum('ij->ji')``. Raises :class:`OpParseError` (``too_long`` past
+    ``max_chars``, before any parsing)."""
     text = text.strip()
     if not text:
         raise _fail("empty", "An empty op: type one, such as .t() or [1:, ::2].", text=text)
-    if len(text) > MAX_OP_TEXT:
+    if max_chars is not None and len(text) > max_chars:
         raise _fail(
             "too_long",
-            f"The op is longer than {MAX_OP_TEXT} characters; shorten it.",
+            f"The op is longer than {max_chars} characters; shorten it.",
             text=text[:40] + "…",
-            limit=MAX_OP_TEXT,
+            limit=max_chars,
         )
     source, _ = _to_source(text)
     try:
-        tree = ast.parse(source, mode="eval")
-    except SyntaxError:
+        # Deep nesting makes Python's parser (or the walk below) give up with RecursionError
+        # or MemoryError (a parser stack, not the process's memory): malformed like any other.
+        return _parse_tree(ast.parse(source, mode="eval").body, text)
+    except OpParseError as error:
+        if error.code != "not_literal":
+            raise
+        part = error.params.get("part", "")
+        raise _fail(
+            "not_literal",
+            f"`{text}`: {part} is not allowed here. Arguments must be plain numbers, "
+            "tuples, slices, None, ... or torch dtypes (torch.float16), not names or "
+            "expressions.",
+            text=text,
+            part=part,
+        ) from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise _fail(
             "syntax",
             f"`{text}` is not an op this room can read. Write it as you would after a tensor, "
             "for example .transpose(0, 1) or [1:, ::2].",
             text=text,
         ) from None
-    try:
-        return _parse_tree(tree.body, text)
-    except OpParseError as error:
-        if error.code == "not_literal":
-            part = error.params.get("part", "")
-            raise _fail(
-                "not_literal",
-                f"`{text}`: {part} is not allowed here. Arguments must be plain numbers, "
-                "tuples, slices, None, ... or torch dtypes (torch.float16), not names or "
-                "expressions.",
-                text=text,
-                part=part,
-            ) from None
-        raise
 
 
 def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
@@ -474,15 +507,23 @@ def _index_source(index: Any) -> str:
     return one(index)
 
 
-def parse_write(text: str) -> ParsedWrite:
-    """Parse an in-place write typed after a tensor. Raises :class:`OpParseError`."""
+def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrite:
+    """Parse an in-place write typed after a tensor. Raises :class:`OpParseError`
+    (``write_too_long`` past ``max_chars``, before any parsing)."""
     text = text.strip()
-    if not text or len(text) > MAX_OP_TEXT:
+    if max_chars is not None and len(text) > max_chars:
+        raise _fail(
+            "write_too_long",
+            f"The write is longer than {max_chars} characters; shorten it.",
+            text=text[:40] + "…",
+            limit=max_chars,
+        )
+    if not text:
         raise _fail("write_syntax", "Type a write such as fill_(7) or [0, 1] = 5.", text=text)
     source, _ = _to_source(text)
     try:
         tree = ast.parse(source, mode="exec")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise _fail(
             "write_syntax", f"`{text}`: type a write such as fill_(7) or [0, 1] = 5.", text=text
         ) from None
@@ -526,6 +567,8 @@ def parse_write(text: str) -> ParsedWrite:
             text=text,
             part=part,
         ) from None
+    except (RecursionError, MemoryError):  # a literal nested past Python's stack
+        raise _write_syntax(text) from None
     raise _write_syntax(text)
 
 

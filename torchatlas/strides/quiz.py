@@ -12,10 +12,14 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torchatlas.strides.parser import OpParseError
 from torchatlas.strides.trace import Step, trace
 
 KINDS = ("view_or_copy", "new_stride", "view_works", "which_cell")
 MAX_TRIES = 60
+# The longest answer graded: a stride of rank ≤ 4 or a cell number needs far less. Longer
+# answers are refused before they are read.
+MAX_ANSWER_TEXT = 60
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,16 @@ def expected(question: Question, steps: list[Step]) -> str:
     return str(cell)
 
 
-def grade(question: Question, answer: str) -> Grade:
-    """Grade ``answer`` against PyTorch, running the question's chain now."""
+def grade(question: Question, answer: str, *, max_chars: int | None = MAX_ANSWER_TEXT) -> Grade:
+    """Grade ``answer`` against PyTorch, running the question's chain now. An answer longer
+    than ``max_chars`` raises :class:`OpParseError` (``answer_too_long``)."""
+    if max_chars is not None and len(answer) > max_chars:
+        raise OpParseError(
+            "answer_too_long",
+            f"The answer is {len(answer):,} characters long; answers need at most {max_chars}.",
+            length=f"{len(answer):,}",
+            limit=max_chars,
+        )
     steps = trace(question.shape, question.dtype, list(question.ops))
     right = expected(question, steps)
     given = answer.strip().lower()

@@ -15,10 +15,17 @@ from typing import Any
 
 import torch
 
-from torchatlas.strides.parser import DTYPES, OpParseError, ParsedOp, parse_op
+from torchatlas.strides.parser import DTYPES, MAX_OP_TEXT, OpParseError, ParsedOp, parse_op
 
 MAX_RANK = 6
 MAX_OPS = 24
+# The longest texts the room reads: a start shape (rank ≤ 6, sizes of up to 7 digits, with
+# room for spaces and brackets) and a chain (MAX_OPS lines of MAX_OP_TEXT). Longer text is
+# refused before it is read.
+MAX_SHAPE_TEXT = 80
+MAX_CHAIN_TEXT = MAX_OPS * (MAX_OP_TEXT + 1)
+# A storage footprint (which parts of the storage a step reads) in at most this many bins.
+FOOTPRINT_BINS = 96
 # Any step (and the start storage) may hold at most this many elements: expand() is free, but
 # a later contiguous() or clone() of it would allocate them all on a shared server.
 MAX_ELEMENTS = 1 << 20
@@ -84,6 +91,9 @@ class Step:
     storage_indices: Any = None  # nested lists shaped like size; None past MAX_LISTED
     values: Any = None
     storage_values: list[Any] | None = None  # every storage cell, read in this step's dtype
+    # min(storage_cells, FOOTPRINT_BINS) bins over the storage: does the step read any cell
+    # in the bin? Exact at every size, listed or not.
+    footprint: tuple[bool, ...] | None = None
     error: StepError | None = None
 
     @property
@@ -95,7 +105,7 @@ class Step:
         # 4,096-element step costs more than everything else the page does.
         data = {item.name: getattr(self, item.name) for item in fields(self)}
         data["error"] = self.error.to_dict() if self.error else None
-        for key in ("size", "stride", "stride_bytes", "byte_range"):
+        for key in ("size", "stride", "stride_bytes", "byte_range", "footprint"):
             if data[key] is not None:
                 data[key] = list(data[key])
         return data
@@ -109,8 +119,18 @@ class ShapeInputError(ValueError):
         self.params = params
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"2, 3, 4"`` or ``"(2, 3, 4)"`` → ``(2, 3, 4)``; rank 1–6, sizes ≥ 1, bounded total."""
+def parse_shape(text: str, *, max_chars: int | None = MAX_SHAPE_TEXT) -> tuple[int, ...]:
+    """``"2, 3, 4"`` or ``"(2, 3, 4)"`` → ``(2, 3, 4)``; rank 1–6, sizes ≥ 1, bounded total.
+
+    Linear in the text; text longer than ``max_chars`` is refused (``shape_too_long``)."""
+    if max_chars is not None and len(text) > max_chars:
+        raise ShapeInputError(
+            "shape_too_long",
+            f"The shape is {len(text):,} characters long; type at most {max_chars}, "
+            "such as 2, 3, 4.",
+            length=f"{len(text):,}",
+            limit=max_chars,
+        )
     # "2x3" and "2×3" read as "2, 3"; a stray letter elsewhere is still an error
     cleaned = re.sub(r"(?<=\d)\s*[x×]\s*(?=\d)", ",", text.strip().strip("()[]"))
     parts = [part.strip() for part in cleaned.split(",") if part.strip()]
@@ -140,6 +160,21 @@ def parse_shape(text: str) -> tuple[int, ...]:
             limit=MAX_ELEMENTS,
         )
     return shape
+
+
+def parse_chain(text: str, *, max_chars: int | None = MAX_CHAIN_TEXT) -> list[str]:
+    """The op chain box → one op text per non-empty line (each is parsed by ``parse_op`` when
+    the chain runs). Text longer than ``max_chars`` is refused (``chain_too_long``)."""
+    if max_chars is not None and len(text) > max_chars:
+        raise OpParseError(
+            "chain_too_long",
+            f"The op chain is {len(text):,} characters long; this room reads at most "
+            f"{max_chars:,} ({MAX_OPS} ops). Remove some ops.",
+            length=f"{len(text):,}",
+            limit=f"{max_chars:,}",
+            ops=MAX_OPS,
+        )
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def start_tensor(shape: Sequence[int], dtype: str) -> torch.Tensor:
@@ -179,6 +214,21 @@ def indices_of(tensor: torch.Tensor) -> torch.Tensor:
     return torch.arange(max(end, 1)).as_strided(
         tensor.shape, tensor.stride(), tensor.storage_offset()
     )
+
+
+def footprint_of(tensor: torch.Tensor) -> tuple[bool, ...]:
+    """Bins over the storage (min(cells, FOOTPRINT_BINS) of them): True where the tensor
+    reads at least one cell of the bin. Marks the read cells through a strided view of a
+    boolean strip, so no per-element index list is built at any size."""
+    cells = max(tensor.untyped_storage().nbytes() // tensor.element_size(), 1)
+    read = torch.zeros(cells, dtype=torch.bool)
+    if tensor.numel():
+        read.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).fill_(True)
+    bins = min(cells, FOOTPRINT_BINS)
+    # Cell c falls in bin c * bins // cells; bin b starts at the first such cell.
+    starts = (torch.arange(bins + 1) * cells + bins - 1) // bins
+    counts = torch.cat([torch.zeros(1, dtype=torch.int64), read.cumsum(0)])
+    return tuple((counts[starts[1:]] > counts[starts[:-1]]).tolist())
 
 
 class _Storages:
@@ -224,13 +274,14 @@ def _describe(
     is_view: bool,
     returned_input: bool,
     parent_storage_id: str | None,
+    listed_up_to: int = MAX_LISTED,
 ) -> Step:
     element_size = tensor.element_size()
     first, end = _reach(tensor)
     channels_last = None
     if tensor.dim() == 4:
         channels_last = tensor.is_contiguous(memory_format=torch.channels_last)
-    listed = tensor.numel() <= MAX_LISTED
+    listed = tensor.numel() <= listed_up_to
     cells = tensor.untyped_storage().nbytes() // element_size
     return Step(
         index=index,
@@ -255,7 +306,8 @@ def _describe(
         parent_storage_id=parent_storage_id,
         storage_indices=indices_of(tensor).tolist() if listed else None,
         values=tensor.tolist() if listed else None,
-        storage_values=storage_cells_of(tensor).tolist() if cells <= MAX_LISTED else None,
+        storage_values=storage_cells_of(tensor).tolist() if cells <= listed_up_to else None,
+        footprint=footprint_of(tensor),
     )
 
 
@@ -284,9 +336,17 @@ def _dry_run_numel(op: ParsedOp, tensor: torch.Tensor) -> int | None:
         return None  # the real run reports the error in PyTorch's words
 
 
-def run_chain(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] = ()) -> Chain:
+def run_chain(
+    shape: Sequence[int],
+    dtype: str = "float32",
+    ops: Sequence[str] = (),
+    *,
+    listed_up_to: int = MAX_LISTED,
+) -> Chain:
     """Build the start tensor and apply each op for real; stops at the first failing op,
-    which becomes a final step carrying ``error``."""
+    which becomes a final step carrying ``error``. Steps of up to ``listed_up_to`` elements
+    (storage cells for ``storage_values``) list them one by one; a caller that draws only
+    small steps passes its own, smaller limit and keeps far less."""
     from torchatlas.strides.errors import explain, too_large
 
     if dtype not in START_DTYPES:
@@ -301,8 +361,9 @@ def run_chain(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] =
         f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
     )
     first = _describe(
-        0, "x", start_code, "x", tensor, storages.identify(tensor), False, False, None
-    )
+        0, "x", start_code, "x", tensor, storages.identify(tensor), False, False, None,
+        listed_up_to,
+    )  # fmt: skip
     chain = Chain(tensors=[tensor], steps=[first], ops=[])
     for number, text in enumerate(list(ops)[:MAX_OPS], start=1):
         try:
@@ -336,6 +397,7 @@ def run_chain(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] =
                 is_view,
                 result is tensor,
                 parent.storage_id,
+                listed_up_to,
             )
         )
         chain.tensors.append(result)
@@ -344,10 +406,16 @@ def run_chain(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] =
     return chain
 
 
-def trace(shape: Sequence[int], dtype: str = "float32", ops: Sequence[str] = ()) -> list[Step]:
+def trace(
+    shape: Sequence[int],
+    dtype: str = "float32",
+    ops: Sequence[str] = (),
+    *,
+    listed_up_to: int = MAX_LISTED,
+) -> list[Step]:
     """Every step of ``ops`` applied to a ``shape``/``dtype`` tensor whose values are its
-    storage indices; see :class:`Step`."""
-    return run_chain(shape, dtype, ops).steps
+    storage indices; see :class:`Step` (and :func:`run_chain` for ``listed_up_to``)."""
+    return run_chain(shape, dtype, ops, listed_up_to=listed_up_to).steps
 
 
 def chain_code(shape: Sequence[int], dtype: str, steps: Sequence[Step]) -> str:

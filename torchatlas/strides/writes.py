@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from torchatlas.strides.errors import explain
-from torchatlas.strides.parser import OpParseError, ParsedOp, parse_write
+from torchatlas.strides.parser import MAX_OP_TEXT, OpParseError, ParsedOp, parse_write
 from torchatlas.strides.trace import MAX_LISTED, StepError, run_chain
 
 
@@ -25,11 +25,13 @@ class WriteResult:
     code: str = ""
     error: StepError | None = None
     changed_steps: list[int] = field(default_factory=list)
-    # step index → flat (row-major) indices of its elements that changed
+    # step index → flat (row-major) indices of its elements that changed (the first
+    # ``listed_up_to``) and how many changed in all
     changed_elements: dict[int, list[int]] = field(default_factory=dict)
+    changed_counts: dict[int, int] = field(default_factory=dict)
     # storage id → byte positions that changed
     changed_bytes: dict[str, list[int]] = field(default_factory=dict)
-    # step index → its values after the write (nested like its size; None past MAX_LISTED)
+    # step index → its values after the write (nested like its size; None past listed_up_to)
     values_after: dict[int, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,19 +58,24 @@ def write_through(
     ops: Sequence[str],
     step_index: int,
     write: str,
+    *,
+    listed_up_to: int = MAX_LISTED,
 ) -> WriteResult:
     """Apply ``write`` (``fill_(7)``, ``add_(1)``, ``[0, 1] = 5`` …) to step ``step_index`` of
-    the chain and report every step whose values changed."""
-    chain = run_chain(shape, dtype, ops)
+    the chain and report every step whose values changed. Lists (values, changed elements
+    and bytes) stop at ``listed_up_to`` items; the counts are exact."""
     text = write.strip()
-    if not 0 <= step_index < len(chain.tensors):
-        raise IndexError(f"step {step_index} is not a step of this chain")
-    try:
+    try:  # an unreadable write costs nothing: refused before the chain runs
         parsed = parse_write(text)
     except OpParseError as error:
         return WriteResult(
-            text, step_index, error=StepError(error.code, text, error.message, dict(error.params))
-        )
+            text[:MAX_OP_TEXT], step_index,
+            error=StepError(error.code, str(error.params.get("text", text)), error.message,
+                            dict(error.params)),
+        )  # fmt: skip
+    chain = run_chain(shape, dtype, ops, listed_up_to=0)  # only the tensors are needed
+    if not 0 <= step_index < len(chain.tensors):
+        raise IndexError(f"step {step_index} is not a step of this chain")
     target = chain.tensors[step_index]
     name = chain.steps[step_index].name
     before = [tensor.clone() for tensor in chain.tensors]
@@ -83,14 +90,15 @@ def write_through(
         return WriteResult(
             text, step_index, code=parsed.code(name), error=explain(exc, as_op, target)
         )
-    changed_steps, changed_elements, values_after = [], {}, {}
+    changed_steps, changed_elements, changed_counts, values_after = [], {}, {}, {}
     for index, (old, tensor) in enumerate(zip(before, chain.tensors, strict=True)):
         differs = ~_equal(old, tensor)
         if bool(differs.any()):
             changed_steps.append(index)
             flat = differs.reshape(-1).nonzero().reshape(-1)
-            changed_elements[index] = flat[:MAX_LISTED].tolist()
-        values_after[index] = tensor.tolist() if tensor.numel() <= MAX_LISTED else None
+            changed_elements[index] = flat[:listed_up_to].tolist()
+            changed_counts[index] = int(flat.numel())
+        values_after[index] = tensor.tolist() if tensor.numel() <= listed_up_to else None
     changed_bytes: dict[str, list[int]] = {}
     seen: set[str] = set()
     for storage_id, tensor in zip(storage_ids, chain.tensors, strict=False):
@@ -100,13 +108,14 @@ def write_through(
         seen.add(key)
         moved = (raw_before[key] != _bytes_of(tensor)).nonzero().reshape(-1)
         if moved.numel():
-            changed_bytes[key] = moved[:MAX_LISTED].tolist()
+            changed_bytes[key] = moved[:listed_up_to].tolist()
     return WriteResult(
         text,
         step_index,
         code=parsed.code(name),
         changed_steps=changed_steps,
         changed_elements=changed_elements,
+        changed_counts=changed_counts,
         changed_bytes=changed_bytes,
         values_after=values_after,
     )
