@@ -4,18 +4,44 @@ Every failure is an :class:`ImageError` with a stable ``code`` (for translated m
 ``params`` and an English message that names the cause and the fix. Nothing else escapes
 :func:`decode`: a classroom upload must never become a traceback.
 
-Safety: the pixel count is read from the header and checked against :data:`MAX_PIXELS`
-*before* any pixel is decoded (decompression bombs), and extreme aspect ratios are refused
-because ``Resize(256)`` on a 10000×1 strip would allocate a 2,560,000×256 image.
+Safety, in the order the checks run:
+
+- The format is recognised from the file's first bytes, and only formats whose decoders are
+  compiled code reach PIL (:data:`SUPPORTED_FORMATS`); within them an allow-list of variants
+  (BMP without run-length compression, TIFF compressions that libtiff decodes, baseline and
+  progressive Huffman JPEG) keeps out PIL's pure-Python decoders.
+- The file's structure is walked before PIL parses it, because PIL parses headers, tags and
+  chunks in Python, one at a time: marker segments, chunks, tags, strips and GIF blocks are
+  counted and capped, and a JPEG's scans are priced (every scan walks every block of the
+  components it covers, so a few kilobytes of repeated scans can cost minutes at a fixed pixel
+  count).
+- The pixel count is read from the header and checked against :data:`MAX_PIXELS` *before* any
+  pixel is decoded (decompression bombs), and extreme aspect ratios are refused because
+  ``Resize(256)`` on a 10000×1 strip would allocate a 2,560,000×256 image.
+- PIL's warnings and log records are dropped on the decoding thread only: a hostile file must
+  not flood the server log, and other threads keep theirs.
+
+Together these bound the CPU time of decoding any accepted file (``tests/unit/test_images.py``
+builds the worst files each check lets through and times them). :func:`look` decodes a file
+once per content hash and keeps a capped copy, so a page never decodes the same upload twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import logging
 import math
+import re
+import struct
+import threading
+import time
 import warnings
 import zlib
-from dataclasses import asdict, dataclass, field
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -50,6 +76,15 @@ _MESSAGES = {
     "Upload the original file again.",
     "unsupported_mode": "The pixel format {mode} cannot be shown as a colour photo. Save the image "
     "as an ordinary 8-bit RGB JPEG or PNG and upload that.",
+    "slow_format": "{format} files stored with {variant} need a slow decoder that one upload could "
+    "keep this server busy with, so this one was not opened. Save the image as PNG or JPEG (any "
+    "photo editor) and upload that.",
+    "slow_jpeg": "This JPEG would take too long to decode on this server ({scans} passes over "
+    "{megapixels} MP; an ordinary progressive photo makes about 10), so it was not opened. "
+    "Re-save it as an ordinary baseline JPEG (any photo editor) and upload that.",
+    "too_much_metadata": "This {format} file is split into more than {limit} parts (headers, "
+    "tags, chunks or blocks), far more than a photo needs, so it was not opened. Re-save the "
+    "image as PNG or JPEG, which drops the extra parts, and upload that.",
 }
 
 
@@ -87,8 +122,15 @@ class SourceInfo:
 
 @dataclass(frozen=True)
 class Decoded:
-    image: Image.Image  # mode "RGB", upright
+    image: Image.Image  # mode "RGB", upright (shared: callers copy before changing it)
     info: SourceInfo
+    digest: str = ""  # SHA-256 of the file, set by look()
+    decode_s: float = 0.0  # wall-clock seconds the decode took
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the pixels take (RGB, one byte per channel)."""
+        return self.image.width * self.image.height * 3
 
 
 def _sniff(data: bytes) -> str | None:
@@ -197,6 +239,358 @@ def _check_size(width: int, height: int) -> None:
         raise ImageError("extreme_aspect", width=width, height=height, ratio=MAX_ASPECT_RATIO)
 
 
+# --------------------------------------------------------------------------- quiet decoding
+
+_quiet_state = threading.local()
+
+
+def _is_quiet() -> bool:
+    return getattr(_quiet_state, "depth", 0) > 0
+
+
+class _DropWhileQuiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _is_quiet()
+
+
+# Filters do not propagate from a parent logger, so each PIL module that logs gets its own.
+for _name in (
+    "PIL.Image",
+    "PIL.ImageFile",
+    "PIL.JpegImagePlugin",
+    "PIL.MpoImagePlugin",
+    "PIL.PngImagePlugin",
+    "PIL.GifImagePlugin",
+    "PIL.BmpImagePlugin",
+    "PIL.TiffImagePlugin",
+    "PIL.TiffTags",
+    "PIL.WebPImagePlugin",
+):
+    logging.getLogger(_name).addFilter(_DropWhileQuiet())
+
+
+def _show_unless_quiet(show: object) -> object:
+    def showwarning(*args: object, **kwargs: object) -> None:
+        if not _is_quiet():
+            show(*args, **kwargs)  # type: ignore[operator]
+
+    showwarning.drops_quiet = True  # type: ignore[attr-defined]
+    return showwarning
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Drop the warnings and PIL log records raised on *this thread* while a file is decoded.
+
+    A hostile TIFF can carry tens of thousands of broken tags, each one a warning, on every
+    upload. ``warnings.catch_warnings`` would swap process-wide state under other sessions'
+    decodes (it is not thread-safe), so the display hook is wrapped once and asks a thread-local
+    flag instead; whoever replaces the hook later (a test runner) is wrapped again on the next
+    decode. libjpeg's and libtiff's own messages never reach stderr: Pillow routes them.
+    """
+    if not getattr(warnings.showwarning, "drops_quiet", False):
+        warnings.showwarning = _show_unless_quiet(warnings.showwarning)  # type: ignore[assignment]
+    _quiet_state.depth = getattr(_quiet_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _quiet_state.depth -= 1
+
+
+# --------------------------------------------------------------------------- structure checks
+#
+# PIL parses headers, tags and chunks in Python, one at a time, before (and after) its compiled
+# decoders run, and a few of its decoders are pure Python. Each check below walks the file's
+# structure (a tight loop that reads lengths and skips, never the pixel data) and refuses what
+# would make PIL or libjpeg spend unbounded time: too many pieces, or a variant with a slow
+# decoder. Limits are far above what cameras, phones, scanners and image editors write.
+
+# What a JPEG's scans cost libjpeg, priced before it decodes any: every scan walks every 8×8 block
+# of the components it covers (so a few kilobytes of repeated scans cost minutes at a fixed
+# pixel count), and Huffman-decoding a progressive scan's data is about four times slower per
+# byte than a baseline scan's. Upper bounds measured on the 2-core reference machine (a repeated
+# DC scan; refinement scans of noise; baseline noise), in nanoseconds:
+_JPEG_NS_PER_BLOCK = 20
+_JPEG_NS_PER_PROGRESSIVE_BYTE = 35
+_JPEG_NS_PER_BASELINE_BYTE = 8
+# A JPEG whose scans would cost more is refused. A 40 MP progressive photo (10 scans, ~20 MB)
+# prices at about a third of it; the file size cap keeps baseline JPEGs under half of it.
+JPEG_SCAN_BUDGET_NS = 2_000_000_000
+MAX_JPEG_SEGMENTS = 2_000  # marker segments up to the end of the image: photos have < 100
+# PIL skips stray bytes between marker segments one at a time in Python before the first scan.
+_JPEG_STRAY_BYTES = 4_096
+_JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_JPEG_PLAIN_FRAMES = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive Huffman
+_JPEG_VARIANTS = {0xC3: "lossless coding", 0xC5: "hierarchical coding", 0xC6: "hierarchical coding"}
+_JPEG_VARIANTS |= {0xC7: "hierarchical coding", 0xC9: "arithmetic coding"}
+_JPEG_VARIANTS |= {marker: "arithmetic coding" for marker in (0xCA, 0xCB, 0xCD, 0xCE, 0xCF)}
+# After a scan header comes entropy-coded data, where 0xFF is always followed by 0x00 (a stuffed
+# byte) or a restart marker; anything else ends it.
+_JPEG_END_OF_SCAN = re.compile(rb"\xff[^\x00\xd0-\xd7]")
+
+MAX_PNG_CHUNKS = 100_000  # image data included (encoders write 8–64 KB per IDAT chunk)
+MAX_PNG_EXTRA_CHUNKS = 1_000  # everything else: text, colour, animation control…
+MAX_GIF_EXTENSIONS = 1_000  # extension blocks before the second frame
+MAX_GIF_SUB_BLOCKS = 1_000_000  # encoders fill sub-blocks (255 bytes): only tiny ones get here
+MAX_TIFF_TAGS = 512  # cameras and scanners write 15–60 tags per directory
+MAX_TIFF_PIECES = 50_000  # strips or tiles: PIL sets up each one in Python
+MAX_WEBP_CHUNKS = 10_000
+# EXIF is parsed in Python for the orientation tag: beyond what a JPEG can hold (one 64 KB
+# segment) the block is skipped and the photo treated as upright.
+_MAX_EXIF_BYTES = 65_535
+
+# libtiff decodes these in compiled code at memory speed; the rest are rare or slow paths.
+# JPEG inside TIFF is left out: each strip is a JPEG stream whose scans libtiff lets run to 100
+# (seconds at the pixel cap) without the pricing that plain JPEGs get here.
+_TIFF_COMPRESSIONS = frozenset({1, 2, 3, 4, 5, 8, 32773, 32946})
+_TIFF_VARIANTS = {6: "old-style JPEG", 7: "JPEG compression", 32809: "ThunderScan"}
+_TIFF_VARIANTS |= {34676: "SGI LogLuv"}
+_TIFF_VARIANTS |= {34677: "SGI LogLuv", 34925: "LZMA", 50000: "Zstandard", 50001: "WebP"}
+_BMP_PLAIN = frozenset({0, 3})  # uncompressed, bit fields: PIL's compiled unpackers
+_BMP_VARIANTS = {1: "run-length (RLE) compression", 2: "run-length (RLE) compression"}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a structure check learnt that PIL would otherwise find out slowly."""
+
+    frames: int | None = None  # 1, or 2 for "more than one"; None: PIL's answer is cheap
+    exif_ok: bool = True  # EXIF small enough to parse for the orientation tag
+
+
+def image_format(data: bytes) -> str | None:
+    """The format ``data``'s first bytes announce, if this module decodes it (MPO reads JPEG)."""
+    if data[:3] == b"\xff\xd8\xff":
+        return "JPEG"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "PNG"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if data[:2] == b"BM":
+        return "BMP"
+    if data[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
+        return "TIFF"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    return None
+
+
+def screen(data: bytes) -> ImageError | None:
+    """The cheap first look at an upload (its first bytes only): why it is no image, or None.
+
+    Safe to call where time matters (an upload handler): no PIL, no decoding. A file that
+    passes may still be refused by :func:`decode`.
+    """
+    if not data:
+        return ImageError("empty")
+    if image_format(data) is None:
+        return ImageError(_sniff(data) or "not_image")
+    return None
+
+
+def _pieces(format: str, limit: int) -> ImageError:
+    return ImageError("too_much_metadata", format=format, limit=limit)
+
+
+def _check_jpeg(data: bytes) -> _Layout:
+    end = len(data)
+    pos = 2
+    segments = scans = stray = cost = 0
+    progressive = False
+    blocks: dict[int, int] = {}  # component id → 8×8 blocks it has in the frame
+    width = height = 0
+    while pos < end:
+        if data[pos] != 0xFF:
+            following = data.find(b"\xff", pos)
+            following = end if following < 0 else following
+            if not scans:
+                stray += following - pos
+                if stray > _JPEG_STRAY_BYTES:
+                    raise ImageError("truncated" if blocks else "not_image")
+            pos = following
+            continue
+        if pos + 1 >= end:
+            break
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            pos += 1
+            continue
+        if marker == 0xD9:  # end of image; an MPO's further frames are never decoded
+            break
+        if marker in (0x00, 0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+            pos += 2
+            continue
+        if pos + 4 > end:
+            raise ImageError("truncated")
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        body = pos + 4
+        pos += 2 + max(2, length)
+        segments += 1
+        if segments > MAX_JPEG_SEGMENTS:
+            raise _pieces("JPEG", MAX_JPEG_SEGMENTS)
+        if marker in _JPEG_FRAME_MARKERS:
+            if marker not in _JPEG_PLAIN_FRAMES:
+                raise ImageError("slow_format", format="JPEG", variant=_JPEG_VARIANTS[marker])
+            if blocks or body + 6 > end:
+                raise ImageError("truncated")
+            progressive = marker == 0xC2
+            height, width = struct.unpack_from(">HH", data, body + 1)
+            sampling = [
+                (data[at], max(1, data[at + 1] >> 4), max(1, data[at + 1] & 15))
+                for at in range(body + 6, min(end - 2, body + 6 + 3 * data[body + 5]), 3)
+            ]
+            h_max = max((h for _, h, _ in sampling), default=1)
+            v_max = max((v for _, _, v in sampling), default=1)
+            for component, h, v in sampling:
+                columns = math.ceil(math.ceil(width * h / h_max) / 8)
+                rows = math.ceil(math.ceil(height * v / v_max) / 8)
+                blocks[component] = columns * rows
+        elif marker == 0xDA:  # start of scan: price it, then skip its entropy-coded data
+            if not blocks or body >= end:
+                raise ImageError("truncated")
+            scans += 1
+            components = data[body + 1 : body + 1 + 2 * data[body] : 2]
+            found = _JPEG_END_OF_SCAN.search(data, pos)
+            scan_end = found.start() if found else end
+            per_byte = _JPEG_NS_PER_PROGRESSIVE_BYTE if progressive else _JPEG_NS_PER_BASELINE_BYTE
+            cost += per_byte * (scan_end - pos)
+            cost += _JPEG_NS_PER_BLOCK * sum(blocks.get(component, 0) for component in components)
+            if cost > JPEG_SCAN_BUDGET_NS:  # at once: the rest of the file cannot make it cheaper
+                megapixels = round(width * height / 1e6, 1)
+                raise ImageError("slow_jpeg", scans=scans, megapixels=megapixels)
+            pos = scan_end
+    if not blocks:
+        raise ImageError("truncated" if segments else "not_image")
+    return _Layout()
+
+
+def _check_png(data: bytes) -> _Layout:
+    end = len(data)
+    pos = 8
+    chunks = extra = exif = 0
+    while pos + 8 <= end:
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        pos += 12 + length
+        chunks += 1
+        if kind != b"IDAT" and kind != b"fdAT":
+            extra += 1
+            if kind == b"eXIf":
+                exif += length
+        if chunks > MAX_PNG_CHUNKS:
+            raise _pieces("PNG", MAX_PNG_CHUNKS)
+        if extra > MAX_PNG_EXTRA_CHUNKS:
+            raise _pieces("PNG", MAX_PNG_EXTRA_CHUNKS)
+        if kind == b"IEND":
+            break
+    return _Layout(exif_ok=exif <= _MAX_EXIF_BYTES)
+
+
+def _check_gif(data: bytes) -> _Layout:
+    end = len(data)
+    if end < 13:
+        raise ImageError("truncated")
+    flags = data[10]
+    pos = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)  # global colour table
+    frames = extensions = sub_blocks = 0
+    while pos < end:
+        kind = data[pos]
+        if kind == 0x21:  # extension: label, then sub-blocks
+            extensions += 1
+            if extensions > MAX_GIF_EXTENSIONS:
+                raise _pieces("GIF", MAX_GIF_EXTENSIONS)
+            pos += 2
+        elif kind == 0x2C:  # image descriptor, local colour table, LZW code size, sub-blocks
+            if pos + 10 > end:
+                raise ImageError("truncated")
+            frames += 1
+            if frames == 2:  # PIL decodes the first frame only: enough to know there are more
+                break
+            packed = data[pos + 9]
+            pos += 11 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
+        else:  # trailer, or bytes PIL stops at too
+            break
+        while pos < end:
+            size = data[pos]
+            pos += 1 + size
+            if not size:
+                break
+            sub_blocks += 1
+            if sub_blocks > MAX_GIF_SUB_BLOCKS:
+                raise _pieces("GIF", MAX_GIF_SUB_BLOCKS)
+    if not frames:
+        raise ImageError("truncated")
+    return _Layout(frames=frames)
+
+
+def _check_bmp(data: bytes) -> _Layout:
+    if len(data) >= 34 and int.from_bytes(data[14:18], "little") >= 40:
+        compression = int.from_bytes(data[30:34], "little")
+        if compression in _BMP_VARIANTS:
+            raise ImageError("slow_format", format="BMP", variant=_BMP_VARIANTS[compression])
+        if compression not in _BMP_PLAIN:
+            raise ImageError("unsupported_format", format=f"BMP (compression {compression})")
+    return _Layout(frames=1)
+
+
+def _check_tiff(data: bytes) -> _Layout:
+    order = "<" if data[:2] == b"II" else ">"
+    big = data[2] == 43 or data[3] == 43  # BigTIFF: 64-bit offsets and counts
+    count_format, entry_size, value_at = (f"{order}Q", 20, 12) if big else (f"{order}H", 12, 8)
+    count_size = struct.calcsize(count_format)
+    try:
+        (offset,) = struct.unpack_from(f"{order}Q" if big else f"{order}I", data, 8 if big else 4)
+        (count,) = struct.unpack_from(count_format, data, offset)
+    except struct.error:
+        raise ImageError("truncated") from None
+    if count > MAX_TIFF_TAGS:
+        raise _pieces("TIFF", MAX_TIFF_TAGS)
+    compression = 1
+    for entry in range(offset + count_size, offset + count_size + count * entry_size, entry_size):
+        try:
+            tag, kind = struct.unpack_from(f"{order}HH", data, entry)
+            (values,) = struct.unpack_from(f"{order}{'Q' if big else 'I'}", data, entry + 4)
+            if tag == 259:  # compression: a SHORT (or LONG) stored in the entry itself
+                value_format = f"{order}H" if kind == 3 else f"{order}I"
+                (compression,) = struct.unpack_from(value_format, data, entry + value_at)
+        except struct.error:
+            raise ImageError("truncated") from None
+        if tag in (273, 324) and values > MAX_TIFF_PIECES:  # strip or tile offsets
+            raise _pieces("TIFF", MAX_TIFF_PIECES)
+    if compression not in _TIFF_COMPRESSIONS:
+        variant = _TIFF_VARIANTS.get(compression, f"compression {compression}")
+        raise ImageError("slow_format", format="TIFF", variant=variant)
+    return _Layout()
+
+
+def _check_webp(data: bytes) -> _Layout:
+    end = min(len(data), 8 + int.from_bytes(data[4:8], "little"))
+    pos = 12
+    chunks = exif = 0
+    while pos + 8 <= end:
+        kind = data[pos : pos + 4]
+        size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+        pos += 8 + size + (size & 1)
+        chunks += 1
+        if chunks > MAX_WEBP_CHUNKS:
+            raise _pieces("WebP", MAX_WEBP_CHUNKS)
+        if kind == b"EXIF":
+            exif += size
+    return _Layout(exif_ok=exif <= _MAX_EXIF_BYTES)
+
+
+_CHECKS = {
+    "JPEG": _check_jpeg,
+    "PNG": _check_png,
+    "GIF": _check_gif,
+    "BMP": _check_bmp,
+    "TIFF": _check_tiff,
+    "WEBP": _check_webp,
+}
+
+
+# --------------------------------------------------------------------------- decoding
+
+
 def decode(data: bytes, *, min_side: int | None = None) -> Decoded:
     """Decode ``data`` to an upright RGB image and describe the source.
 
@@ -204,42 +598,51 @@ def decode(data: bytes, *, min_side: int | None = None) -> Decoded:
     as long as the shorter side stays at least this long. A 12 MP phone photo then decodes
     about 10× faster, and the classifier's own resize to 256 px sees the same picture.
     """
+    started = time.perf_counter()
     if not data:
         raise ImageError("empty")
-    sniffed = _sniff(data)
-    if sniffed:
-        raise ImageError(sniffed)
+    announced = image_format(data)
+    if announced is None:
+        raise ImageError(_sniff(data) or "not_image")
+    with _quiet():
+        layout = _CHECKS[announced](data)
+        decoded = _decode_checked(data, announced, layout, min_side)
+    return replace(decoded, decode_s=time.perf_counter() - started)
+
+
+def _decode_checked(data: bytes, announced: str, layout: _Layout, min_side: int | None) -> Decoded:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, SyntaxError, EOFError):
+        # formats=: only the plugin the magic bytes named parses the file (JPEG covers MPO)
+        image = Image.open(io.BytesIO(data), formats=[announced])
+    except UnidentifiedImageError:
         raise ImageError("not_image") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except Image.DecompressionBombError:
         # PIL's own, higher threshold fires inside open() for absurd headers
         raise ImageError("bomb", limit_mp=MAX_PIXELS // 1_000_000) from None
     except Exception:  # PIL raises many types on garbage headers; all mean "not an image"
         raise ImageError("not_image") from None
 
-    image_format = image.format or "?"
+    image_format = image.format or announced
     if image_format not in SUPPORTED_FORMATS:
-        if image_format in ("AVIF", "HEIF"):
-            raise ImageError("heic")
         raise ImageError("unsupported_format", format=image_format)
     width, height = image.size
     _check_size(width, height)  # header only: no pixel decoded yet
 
-    try:
-        orientation = int(image.getexif().get(0x0112, 1) or 1)
-    except Exception:  # a broken EXIF block must not cost the photo
-        orientation = 1
-    # is_animated stops at the second frame; n_frames would walk a hostile GIF to the end.
-    # It reads that frame's header, so a damaged one fails here (struct.error and the like),
-    # and leaves the file positioned part-way: the image is broken, not a single frame.
-    try:
-        multi_frame = bool(getattr(image, "is_animated", False))
-    except Exception:
-        raise ImageError("truncated") from None
+    orientation = 1
+    if layout.exif_ok:
+        try:
+            orientation = int(image.getexif().get(0x0112, 1) or 1)
+        except Exception:  # a broken EXIF block must not cost the photo
+            orientation = 1
+    if layout.frames is not None:
+        multi_frame = layout.frames > 1
+    else:
+        # Cheap for these formats (a header field or the next directory's offset). A damaged
+        # one fails here and leaves the file positioned part-way: the image is broken.
+        try:
+            multi_frame = bool(getattr(image, "is_animated", False))
+        except Exception:
+            raise ImageError("truncated") from None
     stored_mode = image.mode
     conversions: list[str] = []
     try:
@@ -250,15 +653,13 @@ def decode(data: bytes, *, min_side: int | None = None) -> Decoded:
                 image.draft(image.mode, (width // int(scale), height // int(scale)))
                 if image.size != (width, height):
                     conversions.append("draft")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # palette/transparency chatter from PIL
-            image.load()
-            decoded_size = image.size
-            if orientation not in (0, 1):
-                # in place: the default returns a full copy even for an upright photo
-                ImageOps.exif_transpose(image, in_place=True)
-                conversions.append("exif_rotate")
-            rgb = _to_rgb(image, conversions)
+        image.load()
+        decoded_size = image.size
+        if orientation not in (0, 1):
+            # in place: the default returns a full copy even for an upright photo
+            ImageOps.exif_transpose(image, in_place=True)
+            conversions.append("exif_rotate")
+        rgb = _to_rgb(image, conversions)
     except ImageError:
         raise
     except MemoryError:
@@ -288,3 +689,97 @@ def load_image(data: bytes) -> Image.Image:
     Raises :class:`ImageError` with a plain message for anything else.
     """
     return decode(data).image
+
+
+# --------------------------------------------------------------------------- decode once, keep less
+
+# What a page keeps of an upload once it has looked at it: the upright RGB with its shorter side
+# at most this long. Every model resizes to at most 256 px before its crop, and JPEGs are
+# already decoded at >= 2× that (draft), so predictions, pipeline and heatmap see the same
+# picture; a 12 MP phone photo shrinks from 36 MB of pixels to about 1 MB.
+KEEP_SIDE = 512
+# ... and its longer side at most this long, so a 50:1 panorama stays a few megabytes too.
+KEEP_LONG_SIDE = 4096
+LOOK_CACHE_BYTES = 64 * 2**20  # kept images and refusals shared by every session, by content
+
+
+def shrink(decoded: Decoded, side: int = KEEP_SIDE, long_side: int = KEEP_LONG_SIDE) -> Decoded:
+    """``decoded`` with its image scaled down to the kept size (unchanged when already smaller)."""
+    width, height = decoded.image.size
+    scale = min(side / min(width, height), long_side / max(width, height))
+    if scale >= 1:
+        return decoded
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    smaller = decoded.image.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    info = replace(decoded.info, conversions=(*decoded.info.conversions, "shrunk"))
+    return replace(decoded, image=smaller, info=info)
+
+
+def file_digest(data: bytes) -> str:
+    """The SHA-256 of a file's bytes, in hex: the key a decoded upload is remembered by."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class _Looks:
+    """Least recently used kept images (and refusals) by digest, bounded by pixel bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, tuple[Decoded | tuple[str, dict], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> Decoded | tuple[str, dict] | None:
+        with self._lock:
+            entry = self._entries.get(digest)
+            if entry is None:
+                return None
+            self._entries.move_to_end(digest)
+            return entry[0]
+
+    def put(self, digest: str, value: Decoded | tuple[str, dict], nbytes: int) -> None:
+        with self._lock:
+            old = self._entries.pop(digest, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if nbytes > self.max_bytes:
+                return
+            self._entries[digest] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.max_bytes:
+                _, (_, freed) = self._entries.popitem(last=False)
+                self._bytes -= freed
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+_looks = _Looks(LOOK_CACHE_BYTES)
+
+
+def look(data: bytes) -> Decoded:
+    """Decode a file once per content and keep what a page needs: the upright RGB, shrunk to
+    :data:`KEEP_SIDE`, with the file's digest and description. The bytes can go after this.
+
+    The same content (a class uploading one photo, a visitor retrying a hostile file) is decoded
+    once per process: kept images and refusals are remembered by digest. Raises
+    :class:`ImageError`. The returned image is shared: copy it before changing it.
+    """
+    started = time.perf_counter()
+    digest = file_digest(data)
+    known = _looks.get(digest)
+    if isinstance(known, Decoded):
+        return known
+    if known is not None:
+        code, params = known
+        raise ImageError(code, **params)
+    try:
+        decoded = shrink(decode(data, min_side=KEEP_SIDE))
+    except ImageError as error:
+        _looks.put(digest, (error.code, dict(error.params)), 256)
+        raise
+    kept = replace(decoded, digest=digest, decode_s=time.perf_counter() - started)
+    _looks.put(digest, kept, kept.nbytes)
+    return kept
