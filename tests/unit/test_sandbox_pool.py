@@ -1,4 +1,5 @@
-"""Operations (layer 4) and the contract: results, errors, health, queue, rate limit, restarts."""
+"""Operations (layer 4) and the contract: results, errors, health, the fair queue, rate limit,
+restarts."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import JOBS, SandboxPool, get_pool, run_job
+from torchatlas.sandbox.pool import FairQueue
 from torchatlas.shapes import parse_shapes
 
 pytestmark = pytest.mark.slow
@@ -158,17 +160,222 @@ def test_rate_limit_per_session() -> None:
 
 
 def test_concurrency_cap_and_queue() -> None:
-    with warm_pool(concurrency=1, queue_wait_s=0.3, rate_limit=0) as small:
+    """A job that finds every slot taken waits in line (and says where), then runs; only a
+    job that has waited ``queue_wait_s`` in vain is answered "busy"."""
+    with warm_pool(concurrency=1, rate_limit=0) as small:
         slow = threading.Thread(
-            target=small.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 2}), daemon=True
+            target=small.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 1}), daemon=True
         )
         slow.start()
-        time.sleep(0.3)
-        assert small.health().warm_workers == "0/1"
-        waiting = small.run_job(MODEL, "sandbox.echo", {})
-        assert not waiting.ok and waiting.error.kind == "busy"
+        _until(lambda: small.health().warm_workers == "0/1")
+        positions: list[int] = []
+        waiting = small.run_job(MODEL, "sandbox.echo", {}, on_queued=positions.append)
+        assert waiting.ok, waiting.error
+        assert positions == [1, 0]
         slow.join()
-        assert small.run_job(MODEL, "sandbox.echo", {}).ok
+    with warm_pool(concurrency=1, queue_wait_s=0.3, rate_limit=0) as impatient:
+        slow = threading.Thread(
+            target=impatient.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 2}), daemon=True
+        )
+        slow.start()
+        _until(lambda: impatient.health().warm_workers == "0/1")
+        given_up = impatient.run_job(MODEL, "sandbox.echo", {})
+        assert not given_up.ok and given_up.error.kind == "busy"
+        assert impatient.queued == 0
+        slow.join()
+        assert impatient.run_job(MODEL, "sandbox.echo", {}).ok
+
+
+def _until(condition: Callable[[], bool], limit_s: float = 10) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+# ---------------------------------------------------------------- fairness, without processes
+
+
+def test_fair_queue_serves_a_newcomer_before_a_flooders_backlog() -> None:
+    queue = FairQueue(1, per_session=2, limit=64)
+    a1, _ = queue.enter("a")
+    a2, _ = queue.enter("a")
+    a3, _ = queue.enter("a")
+    assert a1.state == "running" and a2.state == a3.state == "waiting"
+    assert queue.enter("a") == (None, "session")  # the flooder's fourth: answered at once
+    b1, _ = queue.enter("b")
+    assert [queue.position(t) for t in (a2, a3, b1)] == [2, 3, 1]
+    queue.release(a1)
+    assert b1.state == "running" and a2.state == "waiting"
+    c1, _ = queue.enter("c")  # a session with no turn yet goes before a's backlog, too
+    queue.release(b1)
+    assert c1.state == "running"
+    queue.release(c1)
+    assert a2.state == "running"
+    queue.release(a2)
+    assert a3.state == "running"
+
+
+def test_fair_queue_runs_one_job_per_session_and_bounds_the_line() -> None:
+    queue = FairQueue(2, per_session=2, limit=3)
+    a1, _ = queue.enter("a")
+    a2, _ = queue.enter("a")
+    assert a1.state == "running" and a2.state == "waiting"  # a slot is free, but not for a
+    assert queue.running_count == 1
+    b1, _ = queue.enter("b")
+    assert b1.state == "running"
+    queue.enter("c")
+    queue.enter("d")
+    assert queue.enter("e") == (None, "full")  # three waiting: the line is full
+    assert queue.enter(None) == (None, "full")  # a call without a session waits in line too
+    queue.release(a1)
+    assert queue.waiting_count == 2 and a2.state == "waiting"  # c was first in line
+
+
+def test_fair_queue_keeps_a_class_in_arrival_order() -> None:
+    queue = FairQueue(2, per_session=2, limit=64)
+    tickets = [queue.enter(f"student-{index}")[0] for index in range(30)]
+    assert all(ticket is not None for ticket in tickets)
+    assert [queue.position(ticket) for ticket in tickets] == [0, 0, *range(1, 29)]
+    started = []
+    while any(ticket.state != "done" for ticket in tickets):
+        running = [ticket for ticket in tickets if ticket.state == "running"]
+        started.extend(ticket for ticket in running if ticket not in started)
+        queue.release(running[0])
+    assert started == tickets
+
+
+def test_waiting_reports_positions_and_a_failing_callback_leaves_the_line() -> None:
+    queue = FairQueue(1, per_session=2, limit=64)
+    first, _ = queue.enter("a")
+    second, _ = queue.enter("b")
+    third, _ = queue.enter("c")
+    seen: list[int] = []
+    waiter = threading.Thread(target=queue.wait, args=(third, 10, seen.append))
+    waiter.start()
+    _until(lambda: seen == [2])
+
+    def give_up(position: int) -> None:
+        raise KeyboardInterrupt  # e.g. the page's script was stopped while it waited
+
+    with pytest.raises(KeyboardInterrupt):
+        queue.wait(second, 10, give_up)
+    assert second.state == "left"
+    _until(lambda: seen == [2, 1])
+    queue.release(first)
+    waiter.join(5)
+    assert seen == [2, 1, 0] and third.state == "running"
+    assert queue.waiting_count == 0 and queue.running_count == 1
+
+
+# ---------------------------------------------------------------- fairness, end to end
+
+SLEEP_S = 1.0
+
+
+def _timed(sandbox: SandboxPool, results: dict, name: str, *args: object, **kw: object) -> None:
+    result = sandbox.run_job(*args, **kw)
+    results[name] = (result, time.monotonic())
+
+
+def _flood(sandbox: SandboxPool, results: dict, count: int) -> list[threading.Thread]:
+    """Session "flood" submits ``count`` sleep jobs at once."""
+    threads = []
+    for index in range(count):
+        thread = threading.Thread(
+            target=_timed,
+            args=(sandbox, results, f"a{index}", MODEL, "sandbox.sleep", {"seconds": SLEEP_S}),
+            kwargs={"session_id": "flood"},
+            daemon=True,
+        )
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.05)  # in order: a0 runs, a1 and a2 wait, the rest are refused
+    return threads
+
+
+def test_a_flood_from_one_session_cannot_hold_back_another() -> None:
+    """One slot, session A floods with sleep jobs: A gets one running job and two waiting, the
+    rest are refused at once; session B's single job runs as soon as A's running one ends,
+    ahead of A's backlog (first come, first served would put it behind both)."""
+    with warm_pool(concurrency=1, rate_limit=0) as single:
+        results: dict[str, tuple] = {}
+        threads = _flood(single, results, 6)
+        _until(lambda: len(results) == 3)  # a3..a5 answered without waiting
+        for name in ("a3", "a4", "a5"):
+            refused, _ = results[name]
+            assert refused.error.kind == "too_many_jobs", refused.error
+            assert refused.elapsed_s < SLEEP_S / 2
+            assert "running" in refused.error.message
+        positions: list[int] = []
+        _timed(single, results, "b", MODEL, "sandbox.echo", {}, session_id="b",
+               on_queued=positions.append)  # fmt: skip
+        for thread in threads:
+            thread.join()
+        honest, honest_done = results["b"]
+        assert honest.ok, honest.error
+        assert positions[0] == 1 and positions[-1] == 0  # first in line, ahead of a1 and a2
+        assert honest_done < results["a1"][1] < results["a2"][1]
+        assert honest.elapsed_s < 2 * SLEEP_S  # waited for a0 at most, never for a1 or a2
+
+
+def test_with_two_slots_a_flooder_leaves_one_free() -> None:
+    with warm_pool(concurrency=2, rate_limit=0) as pair:
+        results: dict[str, tuple] = {}
+        threads = _flood(pair, results, 4)
+        positions: list[int] = []
+        honest = pair.run_job(MODEL, "sandbox.echo", {}, session_id="b", on_queued=positions.append)
+        assert honest.ok and positions == []  # it never waited
+        assert honest.elapsed_s < SLEEP_S / 2
+        for thread in threads:
+            thread.join()
+
+
+def test_queue_positions_are_reported_in_order() -> None:
+    with warm_pool(concurrency=1, rate_limit=0) as single:
+        blocker = threading.Thread(
+            target=single.run_job,
+            args=(MODEL, "sandbox.sleep", {"seconds": SLEEP_S}),
+            kwargs={"session_id": "first"},
+        )
+        blocker.start()
+        _until(lambda: single._running == 1)
+        seen: dict[str, list[int]] = {name: [] for name in "abc"}
+        threads = []
+        for name in "abc":
+            thread = threading.Thread(
+                target=single.run_job,
+                args=(MODEL, "sandbox.echo", {}),
+                kwargs={"session_id": name, "on_queued": seen[name].append},
+            )
+            thread.start()
+            threads.append(thread)
+            _until(lambda name=name: bool(seen[name]))
+        assert [seen[name][0] for name in "abc"] == [1, 2, 3]
+        for thread in [blocker, *threads]:
+            thread.join()
+        assert seen == {"a": [1, 0], "b": [2, 1, 0], "c": [3, 2, 1, 0]}
+
+
+def test_a_class_of_thirty_is_queued_never_busy() -> None:
+    """Thirty sessions press Analyse at once: every one gets its result (default limits)."""
+    with warm_pool() as sandbox:
+        results: dict[str, tuple] = {}
+        threads = [
+            threading.Thread(
+                target=_timed,
+                args=(sandbox, results, f"s{index}", MODEL, "sandbox.echo", {}),
+                kwargs={"session_id": f"student-{index}", "timeout_s": 5},
+            )
+            for index in range(30)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        errors = [result.error for result, _ in results.values() if not result.ok]
+        assert len(results) == 30 and errors == []
+        assert sandbox.queued == 0
 
 
 def test_zygote_is_restarted_after_it_dies() -> None:
@@ -260,7 +467,7 @@ def test_every_job_gets_the_spare_forked_and_confined_before_it() -> None:
             status = _status(spare)
             assert status["Seccomp"] == "2"  # filter mode, before any job exists
             if os.geteuid() == 0:
-                assert status["Uid"].split()[0] == "65534"
+                assert status["Uid"].split()[0] != "0"  # a user of its own, not root
             result = sandbox.run_job(MODEL, "sandbox.echo", {})
             assert result.ok, result.error
             assert result.value["pid"] == spare

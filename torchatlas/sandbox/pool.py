@@ -1,9 +1,17 @@
 """Layer 4, operations: the pool that owns the zygote, queues jobs and reports health.
 
 Lives in the server process (threads, no forking here). Each job: rate limit per session →
-a slot under the concurrency cap (waiting at most ``queue_wait_s``) → a socket pair whose one
+a place in the fair queue and then a slot under the concurrency cap → a socket pair whose one
 end goes to the zygote, which forks a confined child around it → the request out and the reply
-back on the other end, as size-capped JSON → the zygote's word on how the child ended.
+back on the other end, as size-capped JSON → the reply checked against a bounded schema (the
+child may run hostile code: its reply is hostile input) → the zygote's word on how the child
+ended.
+
+The queue is fair between sessions, so one visitor cannot take the pool from the others: at
+most one running job per session, a few waiting ones per session (a flooder is answered at
+once), and free slots go round-robin by session (start-time fair queueing, each job costing one
+unit), so a session that already had its turns waits behind those that have not. A waiting job
+learns its place in line through ``on_queued``.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import collections
 import contextlib
 import itertools
 import json
+import logging
 import os
 import signal
 import socket
@@ -28,8 +37,22 @@ from typing import Any
 
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.jobs import JOBS
-from torchatlas.sandbox.policy import Refusal
+from torchatlas.sandbox.policy import MAX_SOURCE_CHARS, Refusal
+from torchatlas.sandbox.schema import (
+    AnyJSON,
+    Bool,
+    Dict,
+    Int,
+    List,
+    Optional,
+    SchemaError,
+    Spec,
+    Str,
+    validate,
+)
 from torchatlas.sandbox.worker import DEFAULT_MEMORY_MB, MAX_RESULT_BYTES, TEST_LAYERS
+
+LOG = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ZYGOTE_START_TIMEOUT_S = 180.0
@@ -38,8 +61,53 @@ MIN_TIMEOUT_S, MAX_TIMEOUT_S = 0.5, 120.0
 
 ERROR_KINDS = (
     "refused", "syntax", "timeout", "memory", "crashed", "output_too_large", "busy",
-    "job_error", "unavailable", "code_error",
+    "job_error", "unavailable", "code_error", "too_many_jobs", "untrusted",
 )  # fmt: skip
+UNTRUSTED_MESSAGE = "The worker sent a result that could not be trusted; try again."
+
+# The reply's envelope. Lines and columns point into the pasted source, which is at most
+# MAX_SOURCE_CHARS long: a larger one would make the page draw a caret of that many spaces.
+MAX_MESSAGE_CHARS = 4000
+MAX_REFUSALS = 200  # one per refused line is plenty to teach; the rest are dropped
+_POSITION = Int(0, MAX_SOURCE_CHARS + 1)
+_REFUSAL = Dict(
+    {"line": _POSITION, "col": _POSITION, "code": Str(40, clip=True),
+     "message": Str(1000, clip=True)},
+    required=("line", "col", "code", "message"),
+)  # fmt: skip
+_ERROR = Dict(
+    {
+        "kind": Str(40),
+        "message": Str(MAX_MESSAGE_CHARS, clip=True),
+        "line": Optional(_POSITION),
+        "col": Optional(_POSITION),
+        "refusals": List(_REFUSAL, MAX_REFUSALS, clip=True),
+    },
+    required=("kind", "message"),
+)
+# Any job's value before its caller checks its own fields: bounded nesting, finite numbers.
+GENERIC_VALUE = AnyJSON(max_depth=32)
+
+
+def reply_schema(value: Spec | None = None) -> Spec:
+    """The schema of a worker's reply whose ``value`` (when ``ok``) matches ``value``."""
+    return Dict(
+        {"ok": Bool(), "value": Optional(value or GENERIC_VALUE), "error": Optional(_ERROR)},
+        required=("ok",),
+    )
+
+
+def check_reply(reply: Any, value: Spec | None = None) -> dict[str, Any]:
+    """The reply, checked and cleaned; :class:`SchemaError` when it cannot be trusted.
+
+    ``ok`` true needs an object ``value``; ``ok`` false needs an ``error``.
+    """
+    clean = validate(reply, reply_schema(value))
+    if clean["ok"] and not isinstance(clean.get("value"), dict):
+        raise SchemaError("ok without an object value")
+    if not clean["ok"] and clean.get("error") is None:
+        raise SchemaError("not ok, and no error")
+    return clean
 
 
 @dataclass
@@ -120,6 +188,167 @@ class _RateLimiter:
                 for key in [key for key, value in self.history.items() if not value]:
                     del self.history[key]
             return 0.0
+
+
+@dataclass(eq=False)
+class _Ticket:
+    session: object  # the session id, or a fresh object for a call without one
+    tag: int  # virtual start time: the queue's order is (tag, seq)
+    seq: int
+    state: str = "waiting"  # "waiting" → "running" → "done"; or "left" (gave up waiting)
+
+
+class FairQueue:
+    """Slots for jobs, shared fairly between sessions.
+
+    - at most one running job per session, and at most ``per_session`` waiting ones;
+    - at most ``limit`` waiting jobs in all (enough for a class, each with one job);
+    - order: start-time fair queueing with unit costs. A session's n-th waiting job starts at
+      virtual time ``max(now, its previous job's) + 1``, so a flood of one session is spread
+      over later rounds while a session's first job is served in the current one; ties go by
+      arrival. A free slot goes to the first waiting job whose session runs nothing.
+    """
+
+    def __init__(self, slots: int, *, per_session: int, limit: int) -> None:
+        self.slots = slots
+        self.per_session = per_session
+        self.limit = limit
+        self.cond = threading.Condition()
+        self.free = slots
+        self.waiting: list[_Ticket] = []
+        self.running: collections.Counter[object] = collections.Counter()
+        self.waiting_of: collections.Counter[object] = collections.Counter()
+        self.next_tag: dict[object, int] = {}  # per named session: its next job's earliest tag
+        self.virtual = 0
+        self.seq = itertools.count()
+
+    def enter(self, session: str | None) -> tuple[_Ticket | None, str]:
+        """A ticket (running at once when a slot is free), or None and why:
+        ``"session"`` (this session has enough waiting) or ``"full"`` (the queue is)."""
+        key: object = session if session is not None else object()
+        with self.cond:
+            can_start = self.free > 0 and not self.running[key]
+            if not can_start:
+                if self.waiting_of[key] >= self.per_session:
+                    return None, "session"
+                if len(self.waiting) >= self.limit:
+                    return None, "full"
+            tag = max(self.virtual, self.next_tag.get(key, 0))
+            if session is not None:
+                self.next_tag[key] = tag + 1
+            ticket = _Ticket(key, tag, next(self.seq))
+            self.waiting.append(ticket)
+            self.waiting_of[key] += 1
+            self._dispatch()
+            return ticket, ""
+
+    def _dispatch(self) -> None:
+        granted = False
+        while self.free > 0:
+            ready = [ticket for ticket in self.waiting if not self.running[ticket.session]]
+            if not ready:
+                break
+            ticket = min(ready, key=lambda item: (item.tag, item.seq))
+            self._unwait(ticket)
+            ticket.state = "running"
+            self.running[ticket.session] += 1
+            self.free -= 1
+            self.virtual = max(self.virtual, ticket.tag)
+            granted = True
+        if granted:
+            self.cond.notify_all()
+
+    def _unwait(self, ticket: _Ticket) -> None:
+        self.waiting.remove(ticket)
+        self.waiting_of[ticket.session] -= 1
+        if not self.waiting_of[ticket.session]:
+            del self.waiting_of[ticket.session]
+
+    def position(self, ticket: _Ticket) -> int:
+        """1 for the next job to start, 2 for the one after…; 0 once it runs."""
+        with self.cond:
+            return self._position(ticket)
+
+    def _position(self, ticket: _Ticket) -> int:
+        if ticket.state != "waiting":
+            return 0
+        order = (ticket.tag, ticket.seq)
+        return 1 + sum(1 for other in self.waiting if (other.tag, other.seq) < order)
+
+    def wait(
+        self,
+        ticket: _Ticket,
+        timeout_s: float,
+        on_queued: Callable[[int], None] | None = None,
+    ) -> bool:
+        """True once the ticket runs; False after ``timeout_s`` (it then leaves the queue).
+
+        ``on_queued(position)`` is called in this thread, outside the lock, whenever the
+        position changes, and with 0 when a job that had to wait starts. A job that starts
+        at once never calls it. If it raises, the ticket leaves the queue (or gives its slot
+        back) and the exception propagates.
+        """
+        deadline = time.monotonic() + timeout_s
+        reported: int | None = None
+        try:
+            while True:
+                with self.cond:
+                    while True:
+                        position = self._position(ticket)
+                        if position == 0 or (on_queued is not None and position != reported):
+                            break
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            self._unwait(ticket)
+                            ticket.state = "left"
+                            return False
+                        self.cond.wait(remaining)
+                if position == 0:
+                    if reported is not None and on_queued is not None:
+                        on_queued(0)
+                    return True
+                reported = position
+                if on_queued is not None:
+                    on_queued(position)
+        except BaseException:
+            self.leave(ticket)
+            raise
+
+    def leave(self, ticket: _Ticket) -> None:
+        """Withdraw a waiting ticket, or give back the slot of a running one."""
+        with self.cond:
+            if ticket.state == "waiting":
+                self._unwait(ticket)
+                ticket.state = "left"
+                self.cond.notify_all()
+        if ticket.state == "running":
+            self.release(ticket)
+
+    def release(self, ticket: _Ticket) -> None:
+        """The ticket's job has ended (its child is gone): its slot goes to the next job."""
+        with self.cond:
+            if ticket.state != "running":
+                return
+            ticket.state = "done"
+            self.free += 1
+            self.running[ticket.session] -= 1
+            if not self.running[ticket.session]:
+                del self.running[ticket.session]
+            if len(self.next_tag) > 4 * self.limit:  # forget sessions with no advance left
+                for key in [key for key, tag in self.next_tag.items() if tag <= self.virtual]:
+                    del self.next_tag[key]
+            self._dispatch()
+            self.cond.notify_all()
+
+    @property
+    def running_count(self) -> int:
+        with self.cond:
+            return self.slots - self.free
+
+    @property
+    def waiting_count(self) -> int:
+        with self.cond:
+            return len(self.waiting)
 
 
 class _Zygote:
@@ -228,30 +457,46 @@ class SandboxPool:
         self,
         *,
         concurrency: int | None = None,
-        queue_limit: int = 16,
-        queue_wait_s: float = 15.0,
+        queue_limit: int = 64,
+        session_queue_limit: int = 2,
+        queue_wait_s: float = 120.0,
         rate_limit: int = 10,
         rate_window_s: float = 10.0,
         memory_mb: int = DEFAULT_MEMORY_MB,
         max_result_bytes: int = MAX_RESULT_BYTES,
         test_hooks: bool = False,
     ) -> None:
+        """``queue_limit``: jobs that may wait in all (a class of 30, one job each, fits);
+        ``session_queue_limit``: jobs one session may have waiting besides its running one;
+        ``queue_wait_s``: the longest a job waits for a slot before it is answered "busy"
+        (a safety net: with the queue bounded and every job time-limited, honest load never
+        reaches it)."""
         self.concurrency = concurrency or max(1, min(os.cpu_count() or 1, 4))
         self.queue_limit = queue_limit
+        self.session_queue_limit = session_queue_limit
         self.queue_wait_s = queue_wait_s
         self.memory_mb = memory_mb
         self.max_result_bytes = max_result_bytes
         self.test_hooks = test_hooks  # allows switching layers off, for the attack tests only
-        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._queue = FairQueue(
+            self.concurrency, per_session=session_queue_limit, limit=queue_limit
+        )
         self._rate = _RateLimiter(rate_limit, rate_window_s)
-        self._counter_lock = threading.Lock()
-        self._waiting = 0
-        self._running = 0
         self._ids = itertools.count(1)
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._closed = False
         self.log_path = Path(tempfile.gettempdir()) / f"torchatlas-sandbox-{os.getpid()}.log"
+
+    @property
+    def _running(self) -> int:
+        """Jobs holding a slot (their child may still be exiting)."""
+        return self._queue.running_count
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting for a slot now."""
+        return self._queue.waiting_count
 
     # ------------------------------------------------------------------ zygote
     def _zygote_ready(self, wait: bool = True) -> _Zygote | None:
@@ -284,8 +529,7 @@ class SandboxPool:
         zygote = self._zygote
         ready = bool(zygote and zygote.alive() and zygote.ready.is_set() and zygote.info)
         probe = zygote.info.get("probe", {}) if ready and zygote else {}
-        with self._counter_lock:
-            free = max(0, self.concurrency - self._running) if ready else 0
+        free = max(0, self.concurrency - self._running) if ready else 0
         details = []
         if probe.get("error"):
             details.append(f"probe: {probe['error']}")
@@ -313,8 +557,17 @@ class SandboxPool:
         timeout_s: float = 10.0,
         session_id: str | None = None,
         layers_off: tuple[str, ...] = (),
+        on_queued: Callable[[int], None] | None = None,
+        value_schema: Spec | None = None,
     ) -> SandboxResult:
-        """Run ``job`` on ``source`` in a fresh confined child; never raises for user input."""
+        """Run ``job`` on ``source`` in a fresh confined child; never raises for user input.
+
+        ``on_queued(position)``: called (in this thread) while the job waits for a slot, with
+        its place in line (1 = next) whenever that changes, and with 0 when it starts; not
+        called when a slot is free at once. ``value_schema``: the caller's schema of the
+        job's value; a reply that does not match it (or the envelope's own bounds) becomes
+        an ``untrusted`` error, never an exception.
+        """
         started = time.perf_counter()
         if job not in JOBS:
             return _error("job_error", f"Unknown sandbox job {job!r}.", started)
@@ -327,40 +580,43 @@ class SandboxPool:
         except (TypeError, ValueError) as exc:
             return _error("job_error", f"The job's parameters are not JSON: {exc}", started)
         timeout_s = min(max(float(timeout_s), MIN_TIMEOUT_S), MAX_TIMEOUT_S)
+        ticket, refusal = self._queue.enter(session_id)
+        if ticket is None:
+            if refusal == "session":
+                return _error(
+                    "too_many_jobs",
+                    f"You already have an analysis running and {self.session_queue_limit} "
+                    "waiting. Wait until they finish, then start the next one.",
+                    started,
+                )
+            return _error("busy", _busy_message(), started)
         wait_s = self._rate.wait_needed(session_id)
         if wait_s > 0:
+            self._queue.leave(ticket)
             return _error(
                 "busy",
                 f"You started {self._rate.limit} analyses in the last {self._rate.window_s:g} "
                 f"seconds. Wait {max(1, round(wait_s))} s and try again.",
                 started,
             )
-        with self._counter_lock:
-            if self._waiting >= self.queue_limit:
-                return _error("busy", _busy_message(), started)
-            self._waiting += 1
-        try:
-            got_slot = self._slots.acquire(timeout=self.queue_wait_s)
-        finally:
-            with self._counter_lock:
-                self._waiting -= 1
-        if not got_slot:
-            return _error("busy", _busy_message(), started)
-        with self._counter_lock:
-            self._running += 1
+        if not self._queue.wait(ticket, self.queue_wait_s, on_queued):
+            return _error(
+                "busy",
+                f"Your analysis waited {self.queue_wait_s:g} s in line without a free worker. "
+                "Try again in a minute.",
+                started,
+            )
         released = threading.Event()
 
         def release() -> None:
             if not released.is_set():
                 released.set()
-                with self._counter_lock:
-                    self._running -= 1
-                self._slots.release()
+                self._queue.release(ticket)
 
         handed_over = False
         try:
             result, handed_over = self._run_in_child(
-                source, job, params, timeout_s, layers_off, started, release
+                source, job, params, timeout_s, layers_off, started, release, value_schema
             )
             return result
         finally:
@@ -376,6 +632,7 @@ class SandboxPool:
         layers_off: tuple[str, ...],
         started: float,
         release: Callable[[], None],
+        value_schema: Spec | None = None,
     ) -> tuple[SandboxResult, bool]:
         """The job's result, and whether ``release`` (the concurrency slot) was handed to the
         child's exit: a child that has answered is not waited for, but its slot stays taken
@@ -398,6 +655,9 @@ class SandboxPool:
             "layers_off": list(layers_off),
         }
         ours, theirs = socket.socketpair()
+        reply: dict[str, Any] | None = None
+        too_large: protocol.MessageTooLarge | None = None
+        untrusted: str | None = None  # why the reply cannot be believed
         try:
             try:
                 waiter = zygote.submit(job_id, order, theirs.fileno())
@@ -407,39 +667,37 @@ class SandboxPool:
             finally:
                 theirs.close()
             deadline = time.monotonic() + timeout_s + EXIT_REPORT_GRACE_S
-            reply, too_large = None, None
             try:
                 ours.settimeout(max(0.1, deadline - time.monotonic()))
                 ours.sendall(protocol.encode({"source": source, "job": job, "params": params}))
-                reply = protocol.receive(ours, self.max_result_bytes + 4096)
+                received = protocol.receive(ours, self.max_result_bytes + 4096)
+                if received is not None:
+                    reply = check_reply(received, value_schema)
             except protocol.MessageTooLarge as exc:
                 too_large = exc
-            except (OSError, ValueError, RecursionError):
-                # The child died, hung up or sent something unreadable (a child running hostile
-                # code may write anything to its socket): the zygote's exit report says why.
+            except OSError:
+                # The child died or hung up: the zygote's exit report says why.
                 reply = None
+            except (ValueError, RecursionError) as exc:
+                # Unreadable JSON, numbers past the decoder's bounds, or a reply outside its
+                # schema: a child running hostile code may write anything to its socket.
+                untrusted = str(exc)[:300] if isinstance(exc, ValueError) else "nested too deep"
         finally:
             ours.close()
         # A child that answered needs no exit report to be understood: answer now (its
         # exit, ~20 ms of address-space teardown and reaping, happens meanwhile). Without an
         # answer, only the exit report says what happened (timeout, crash, memory).
-        answered = (
-            too_large is None
-            and isinstance(reply, dict)
-            and (
-                (reply.get("ok") is True and isinstance(reply.get("value"), dict))
-                or isinstance(reply.get("error"), dict)
-            )
-        )
+        answered = too_large is None and (reply is not None or untrusted is not None)
         handed_over = answered and zygote.when_exited(job_id, waiter, release)
         if not handed_over:
             waiter["event"].wait(max(0.1, deadline - time.monotonic()))
         exit_report = waiter["exit"] or {}
         usage = {key: exit_report[key] for key in ("max_rss_kb", "cpu_s") if key in exit_report}
-        try:
+        if untrusted is not None:
+            LOG.warning("sandbox job %s: reply refused: %s", job, untrusted)
+            result = _error("untrusted", UNTRUSTED_MESSAGE, started)
+        else:
             result = self._interpret(reply, too_large, exit_report, zygote, timeout_s, started)
-        except (KeyError, TypeError, ValueError, AttributeError):  # a forged, malformed reply
-            result = _error("crashed", "The worker sent an unreadable result; try again.", started)
         result.usage = usage
         return result, handed_over
 
@@ -452,6 +710,7 @@ class SandboxPool:
         timeout_s: float,
         started: float,
     ) -> SandboxResult:
+        """``reply`` has passed :func:`check_reply` (or is None)."""
         if too_large is not None:
             return _error(
                 "output_too_large",
@@ -459,9 +718,9 @@ class SandboxPool:
                 f"{too_large.limit / 2**20:.0f} MB. Analyse a smaller model.",
                 started,
             )
-        if reply is not None and reply.get("ok") is True and isinstance(reply.get("value"), dict):
+        if reply is not None and reply["ok"]:
             return SandboxResult(True, reply["value"], None, _since(started))
-        if reply is not None and isinstance(reply.get("error"), dict):
+        if reply is not None:
             return SandboxResult(False, None, _sandbox_error(reply["error"]), _since(started))
         stop_signal = exit_report.get("signal")
         if exit_report.get("timed_out") or stop_signal == signal.SIGXCPU:
@@ -489,22 +748,23 @@ class SandboxPool:
 
 
 def _busy_message() -> str:
-    return "Many people are analysing models right now. Wait a few seconds and try again."
+    return (
+        "Many people are analysing models right now and the line is full. Wait a few seconds "
+        "and try again."
+    )
 
 
 def _sandbox_error(data: dict[str, Any]) -> SandboxError:
-    kind = data.get("kind") if data.get("kind") in ERROR_KINDS else "job_error"
+    """The error of a reply that passed :func:`check_reply` (every field bounded)."""
+    kind = data["kind"] if data["kind"] in ERROR_KINDS else "job_error"
     refusals = [
-        Refusal(int(r["line"]), int(r["col"]), str(r["code"]), str(r["message"]))
-        for r in data.get("refusals") or []
-        if isinstance(r, dict)
+        Refusal(r["line"], r["col"], r["code"], r["message"]) for r in data.get("refusals") or []
     ]
-    line, col = data.get("line"), data.get("col")
     return SandboxError(
-        kind=str(kind),
-        message=str(data.get("message", "")),
-        line=line if isinstance(line, int) else None,
-        col=col if isinstance(col, int) else None,
+        kind=kind,
+        message=data["message"],
+        line=data.get("line"),
+        col=data.get("col"),
         refusals=refusals,
     )
 
@@ -530,6 +790,16 @@ def run_job(
     *,
     timeout_s: float = 10.0,
     session_id: str | None = None,
+    on_queued: Callable[[int], None] | None = None,
+    value_schema: Spec | None = None,
 ) -> SandboxResult:
     """Run ``job`` on ``source`` in the process-wide pool (see :meth:`SandboxPool.run_job`)."""
-    return get_pool().run_job(source, job, params, timeout_s=timeout_s, session_id=session_id)
+    return get_pool().run_job(
+        source,
+        job,
+        params,
+        timeout_s=timeout_s,
+        session_id=session_id,
+        on_queued=on_queued,
+        value_schema=value_schema,
+    )
