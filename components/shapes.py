@@ -31,10 +31,15 @@ def encode_source(source: str) -> str:
     return base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
 
 
-def decode_source(token: str, max_chars: int = MAX_SOURCE_CHARS) -> str | None:
+def decode_source(
+    token: str,
+    max_chars: int = MAX_SOURCE_CHARS,
+    max_token_chars: int | None = MAX_URL_SOURCE_CHARS,
+) -> str | None:
     """The source a shared link carries, or None if the link is damaged or carries more than
-    this app ever puts in a link (a longer token, or more than ``max_chars`` characters)."""
-    if len(token) > MAX_URL_SOURCE_CHARS:  # encode_source's links never exceed it
+    this app ever puts in a link: a token longer than ``max_token_chars`` (the page never
+    writes one) or a source longer than ``max_chars``. Linear in the token."""
+    if max_token_chars is not None and len(token) > max_token_chars:
         return None
     try:
         packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))

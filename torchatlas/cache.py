@@ -58,6 +58,18 @@ _SMALL_INT_LIMIT = 1 << 30  # ints of smaller magnitude are all one size (or sma
 _SMALL_INT_SIZE = max(sys.getsizeof(_SMALL_INT_LIMIT - 1), sys.getsizeof(-_SMALL_INT_LIMIT + 1))
 
 
+def _sizeof(value: Any) -> int:
+    """``sys.getsizeof``, except that a non-ASCII string is priced with its UTF-8 copy.
+
+    CPython caches that copy inside the string the first time C code asks for UTF-8 (JSON
+    and protobuf encoders do, when a page sends the string), and ``getsizeof`` counts it from
+    then on. Pricing it up front keeps a measured entry from growing after it is stored."""
+    if type(value) is not str or value.isascii():
+        return sys.getsizeof(value)
+    bare = sys.getsizeof(value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass"))
+    return max(sys.getsizeof(value), bare + len(value.encode("utf-8", "surrogatepass")) + 1)
+
+
 def _leaves_size(items: Any) -> int | None:
     """The bytes of a container's items when every one is a leaf, else None. Floats and
     small ints (the bulk of listed tensor values) are priced by count, not one by one."""
@@ -69,7 +81,7 @@ def _leaves_size(items: Any) -> int | None:
     small_ints = kinds and kinds <= {int, bool}
     if small_ints and min(items) > -_SMALL_INT_LIMIT and max(items) < _SMALL_INT_LIMIT:
         return len(items) * _SMALL_INT_SIZE
-    return sum(map(sys.getsizeof, items))
+    return sum(map(_sizeof, items) if str in kinds else map(sys.getsizeof, items))
 
 
 def _buffer_bytes(value: Any, storages: set[tuple[int, int]]) -> int:
@@ -112,7 +124,7 @@ def deep_size(value: Any) -> int:
             continue
         seen.add(id(item))
         try:
-            total += sys.getsizeof(item)
+            total += _sizeof(item)
         except TypeError:  # objects that refuse __sizeof__: count a small wrapper
             total += 64
         if isinstance(item, str | bytes | bytearray | int | float | complex | bool):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
+import zlib
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -221,3 +223,68 @@ def test_error_marks() -> None:
         "refusals": [{"line": 3, "message": "`a` no"}, {"line": 5, "message": "b"}],
     }  # fmt: skip
     assert error_marks(refused) == {3: "a no", 5: "b"}
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def _arrive_with(**boxes: str) -> AppTest:
+    """The page's first run with these box values already in the session (a script or a
+    restored session: what the boxes' max_chars cannot bind)."""
+    preset = PRESETS["net"]
+    state = {
+        "shapes_source": preset.source, "shapes_model": preset.model,
+        "shapes_inputs": preset.shapes, "shapes_dtypes": preset.dtypes,
+        "shapes_symbolic": False, "shapes_preset_key": "net",
+    }  # fmt: skip
+    state.update(boxes)
+    return open_page("views/shapes.py", **state)
+
+
+@pytest.mark.parametrize(
+    ("box", "text", "title"),
+    [
+        ("shapes_inputs", "1×" * 20_000, "The shapes box is too long"),
+        ("shapes_inputs", "(" * 20_000, "The shapes box is too long"),
+        ("shapes_dtypes", "float32, " * 1_000, "The dtypes box is too long"),
+        ("shapes_model", "Net(" + "[" * 20_000 + ")", "The model box is too long"),
+        ("shapes_source", "# padding\n" * 6_000, "The code is too long"),
+    ],
+)
+def test_over_long_boxes_are_refused_at_once(box: str, text: str, title: str) -> None:
+    at = _arrive_with(**{box: text})
+    assert not at.exception
+    assert title in at.error[0].value
+    assert f"{len(text):,}" in at.error[0].value  # the length and the limit, in the message
+    assert at.session_state["shapes_result"]["report"]["error"]["kind"].endswith("_too_long")
+
+
+def test_boxes_carry_their_limits() -> None:
+    at = open_page("views/shapes.py")
+    assert at.text_area(key="shapes_source").proto.max_chars == 50_000
+    assert at.text_input(key="shapes_model").proto.max_chars == 500
+    assert at.text_input(key="shapes_inputs").proto.max_chars == 500
+    assert at.text_input(key="shapes_dtypes").proto.max_chars == 200
+
+
+def test_a_link_with_values_longer_than_the_boxes_is_damaged() -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.query_params["m_shapes"] = "1×" * 300
+    at.query_params["m_model"] = "Net()"
+    at.run()
+    at.switch_page("views/shapes.py").run()
+    assert not at.exception
+    assert "Part of the shared link could not be read" in at.warning[0].value
+    assert at.text_input(key="shapes_inputs").value == PRESETS["net"].shapes
+    assert at.text_input(key="shapes_model").value == "Net()"  # the readable part is kept
+
+
+def test_source_links_are_bounded() -> None:
+    bomb = base64.urlsafe_b64encode(zlib.compress(b"#" * 4_000_000, 9)).decode().rstrip("=")
+    assert len(bomb) <= 6000  # a link-sized token that inflates a thousand times
+    assert decode_source(bomb) is None
+    assert decode_source("A" * 6001) is None  # longer than any link the page writes
+    assert decode_source(encode_source("#" * 50_001)) is None  # past the editor's limit
+    assert decode_source(encode_source("#" * 50_000)) == "#" * 50_000
+    assert decode_source(encode_source("x = 1\n")[:-4]) is None  # cut short

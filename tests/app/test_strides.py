@@ -6,7 +6,12 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from components.strides_panels import CACHE_BYTES, ROOM_CACHE
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.cache import deep_size
+from torchatlas.strides import MAX_CHAIN_TEXT, MAX_INDEX_TEXT, MAX_OP_TEXT, MAX_SHAPE_TEXT
+from torchatlas.strides.examples import EXAMPLES
+from torchatlas.strides.quiz import MAX_ANSWER_TEXT, make_question
 
 
 def chart_specs(at: AppTest) -> list[dict]:
@@ -170,3 +175,86 @@ def test_example_menu_and_add_op() -> None:
     assert at.selectbox(key="strides_add_op").value is None  # ready for the next op
     assert "Copy: new storage S1 (48 bytes allocated)" in rendered_text(at)
     assert not at.exception
+
+
+# ---------------------------------------------------------------------------- bounds
+
+
+def test_over_long_text_is_refused_with_a_clear_error() -> None:
+    # Scripts and links reach the page without the boxes' max_chars: the parsers refuse.
+    at = open_page("views/strides.py", strides_shape="2, " * 1000)
+    assert not at.exception
+    assert "The shape is 3,000 characters long; type at most 80" in at.error[0].value
+    at = open_page("views/strides.py", strides_ops=".t()\n" * 10_000)
+    assert not at.exception
+    assert "The op chain is 50,000 characters long" in at.error[0].value
+    at = open_page("views/strides.py", lang="ko", strides_ops=".t()\n" * 10_000)
+    assert "연산 체인이 50,000자입니다" in at.error[0].value
+
+
+def test_text_boxes_carry_their_limits() -> None:
+    at = open_page("views/strides.py", strides_panel="Write-through", strides_typing=True)
+    assert at.text_input(key="strides_shape").proto.max_chars == MAX_SHAPE_TEXT
+    assert at.text_area(key="strides_ops").proto.max_chars == MAX_CHAIN_TEXT
+    assert at.text_input(key="strides_write_text").proto.max_chars == MAX_OP_TEXT
+    assert at.text_input(key="strides_typed_element").proto.max_chars == MAX_INDEX_TEXT
+    seed = next(s for s in range(1, 100) if make_question(s).kind in ("new_stride", "which_cell"))
+    at = open_page("views/strides.py", strides_panel="Predict, then reveal", strides_seed=seed)
+    answer = at.text_input(key=f"strides_quiz_answer_{seed}")
+    assert answer.proto.max_chars == MAX_ANSWER_TEXT
+    at.session_state[f"strides_quiz_answer_{seed}"] = "1, " * 100  # past the box, by script
+    at.run()
+    next(b for b in at.button if b.label == "Check").click().run()
+    assert not at.exception  # the box cut it to its limit; grade() refuses longer ones itself
+    assert at.success or at.error
+
+
+def test_typed_index_is_read_within_its_box() -> None:
+    at = open_page("views/strides.py", strides_typing=True)
+    at.text_input(key="strides_typed_element").set_value("1, " * 40).run()  # cut to 80
+    assert not at.exception
+    assert "is not an index of a tensor of size (2, 6)" in rendered_text(at)
+    at.text_input(key="strides_typed_element").set_value("[1, 2]").run()
+    assert "`y3[1, 2]` reads storage cell" in at.success[0].value
+    at.text_input(key="strides_typed_element").set_value("(1, 0)").run()
+    assert "`y3[1, 0]` reads storage cell" in at.success[0].value
+
+
+def _shared(query: dict[str, object]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("views/strides.py").run()
+    assert not at.exception
+    return at
+
+
+def test_a_link_holding_more_than_the_room_writes_is_not_used() -> None:
+    for query in ({"s_shape": "2," * 100, "s_ops": [".t()"]},
+                  {"s_shape": "3,4", "s_ops": [".t()" * 100] * 24}):  # fmt: skip
+        at = _shared(query)
+        assert "holds more than this room ever puts in a link" in at.warning[0].value
+        assert at.session_state["strides_ops"] == "\n".join(EXAMPLES["transpose_contiguous"].ops)
+
+
+def test_heavy_shared_links_stay_within_the_byte_budget() -> None:
+    """A handful of distinct links to the heaviest chains the room draws (64×64 float64,
+    24 ops): the room's cache evicts by bytes and never holds more than its budget, measured
+    entry by entry."""
+    ROOM_CACHE.clear()
+    before = ROOM_CACHE.stats()
+    for variant in range(8):
+        ops = [".t()", ".contiguous()"] * 11 + [f"[{variant}:]", ".clone()"]
+        at = _shared({"s_shape": "64,64", "s_dtype": "float64", "s_ops": ops})
+        assert not at.error
+        assert ROOM_CACHE.nbytes <= CACHE_BYTES
+    stats = ROOM_CACHE.stats()
+    assert stats.evictions > before.evictions  # these links did not all fit: the oldest went
+    measured = {key: deep_size((key, ROOM_CACHE.get(key))) for key in ROOM_CACHE}
+    assert sum(measured.values()) <= CACHE_BYTES
+    for key, size in measured.items():  # no entry grew after it was measured
+        assert size <= ROOM_CACHE.size_of(key), key[0]
+    heaviest = max(size for key, size in measured.items() if key[0] == "steps")
+    assert 4 * 2**20 < heaviest < 16 * 2**20  # per-element lists only as far as drawn

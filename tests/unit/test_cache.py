@@ -30,6 +30,18 @@ def test_deep_size_counts_what_an_entry_holds() -> None:
     assert deep_size(nested) > sys.getsizeof(text) + 1000 * 8
 
 
+def test_a_string_sent_to_the_browser_does_not_outgrow_its_measure() -> None:
+    # Encoding a non-ASCII string to UTF-8 (as protobuf does when a page sends it) caches a
+    # copy inside the string; deep_size prices that copy from the start.
+    from streamlit.proto.Markdown_pb2 import Markdown
+
+    text = "저장소와 stride " * 500
+    measured = deep_size(text)
+    Markdown(body=text).SerializeToString()
+    assert sys.getsizeof(text) <= measured
+    assert deep_size("ascii only") == sys.getsizeof("ascii only")
+
+
 def test_deep_size_counts_array_and_tensor_data() -> None:
     array = np.zeros(100_000, dtype=np.float64)
     assert deep_size(array) >= array.nbytes

@@ -11,19 +11,25 @@ import warnings
 import pytest
 import torch
 
+from torchatlas.cache import deep_size
 from torchatlas.strides import (
+    MAX_CHAIN_TEXT,
     MAX_ELEMENTS,
+    MAX_SHAPE_TEXT,
     OpParseError,
     ShapeInputError,
     chain_code,
+    parse_chain,
+    parse_index,
     parse_op,
     parse_shape,
+    parse_write,
     run_chain,
     storage_index,
     trace,
 )
 from torchatlas.strides.examples import EXAMPLES
-from torchatlas.strides.quiz import KINDS, grade, make_question
+from torchatlas.strides.quiz import KINDS, MAX_ANSWER_TEXT, grade, make_question
 from torchatlas.strides.writes import write_through
 
 
@@ -372,3 +378,68 @@ def test_examples_run_and_generated_code_matches_the_trace(tmp_path) -> None:
     for line, step in zip(output, [s for s in steps if s.error is None], strict=True):
         assert line.startswith(f"{step.name} {step.size} {step.stride} {step.storage_offset}")
     assert "# The next op fails in PyTorch: y3[::-1]" in code
+
+
+# ---------------------------------------------------------------------------- bounds
+
+
+def test_steps_list_elements_only_up_to_the_callers_limit() -> None:
+    steps = trace((64, 64), "float32", [".t()", "[:2]"], listed_up_to=4096)
+    assert steps[1].storage_indices is not None and len(steps[1].storage_values) == 4096
+    assert steps[2].values == reference((64, 64)).t()[:2].tolist()
+    small = trace((64, 64), "float32", [".t()", "[:2]"], listed_up_to=128)
+    assert small[1].storage_indices is None and small[1].values is None
+    assert small[1].storage_values is None
+    assert small[2].values is not None  # 128 elements, reading a 4,096-cell storage
+    for kept, summarised in zip(steps, small, strict=True):  # the numbers stay exact
+        assert kept.stride == summarised.stride and kept.byte_range == summarised.byte_range
+        assert kept.footprint == summarised.footprint
+
+
+def test_a_page_sized_chain_weighs_megabytes_not_hundreds() -> None:
+    ops = [".permute(3, 2, 1, 0)", ".contiguous()"] * 12
+    big = [s.to_dict() for s in trace((16, 16, 16, 16), "float64", ops, listed_up_to=4096)]
+    assert len(big) == 25 and big[-1]["error"] is None
+    assert deep_size(big) < 2**20  # listed in full, this chain holds about 200 MB
+    drawn = [
+        s.to_dict()
+        for s in trace((64, 64), "float64", [".t()", ".contiguous()"] * 12, listed_up_to=4096)
+    ]
+    assert deep_size(drawn) < 16 * 2**20  # the heaviest chain the pictures can draw
+
+
+def test_write_through_lists_up_to_the_limit_and_counts_exactly() -> None:
+    full = write_through((64, 64), "float32", [".t()"], 1, "fill_(-1)")
+    short = write_through((64, 64), "float32", [".t()"], 1, "fill_(-1)", listed_up_to=10)
+    assert full.changed_counts == short.changed_counts == {0: 4096, 1: 4096}
+    assert len(full.changed_elements[0]) == 4096 and len(short.changed_elements[0]) == 10
+    assert short.values_after == {0: None, 1: None}
+    assert len(short.changed_bytes["S0"]) == 10
+
+
+def test_over_long_texts_are_refused_before_they_are_read() -> None:
+    with pytest.raises(ShapeInputError) as shape:
+        parse_shape("2, " * MAX_SHAPE_TEXT)
+    assert shape.value.code == "shape_too_long" and shape.value.params["limit"] == MAX_SHAPE_TEXT
+    with pytest.raises(OpParseError) as chain:
+        parse_chain(".t()\n" * MAX_CHAIN_TEXT)
+    assert chain.value.code == "chain_too_long"
+    assert parse_chain(" .t() \n\n[0]\n") == [".t()", "[0]"]
+    with pytest.raises(OpParseError) as write:
+        parse_write("fill_(" + "1" * 300 + ")")
+    assert write.value.code == "write_too_long" and len(str(write.value.params["text"])) < 50
+    result = write_through((2, 3), "float32", [], 0, "fill_(" + "1" * 300 + ")")
+    assert result.error is not None and result.error.code == "write_too_long"
+    with pytest.raises(OpParseError) as answer:
+        grade(make_question(1), "1, " * MAX_ANSWER_TEXT)
+    assert answer.value.code == "answer_too_long"
+    assert not grade(make_question(1, "new_stride"), "9" * 50).correct  # read, never int()-ed
+
+
+def test_typed_element_index() -> None:
+    assert parse_index("(1, 2)", (2, 3)) == (1, 2) == parse_index("[1,2]", (2, 3))
+    for text, code in [("1", "not_an_index"), ("2, 0", "not_an_index"), ("a, b", "not_an_index"),
+                       ("1, " * 40, "index_too_long")]:  # fmt: skip
+        with pytest.raises(OpParseError) as raised:
+            parse_index(text, (2, 3))
+        assert raised.value.code == code

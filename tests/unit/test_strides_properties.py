@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchatlas.strides import run_chain, trace
+from torchatlas.strides import FOOTPRINT_BINS, run_chain, trace
 
 Op = tuple[str, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -138,6 +138,12 @@ def test_every_step_matches_torch(case: tuple[tuple[int, ...], list[Op]]) -> Non
         assert step.is_contiguous == tensor.is_contiguous()
         assert step.values == tensor.tolist()
         assert flat(step.storage_indices) == element_cells(tensor)
+        cells = tensor.untyped_storage().nbytes() // tensor.element_size()
+        bins = min(cells, FOOTPRINT_BINS)
+        footprint = [False] * bins  # the storage in bins: which ones the step reads
+        for cell in element_cells(tensor):
+            footprint[cell * bins // cells] = True
+        assert list(step.footprint) == footprint
         pointer = tensor.untyped_storage().data_ptr()
         if previous is not None:
             shares = pointer == previous.untyped_storage().data_ptr()

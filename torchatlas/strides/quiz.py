@@ -20,6 +20,7 @@ MAX_TRIES = 60
 # The longest answer graded: a stride of rank ≤ 4 or a cell number needs far less. Longer
 # answers are refused before they are read.
 MAX_ANSWER_TEXT = 60
+MAX_ANSWER_DIGITS = 20
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ def _parse_ints(text: str) -> tuple[int, ...] | None:
     numbers = re.findall(r"-?\d+", text)
     if not numbers or re.search(r"[^\d\s,()\[\]\-]", text):
         return None
+    if any(len(number) > MAX_ANSWER_DIGITS for number in numbers):
+        return None  # no stride or cell here has that many digits (and int() would refuse)
     return tuple(int(n) for n in numbers)
 
 
