@@ -137,8 +137,8 @@ def add_op() -> None:
     """Append the op just picked (or typed) to the chain, and empty the picker for the next."""
     op = st.session_state.get("strides_add_op")
     if op:
-        # Typed ops reach here without a length limit: one character past the op limit is
-        # enough for the chain to say "too long" and keeps the box within its own limit.
+        # A typed op reaches here without a length limit: one character past the op limit
+        # is enough for the op to be refused as too long, and keeps the box bounded.
         lines = parse_chain(str(st.session_state[OPS_KEY]), max_chars=None)[: MAX_OPS - 1]
         st.session_state[OPS_KEY] = "\n".join([*lines, str(op).strip()[: MAX_OP_TEXT + 1]])
         st.session_state.pop(STEP_KEY, None)
