@@ -301,6 +301,7 @@ class FairQueue:
                         if remaining <= 0:
                             self._unwait(ticket)
                             ticket.state = "left"
+                            self.cond.notify_all()  # the jobs behind it moved up
                             return False
                         self.cond.wait(remaining)
                 if position == 0:
@@ -470,8 +471,10 @@ class SandboxPool:
         ``session_queue_limit``: jobs one session may have waiting besides its running one;
         ``queue_wait_s``: the longest a job waits for a slot before it is answered "busy"
         (a safety net: with the queue bounded and every job time-limited, honest load never
-        reaches it)."""
-        self.concurrency = concurrency or max(1, min(os.cpu_count() or 1, 4))
+        reaches it). ``concurrency`` defaults to the cores, between 2 and 4: with one running
+        job per session, a second slot is what keeps one session's slow job from holding up
+        everyone else, even on a single core (the two children then share it)."""
+        self.concurrency = concurrency or max(2, min(os.cpu_count() or 1, 4))
         self.queue_limit = queue_limit
         self.session_queue_limit = session_queue_limit
         self.queue_wait_s = queue_wait_s
