@@ -17,6 +17,7 @@ The zygote answers ``ready`` once, then ``exit`` for every job (how the child en
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -28,6 +29,11 @@ import time
 from typing import Any
 
 CONTROL_MESSAGE_BYTES = 65536
+# How long a spare may take to accept a job before it is replaced by a fresh child (it answers
+# at once unless something is wrong with it).
+HANDOVER_TIMEOUT_S = 2.0
+NOBODY = 65534
+CLONE_NEWUSER = 0x10000000
 
 WARM_UP_SOURCE = """
 import math
@@ -66,6 +72,24 @@ SPARE_WARM_UP = {
     "job": "shapes.analyze",
     "params": {"input_shapes": [[1, 3, 64, 64]], "model": "resnet18()"},
 }
+
+
+def unprivileged_user_namespaces() -> bool:
+    """Whether this kernel lets an ordinary user create a user namespace (reported in the
+    probe; the sandbox does not depend on it), asked in a throw-away child."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+            code = 0 if ctypes.CDLL(None).unshare(CLONE_NEWUSER) == 0 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _send(control: socket.socket, message: dict[str, Any]) -> None:
@@ -187,7 +211,10 @@ class Zygote:
             os.waitpid(spare.pid, 0)
 
     def _hand_to_spare(self, order: dict[str, Any], job_fd: int) -> int | None:
-        """The spare's pid once it holds the job, or None (no spare, or it is gone)."""
+        """The spare's pid once it holds the job, or None (no spare, it is gone, or it found
+        itself changed since it was confined: then the caller forks a fresh child)."""
+        from torchatlas.sandbox.worker import SPARE_ACCEPTED
+
         if order.get("layers_off"):  # a test switching layers off: the spare has them all on
             return None
         if self.spare is None or not self.spare.ready:  # a burst: do not wait for the warm-up
@@ -196,13 +223,21 @@ class Zygote:
         assert spare is not None
         try:
             socket.send_fds(spare.channel, [json.dumps(order).encode()], [job_fd])
-        except OSError:  # it died (killed from outside): reap it, fork the usual way
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(spare.pid, 0)
-            return None
+            # The spare answers before it reads anything from the job's socket; until then
+            # this process keeps its own copy of the socket, so a refused job is not lost.
+            spare.channel.settimeout(HANDOVER_TIMEOUT_S)
+            answer = spare.channel.recv(16)
+        except OSError:  # it died (killed from outside) or does not answer
+            answer = b""
         finally:
             spare.channel.close()
-        return spare.pid
+        if answer == SPARE_ACCEPTED:
+            return spare.pid
+        with contextlib.suppress(OSError):
+            os.kill(spare.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(spare.pid, 0)
+        return None
 
     def start_job(self, order: dict[str, Any], job_fd: int) -> None:
         from torchatlas.sandbox.worker import child_main
@@ -300,6 +335,7 @@ def main() -> None:
     started = time.perf_counter()
     with contextlib.suppress(ImportError, OSError):  # without it, health() shows seccomp off
         import pyseccomp  # noqa: F401 - loads libseccomp now; children cannot open it later
+    user_namespaces = unprivileged_user_namespaces()  # asked before torch makes forks slow
     import torch
     import torchvision.models  # noqa: F401
 
@@ -309,6 +345,7 @@ def main() -> None:
     import_s = time.perf_counter() - started
     failures = warm_up()
     probe = probe_layers()
+    probe["unprivileged_user_namespaces"] = user_namespaces  # for the record; not relied on
     _send(
         control,
         {
