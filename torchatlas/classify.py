@@ -36,7 +36,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 from torchvision.transforms._presets import ImageClassification
 
-from torchatlas.images import ImageError, SourceInfo, decode
+from torchatlas.images import Decoded, ImageError, SourceInfo, decode
 from torchatlas.runtime import keep_freed_memory_for_reuse
 
 DEFAULT_MODEL = "efficientnet_lite0"
@@ -525,12 +525,21 @@ def _stats(tensor: torch.Tensor) -> tuple[ChannelStats, ...]:
     )
 
 
-def preprocess_steps(image: bytes | Image.Image, model: str = DEFAULT_MODEL) -> list[Step]:
-    """Every transform's output for ``model``'s own preprocessing, from file to model input."""
+def preprocess_steps(
+    image: bytes | Image.Image | Decoded, model: str = DEFAULT_MODEL
+) -> list[Step]:
+    """Every transform's output for ``model``'s own preprocessing, from file to model input.
+
+    ``image``: file contents, a PIL image, or a file already decoded (``images.look``).
+    """
     spec = model_spec(model)
     steps: list[Step] = []
-    if isinstance(image, bytes | bytearray):
-        decoded = decode(bytes(image), min_side=2 * spec.resize_size)  # as classify() does
+    if isinstance(image, bytes | bytearray | Decoded):
+        decoded = (
+            image
+            if isinstance(image, Decoded)
+            else decode(bytes(image), min_side=2 * spec.resize_size)  # as classify() does
+        )
         info: SourceInfo = decoded.info
         rgb = decoded.image
         steps.append(
@@ -707,7 +716,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _prepare_item(
-    item: bytes | Image.Image, spec: ModelSpec
+    item: bytes | Image.Image | Decoded, spec: ModelSpec
 ) -> tuple[ImageOutcome, np.ndarray | None, float, float]:
     """Decode, resize and crop one input: (outcome, crop pixels, decode s, preprocess s).
 
@@ -719,6 +728,8 @@ def _prepare_item(
     try:
         if isinstance(item, Image.Image):
             rgb = item.convert("RGB")
+        elif isinstance(item, Decoded):  # decoded once already, when the file arrived
+            rgb, info = item.image, item.info
         else:
             # JPEG draft keeps >= 2× the resize target: same picture after Resize, decoded faster
             decoded = decode(bytes(item), min_side=2 * spec.resize_size)
@@ -740,14 +751,15 @@ def _prepare_item(
 
 
 def classify(
-    images: Sequence[bytes | Image.Image],
+    images: Sequence[bytes | Image.Image | Decoded],
     model: str = DEFAULT_MODEL,
     topk: int = 5,
 ) -> ClassifyResult:
     """Classify several images with one batched forward pass.
 
-    ``images``: file contents (decoded here, refused per file with a plain message) or PIL
-    images. A bad file becomes an outcome with ``error_code``; the others still classify.
+    ``images``: file contents (decoded here, refused per file with a plain message), files
+    already decoded (``images.look``: no decode time here) or PIL images. A bad file becomes an
+    outcome with ``error_code``; the others still classify.
     Returns per image ``(label, probability)`` pairs (``result.predictions``) and timings.
     """
     started = time.perf_counter()
@@ -832,7 +844,9 @@ class Explanation:
 
 
 def explain(
-    image: bytes | Image.Image, model: str = DEFAULT_MODEL, class_index: int | None = None
+    image: bytes | Image.Image | Decoded,
+    model: str = DEFAULT_MODEL,
+    class_index: int | None = None,
 ) -> Explanation:
     """Grad-CAM (Selvaraju et al., 2017) for ``class_index`` (default: the top prediction).
 
@@ -843,11 +857,12 @@ def explain(
     """
     loaded = load_model(model)
     spec = loaded.spec
-    rgb = (
-        decode(bytes(image), min_side=2 * spec.resize_size).image
-        if isinstance(image, bytes | bytearray)
-        else image.convert("RGB")
-    )
+    if isinstance(image, Decoded):
+        rgb = image.image
+    elif isinstance(image, bytes | bytearray):
+        rgb = decode(bytes(image), min_side=2 * spec.resize_size).image
+    else:
+        rgb = image.convert("RGB")
     _, cropped, _ = _prepare(rgb, spec)
     x = preprocess(rgb, model).unsqueeze(0).contiguous(memory_format=torch.channels_last)
     layer = loaded.module.get_submodule(spec.cam_layer)

@@ -1,7 +1,12 @@
 """Image classification room: photos in → torchatlas.classify → predictions, pipeline, heatmap.
 
 The page only collects inputs and hands plain data to components. Models are cached per
-process (st.cache_resource); predictions, pipelines and heatmaps per (file bytes, model).
+process (st.cache_resource); predictions, pipelines and heatmaps per (file digest, model).
+
+Uploads go through one budget (components.uploads): a file that is no image at a glance, or one
+over the visitor's or the server's budget, is refused as it arrives and its bytes dropped. Every
+other file is decoded once (images.look) into a small upright copy plus its digest, which the
+session keeps (``c_kept``); the raw bytes then leave the server.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from dataclasses import asdict
 import streamlit as st
 from PIL import Image
 
+from components import uploads as upload_budget
 from components.classify import (
     colour_legend,
     heatmap_overlay,
@@ -21,10 +27,13 @@ from components.classify import (
 )
 from components.i18n import t
 from torchatlas import classify as engine
-from torchatlas.images import MAX_PIXELS, ImageError, decode
+from torchatlas import images
+from torchatlas.images import MAX_PIXELS, Decoded, ImageError
 from torchatlas.runtime import torch_summary
+from torchatlas.uploads import Refusal
 
 MODEL_KEY = "c_model"  # session key and URL parameter
+KEPT_KEY = "c_kept"  # file id → (name, Decoded or Refusal): what the session keeps of uploads
 UNSURE_BELOW = 0.30  # a top-1 this low deserves a word of caution
 THUMBNAIL_PX = 480
 
@@ -37,24 +46,26 @@ def cached_model(model: str) -> engine.LoadedModel:
     return engine.load_model(model)
 
 
+# Keyed by the files' digests; the decoded images themselves (``_images``) are not hashed.
 @st.cache_data(show_spinner=False, max_entries=32)
-def cached_classify(files: tuple[bytes, ...], model: str, topk: int) -> engine.ClassifyResult:
-    return engine.classify(list(files), model=model, topk=topk)
+def cached_classify(
+    digests: tuple[str, ...], model: str, topk: int, _images: tuple[Decoded, ...]
+) -> engine.ClassifyResult:
+    return engine.classify(list(_images), model=model, topk=topk)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_thumbnail(data: bytes) -> Image.Image | None:
-    try:
-        image = decode(data, min_side=THUMBNAIL_PX).image
-    except ImageError:
-        return None
+def cached_thumbnail(digest: str, _decoded: Decoded) -> Image.Image:
+    image = _decoded.image.copy()  # shared with other sessions: never shrink it in place
     image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
     return image
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def cached_pipeline(data: bytes, model: str) -> tuple[list[dict], dict[str, Image.Image]]:
-    steps = engine.preprocess_steps(data, model)
+def cached_pipeline(
+    digest: str, model: str, _decoded: Decoded
+) -> tuple[list[dict], dict[str, Image.Image]]:
+    steps = engine.preprocess_steps(_decoded, model)
     pictures: dict[str, Image.Image] = {}
     for step in steps:
         if step.image is not None:
@@ -65,8 +76,15 @@ def cached_pipeline(data: bytes, model: str) -> tuple[list[dict], dict[str, Imag
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def cached_explanation(data: bytes, model: str, class_index: int) -> engine.Explanation:
-    return engine.explain(data, model, class_index)
+def cached_explanation(
+    digest: str, model: str, class_index: int, _decoded: Decoded
+) -> engine.Explanation:
+    return engine.explain(_decoded, model, class_index)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def sample(key: str) -> Decoded:
+    return images.look(engine.sample_bytes(key))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -142,10 +160,10 @@ def ensure_model(key: str, *, second: bool = False) -> engine.LoadedModel | None
     return None
 
 
-def run(files: tuple[bytes, ...], model: str, topk: int) -> engine.ClassifyResult | None:
+def run(files: tuple[Decoded, ...], model: str, topk: int) -> engine.ClassifyResult | None:
     try:
         with st.spinner(t("classify.results.running", count=len(files))):
-            return cached_classify(files, model, topk)
+            return cached_classify(tuple(f.digest for f in files), model, topk, files)
     except engine.ClassifyError as error:
         st.error(error_text(error.code, error.params))
     except Exception as error:
@@ -155,6 +173,54 @@ def run(files: tuple[bytes, ...], model: str, topk: int) -> engine.ClassifyResul
 
 def predictions_of(outcome: engine.ImageOutcome) -> list[dict]:
     return [asdict(p) for p in outcome.predictions]
+
+
+def refusal_text(refusal: Refusal) -> str:
+    return upload_budget.refusal_text(refusal, error_text)
+
+
+def upright_size(decoded: Decoded) -> tuple[int, int]:
+    """The photo's size as it is shown (EXIF orientations 5–8 swap width and height)."""
+    info = decoded.info
+    turned = info.orientation in (5, 6, 7, 8)
+    return (info.height, info.width) if turned else (info.width, info.height)
+
+
+def take_in(session: upload_budget.SessionUploads, keys: list[str]) -> list[tuple[str, object]]:
+    """Every file the upload widgets ``keys`` list, as (name, Decoded or Refusal), in order.
+
+    A file seen for the first time is looked at once (decoded, shrunk, hashed) and its bytes
+    dropped; later runs reuse what the session kept. Files the visitor removed are forgotten.
+    """
+    kept: dict[str, tuple[str, object]] = st.session_state.setdefault(KEPT_KEY, {})
+    entries = [entry for key in keys for entry in session.entries(key)]
+    for entry in entries:
+        if entry.file_id in kept:
+            if entry.file is not None:  # the same bytes offered again: drop them again
+                session.take(entry, keep_bytes=session.held(entry))
+            continue
+        if entry.refusal is not None:
+            kept[entry.file_id] = (entry.name, entry.refusal)
+            continue
+        if entry.file is None:  # bytes gone, nothing on record (the session was restarted)
+            kept[entry.file_id] = (entry.name or "?", Refusal("upload_again", source="image"))
+            continue
+        refusal = session.admit(entry)
+        if refusal is not None:
+            kept[entry.file_id] = (entry.name, refusal)
+            continue
+        try:
+            outcome: object = images.look(entry.file.getvalue())
+        except ImageError as error:
+            outcome = Refusal(error.code, dict(error.params), entry.name, entry.size, "image")
+        keep = outcome.nbytes if isinstance(outcome, Decoded) else 0
+        over = session.take(entry, keep_bytes=keep)
+        kept[entry.file_id] = (entry.name, over or outcome)
+    listed = [entry.file_id for entry in entries]
+    session.forget(listed, list(kept))
+    for file_id in set(kept) - set(listed):
+        del kept[file_id]
+    return [kept[file_id] for file_id in listed]
 
 
 # --------------------------------------------------------------------------- page
@@ -193,33 +259,49 @@ samples = st.pills(
     key="c_samples",
     help=t("classify.inputs.samples_help"),
 )
-uploads = st.file_uploader(
+session_uploads = upload_budget.session_uploads(screen=images.screen)
+limits = upload_budget.limits_mb()
+st.file_uploader(
     t("classify.inputs.upload"),
     accept_multiple_files=True,
     key="c_uploads",
-    help=t("classify.inputs.upload_help", limit_mp=MAX_PIXELS // 1_000_000),
+    max_upload_size=upload_budget.per_file_mb(),
+    help=t("classify.inputs.upload_help", limit_mp=MAX_PIXELS // 1_000_000, **limits),
 )
-photo = None
+upload_keys: list[tuple[str, str | None]] = [("c_uploads", None)]
 if st.toggle(
     t("classify.inputs.camera_toggle"), key="c_camera", help=t("classify.inputs.camera_toggle_help")
 ):
-    photo = st.camera_input(t("classify.inputs.camera"), key="c_camera_photo")
+    st.camera_input(t("classify.inputs.camera"), key="c_camera_photo")
+    upload_keys.append(("c_camera_photo", t("classify.inputs.camera_name")))
 
-items: list[tuple[str, bytes]] = [
-    (t(f"classify.samples.{key}"), engine.sample_bytes(key)) for key in samples or []
+uploaded = take_in(session_uploads, [key for key, _ in upload_keys])
+names = [name for key, name in upload_keys for _ in session_uploads.entries(key)]
+for (name, outcome), shown in zip(uploaded, names, strict=True):
+    if isinstance(outcome, Refusal):  # said right below the uploader, file by file
+        st.error(
+            t("classify.errors.file", name=shown or name, message=refusal_text(outcome)),
+            icon=":material/broken_image:",
+        )
+
+items: list[tuple[str, Decoded]] = [
+    (t(f"classify.samples.{key}"), sample(key)) for key in samples or []
 ]
-items += [(upload.name, upload.getvalue()) for upload in uploads or []]
-if photo is not None:
-    items.append((t("classify.inputs.camera_name"), photo.getvalue()))
+items += [
+    (shown or name, outcome)
+    for (name, outcome), shown in zip(uploaded, names, strict=True)
+    if isinstance(outcome, Decoded)
+]
 
 if not items:
-    st.info(t("classify.inputs.none"), icon=":material/photo_camera:")
+    if not uploaded:
+        st.info(t("classify.inputs.none"), icon=":material/photo_camera:")
     st.stop()
 
 loaded = ensure_model(model)
 if loaded is None:
     st.stop()
-result = run(tuple(data for _, data in items), model, topk)
+result = run(tuple(decoded for _, decoded in items), model, topk)
 if result is None:
     st.stop()
 
@@ -228,16 +310,16 @@ timings = result.timings
 st.caption(
     t(
         "classify.results.summary",
-        count=len(items),
+        count=len(samples or []) + len(uploaded),  # refused files count too
         model=loaded.spec.title,
         batch=timings.batch_size,
         ms=f"{timings.total_s * 1000:.0f}",
         per_image=f"{timings.per_image_s * 1000:.1f}",
     )
 )
-good: list[tuple[str, bytes, engine.ImageOutcome]] = []
-for number, ((name, data), outcome) in enumerate(zip(items, result.images, strict=True)):
-    if not outcome.ok:
+good: list[tuple[str, Decoded, engine.ImageOutcome]] = []
+for number, ((name, decoded), outcome) in enumerate(zip(items, result.images, strict=True)):
+    if not outcome.ok:  # PIL images cannot fail; kept for the engine's contract
         st.error(
             t(
                 "classify.errors.file",
@@ -247,16 +329,13 @@ for number, ((name, data), outcome) in enumerate(zip(items, result.images, stric
             icon=":material/broken_image:",
         )
         continue
-    good.append((name, data, outcome))
+    good.append((name, decoded, outcome))
     best = outcome.predictions[0]
     with st.container(border=True):
         picture_column, chart_column = st.columns([1, 2], vertical_alignment="center")
-        thumbnail = cached_thumbnail(data)
-        if thumbnail is not None:
-            picture_column.image(thumbnail, width="stretch")
-        picture_column.caption(
-            f"{name} · {t('classify.results.size', width=outcome.width, height=outcome.height)}"
-        )
+        picture_column.image(cached_thumbnail(decoded.digest, decoded), width="stretch")
+        width, height = upright_size(decoded)
+        picture_column.caption(f"{name} · {t('classify.results.size', width=width, height=height)}")
         with chart_column:
             st.markdown(
                 t("classify.results.top1", label=best.label, probability=percent(best.probability))
@@ -275,7 +354,7 @@ chosen = st.selectbox(
     format_func=lambda index: good[index][0],
     key="c_inspect",
 )
-name, data, outcome = good[chosen if chosen is not None and chosen < len(good) else 0]
+name, decoded, outcome = good[chosen if chosen is not None and chosen < len(good) else 0]
 pipeline_tab, heatmap_tab, latency_tab, compare_tab = st.tabs(
     [
         t("classify.inspect.pipeline"),
@@ -293,14 +372,14 @@ with pipeline_tab:
     )
     st.markdown(t("classify.pipeline.intro", model=loaded.spec.title, source=source))
     try:
-        steps, pictures = cached_pipeline(data, model)
+        steps, pictures = cached_pipeline(decoded.digest, model, decoded)
         render_pipeline(steps, pictures)
     except Exception as error:
         st.error(t("classify.errors.unexpected", kind=type(error).__name__))
 
 
 @st.fragment
-def heatmap_panel(data: bytes, model: str, predictions: list[dict]) -> None:
+def heatmap_panel(decoded: Decoded, model: str, predictions: list[dict]) -> None:
     choices = {int(p["index"]): p for p in predictions}
     class_column, opacity_column = st.columns([2, 1])
     class_index = class_column.selectbox(
@@ -316,7 +395,7 @@ def heatmap_panel(data: bytes, model: str, predictions: list[dict]) -> None:
     )
     try:
         with st.spinner(t("classify.heatmap.computing")):
-            explanation = cached_explanation(data, model, int(class_index))
+            explanation = cached_explanation(decoded.digest, model, int(class_index), decoded)
     except engine.ClassifyError as error:
         st.error(error_text(error.code, error.params))
         return
@@ -344,12 +423,14 @@ def heatmap_panel(data: bytes, model: str, predictions: list[dict]) -> None:
 
 
 with heatmap_tab:
-    heatmap_panel(data, model, predictions_of(outcome))
+    heatmap_panel(decoded, model, predictions_of(outcome))
 
 
 @st.fragment
-def latency_panel(files: tuple[bytes, ...], model: str, topk: int, first: engine.Timings) -> None:
+def latency_panel(files: tuple[Decoded, ...], model: str, topk: int, first: engine.Timings) -> None:
     st.markdown(t("classify.latency.intro", threads=torch_summary().cpu_threads))
+    decoding = sum(decoded.decode_s for decoded in files)
+    st.caption(t("classify.latency.decoded_once", ms=f"{decoding * 1000:.1f}"))
     timings = first
     if st.button(t("classify.latency.again"), icon=":material/timer:", key="c_time_again"):
         try:
@@ -383,12 +464,12 @@ def latency_panel(files: tuple[bytes, ...], model: str, topk: int, first: engine
 
 
 with latency_tab:
-    latency_panel(tuple(data for _, data in items), model, topk, timings)
+    latency_panel(tuple(decoded for _, decoded in items), model, topk, timings)
 
 
 @st.fragment
 def compare_panel(
-    name: str, data: bytes, model: str, topk: int, outcome: engine.ImageOutcome
+    name: str, decoded: Decoded, model: str, topk: int, outcome: engine.ImageOutcome
 ) -> None:
     st.markdown(t("classify.compare.intro"))
     other = st.selectbox(
@@ -404,7 +485,7 @@ def compare_panel(
     st.caption(model_caption(other))
     if ensure_model(other, second=True) is None:
         return
-    second = run((data,), other, topk)
+    second = run((decoded,), other, topk)
     if second is None:
         return
     theirs = second.images[0]
@@ -423,4 +504,4 @@ def compare_panel(
 
 
 with compare_tab:
-    compare_panel(name, data, model, topk, outcome)
+    compare_panel(name, decoded, model, topk, outcome)

@@ -1,0 +1,256 @@
+"""One upload budget for every upload widget in the app (``torchatlas.uploads`` on Streamlit).
+
+Streamlit keeps every uploaded file's bytes in its ``MemoryUploadedFileManager`` until the
+widget changes or the session ends, and its per-file ``maxUploadSize`` is the only limit. Here:
+
+- :func:`install` wraps that manager (once per process) so that every upload is charged to its
+  session's and the server's budget *before* it is stored: a file over budget, or one the
+  session's screen refuses at a glance (not an image, for the classification room), is stored
+  as an empty stub with its refusal on record, and its bytes go with the request.
+- :class:`SessionUploads` (from :func:`session_uploads`) lets a page list a widget's files,
+  including those whose bytes were already dropped, and :meth:`SessionUploads.take` a file once
+  the page has what it needs from it: the raw bytes leave Streamlit's manager and the
+  ``UploadedFile`` object, and only what the page keeps is charged.
+- Removing a file (×), a session's end (Streamlit's own cleanup), a session that vanishes
+  without one (its object is collected, or it is no longer known to the runtime) all release it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.uploaded_file_manager import DeletedFile, UploadedFile
+
+from components.i18n import t
+from torchatlas.uploads import MB, BudgetExceeded, Refusal, UploadBudget, megabytes
+
+# What one visitor may hold at once: two files at the per-file limit, far more than a handful of
+# phone photos in flight. Once a page has looked at a file it holds a small copy instead.
+PER_SESSION_BYTES = 256 * MB
+# What all visitors together may hold, so that uploads cannot take the app's memory: about a
+# fifth of a large Community Cloud app (2.7 GB), which torch and a model already half fill.
+PER_SERVER_BYTES = 512 * MB
+BUDGET = UploadBudget(PER_SESSION_BYTES, PER_SERVER_BYTES)
+
+
+class Screen(Protocol):
+    """A cheap first look at a file's bytes: an error with ``code`` and ``params``, or None."""
+
+    def __call__(self, data: bytes) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file a widget lists: its bytes (``file``) while the server still has them, and its
+    refusal if it was not kept."""
+
+    file_id: str
+    name: str
+    size: int
+    file: UploadedFile | None
+    refusal: Refusal | None
+
+
+_screens: dict[str, tuple[str, Screen]] = {}  # session → (source name, screen)
+_install_lock = threading.Lock()
+
+
+def per_file_mb() -> int:
+    """Streamlit's per-file limit (``server.maxUploadSize``, in MB)."""
+    return int(st.get_option("server.maxUploadSize"))
+
+
+def _alive(session_id: str) -> bool:
+    """Whether the runtime still knows the session (connected, or kept for a reconnect)."""
+    if not Runtime.exists():
+        return True
+    runtime = Runtime.instance()
+    manager = getattr(runtime, "_session_mgr", None)
+    lookup = getattr(manager, "get_session_info", None)
+    if lookup is None:
+        return runtime.is_active_session(session_id)
+    return lookup(session_id) is not None
+
+
+def sweep(manager: object | None = None) -> None:
+    """Release the budget and Streamlit's stored files of sessions that vanished without ending
+    (Streamlit drops a disconnected session after a while without cleaning up its uploads)."""
+    gone = set(BUDGET.sweep(_alive))
+    storage = getattr(manager, "file_storage", None)
+    if isinstance(storage, dict):
+        try:
+            stored = list(storage)
+        except RuntimeError:  # changed under us: the next sweep gets it
+            stored = []
+        gone |= {session for session in stored if not _alive(session)}
+    remove_session = getattr(manager, "_budget_remove_session_files", None)
+    for session in gone:
+        _screens.pop(session, None)
+        if remove_session is not None:
+            remove_session(session)
+
+
+def install(manager: object) -> bool:
+    """Charge every upload that ``manager`` stores to :data:`BUDGET` first; idempotent.
+
+    Returns False (and changes nothing) for a manager without ``add_file``/``remove_file``:
+    pages then still charge files when they first see them.
+    """
+    with _install_lock:
+        if getattr(manager, "_budget", None) is BUDGET:
+            return True
+        if not all(hasattr(manager, name) for name in ("add_file", "remove_file")):
+            return False
+        add_file = manager.add_file
+        remove_file = manager.remove_file
+        remove_session_files = manager.remove_session_files
+
+        def charged_add_file(session_id: str, file: Any) -> None:
+            sweep(manager)
+            refusal = None
+            source, screen = _screens.get(session_id, ("", None))
+            problem = screen(file.data) if screen is not None else None
+            if problem is not None:
+                refusal = Refusal(problem.code, dict(problem.params), file.name, 0, source)
+            else:
+                try:
+                    BUDGET.charge(session_id, file.file_id, len(file.data))
+                except BudgetExceeded as error:
+                    refusal = Refusal(error.code, error.params, file.name, len(file.data))
+            if refusal is not None:
+                BUDGET.refuse(session_id, file.file_id, refusal)
+                file = file._replace(data=b"")  # the request's bytes are freed with it
+            add_file(session_id=session_id, file=file)
+
+        def released_remove_file(session_id: str, file_id: str) -> None:
+            remove_file(session_id=session_id, file_id=file_id)
+            BUDGET.release(session_id, file_id)
+
+        def released_remove_session_files(session_id: str) -> None:
+            remove_session_files(session_id)
+            BUDGET.release_session(session_id)
+            _screens.pop(session_id, None)
+
+        manager.add_file = charged_add_file
+        manager.remove_file = released_remove_file
+        manager.remove_session_files = released_remove_session_files
+        manager._budget_remove_file = remove_file  # the originals, for take() and sweep()
+        manager._budget_remove_session_files = released_remove_session_files
+        manager._budget = BUDGET
+        return True
+
+
+class SessionUploads:
+    """The current session's view of the budget, for one page run."""
+
+    def __init__(self, session_id: str, manager: object | None) -> None:
+        self.session_id = session_id
+        self.manager = manager
+
+    def entries(self, key: str) -> list[Entry]:
+        """Every file the widget with ``key`` lists, in order, with or without its bytes.
+
+        Reads the widget's value from ``st.session_state`` (call it after the widget): unlike the
+        widget's return value, that keeps files whose bytes are gone, so a page can show what it
+        kept of them.
+        """
+        value = st.session_state.get(key)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        entries = []
+        for item in items:
+            if not isinstance(item, UploadedFile | DeletedFile):
+                continue
+            refusal = BUDGET.refusal(self.session_id, item.file_id)
+            if isinstance(item, UploadedFile) and refusal is None:
+                entries.append(Entry(item.file_id, item.name, item.size, item, None))
+                continue
+            entry = Entry(item.file_id, refusal.name if refusal else "", 0, None, refusal)
+            if isinstance(item, UploadedFile) and item.size:  # refused, yet stored (no hook)
+                self.take(replace(entry, file=item), keep_bytes=0)
+                BUDGET.refuse(self.session_id, item.file_id, refusal)
+            entries.append(entry)
+        return entries
+
+    def admit(self, entry: Entry) -> Refusal | None:
+        """Charge a file's raw bytes if nothing did yet (a manager without the hook); a refusal
+        when that does not fit (the file is then dropped like any other)."""
+        try:
+            BUDGET.charge(self.session_id, entry.file_id, max(entry.size, self.held(entry)))
+        except BudgetExceeded as error:
+            refusal = Refusal(error.code, error.params, entry.name, entry.size)
+            self.take(entry, keep_bytes=0)
+            BUDGET.refuse(self.session_id, entry.file_id, refusal)
+            return refusal
+        return None
+
+    def held(self, entry: Entry) -> int:
+        return BUDGET.held(self.session_id, entry.file_id)
+
+    def take(self, entry: Entry, keep_bytes: int) -> Refusal | None:
+        """The page has what it needs from ``entry``: drop the raw bytes from Streamlit's manager
+        and from the ``UploadedFile`` (which shares them), and charge ``keep_bytes`` instead.
+
+        Returns a refusal when even what the page keeps does not fit (it should then drop it).
+        """
+        remove = getattr(self.manager, "_budget_remove_file", None) or getattr(
+            self.manager, "remove_file", None
+        )
+        if remove is not None:
+            remove(session_id=self.session_id, file_id=entry.file_id)
+        if entry.file is not None:
+            entry.file.close()  # a BytesIO over the upload's bytes: closing lets them go
+        try:
+            BUDGET.charge(self.session_id, entry.file_id, keep_bytes)
+        except BudgetExceeded as error:
+            BUDGET.release(self.session_id, entry.file_id)
+            return Refusal(error.code, error.params, entry.name, entry.size)
+        return None
+
+    def forget(self, keep: Iterable[str], known: Iterable[str]) -> None:
+        """Release the charges of ``known`` file ids that are no longer in ``keep`` (the visitor
+        removed them from the widget)."""
+        keep = set(keep)
+        for file_id in known:
+            if file_id not in keep:
+                BUDGET.release(self.session_id, file_id)
+
+
+def session_uploads(screen: Screen | None = None, source: str = "image") -> SessionUploads:
+    """Install the budget on this server's upload manager and return this session's view.
+
+    ``screen``: this session's first look at every file it uploads from now on (run where the
+    upload arrives, so it must be cheap: a few leading bytes); ``source`` names its error codes.
+    """
+    ctx = get_script_run_ctx()
+    if ctx is None:  # bare mode (no script run): nothing to hold
+        return SessionUploads("", None)
+    manager = ctx.uploaded_file_mgr
+    install(manager)
+    sweep(manager)
+    if screen is not None:
+        _screens[ctx.session_id] = (source, screen)
+    if Runtime.exists():
+        session = Runtime.instance().get_app_session(ctx.session_id)
+        if isinstance(session, AppSession):  # not AppTest's stand-in
+            BUDGET.watch(ctx.session_id, session)
+    return SessionUploads(ctx.session_id, manager)
+
+
+def refusal_text(refusal: Refusal, errors: Callable[[str, dict], str]) -> str:
+    """The translated reason: the budget's own messages, or ``errors(code, params)`` for the
+    screen's codes (the page knows its table)."""
+    if refusal.source == "budget":
+        return t(f"app.uploads.errors.{refusal.code}", **refusal.params)
+    return errors(refusal.code, refusal.params)
+
+
+def limits_mb() -> dict[str, str]:
+    """The limits for an uploader's help text: per file, per visitor."""
+    return {"limit_mb": str(per_file_mb()), "session_mb": megabytes(BUDGET.per_session)}

@@ -1,0 +1,209 @@
+"""Budgets for uploaded bytes: per visitor (session) and per server process.
+
+One :class:`UploadBudget` per process holds a ledger of what every session keeps of its uploads,
+keyed by ``(session, file)``. An upload is charged *before* its bytes are kept, and refused
+when it would take its session or the whole server over budget; the charge shrinks when the
+page replaces the raw file by what it actually needs (a small decoded copy), and goes away when
+the file is removed or the session ends. Sessions that end without saying so are released too:
+:meth:`UploadBudget.watch` ties a session to an object that lives as long as it does (released
+when that object is garbage-collected), and :meth:`UploadBudget.sweep` drops every session a
+caller no longer knows.
+
+Pure Python and thread-safe (uploads arrive on the server's event loop, pages run on script
+threads); no Streamlit. ``components/uploads.py`` wires it to Streamlit's uploaded-file manager.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+MB = 1_000_000
+
+_MESSAGES = {
+    "session_budget": "This file ({size_mb} MB) would take your uploads over the {limit_mb} MB "
+    "the server keeps for one visitor at a time ({used_mb} MB in use). Remove files you no "
+    "longer need from the list (×), then upload it again.",
+    "server_budget": "The server is holding as many uploads as it can for all visitors together "
+    "({limit_mb} MB), so this file ({size_mb} MB) was not kept. Wait a minute and upload it "
+    "again.",
+}
+
+
+def megabytes(nbytes: int) -> str:
+    """``nbytes`` in MB for a message: one decimal below 10 MB, none above."""
+    value = nbytes / MB
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+class BudgetExceeded(Exception):
+    """An upload that would take a session or the server over budget, with a stable code."""
+
+    def __init__(self, code: str, **params: object) -> None:
+        self.code = code
+        self.params = params
+        super().__init__(_MESSAGES[code].format(**params))
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a file was not kept: a stable ``code`` with its ``params`` (for a translated message),
+    the file's name and size. ``source`` says whose code it is: ``"budget"`` (this module's) or
+    the screen that looked at the file (e.g. ``"image"``)."""
+
+    code: str
+    params: dict[str, object] = field(default_factory=dict)
+    name: str = ""
+    size: int = 0
+    source: str = "budget"
+
+
+class UploadBudget:
+    """Bytes kept per session and per server, charged before they are kept.
+
+    ``per_session``: the most one session may hold at once; ``per_server``: the most all
+    sessions together may hold. Each charge has a key (a file id) within its session; charging
+    a key again replaces its amount, and only growth is checked against the limits.
+    """
+
+    def __init__(self, per_session: int, per_server: int) -> None:
+        if per_session <= 0 or per_server <= 0:
+            raise ValueError("budgets must be positive")
+        self.per_session = per_session
+        self.per_server = per_server
+        self._held: dict[str, dict[str, int]] = {}
+        self._session_totals: dict[str, int] = {}
+        self._total = 0
+        self._refusals: dict[str, dict[str, Refusal]] = {}
+        self._watched: dict[str, weakref.finalize] = {}
+        # Filled by garbage-collection callbacks, which may run on any thread at any moment (also
+        # while this thread holds the lock): appending to a deque needs no lock.
+        self._vanished: deque[str] = deque()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ charges
+
+    def charge(self, session: str, key: str, nbytes: int) -> None:
+        """Hold ``nbytes`` for ``key`` in ``session``, replacing what the key held before.
+
+        Raises :class:`BudgetExceeded` (``session_budget`` or ``server_budget``) and changes
+        nothing when the growth does not fit.
+        """
+        nbytes = max(0, int(nbytes))
+        with self._lock:
+            self._drain()
+            held = self._held.get(session, {})
+            growth = nbytes - held.get(key, 0)
+            used = self._session_totals.get(session, 0)
+            if growth > 0:
+                sizes = {"size_mb": megabytes(nbytes), "used_mb": megabytes(used)}
+                if used + growth > self.per_session:
+                    raise BudgetExceeded(
+                        "session_budget", limit_mb=megabytes(self.per_session), **sizes
+                    )
+                if self._total + growth > self.per_server:
+                    raise BudgetExceeded(
+                        "server_budget", limit_mb=megabytes(self.per_server), **sizes
+                    )
+            self._held.setdefault(session, {})[key] = nbytes
+            self._session_totals[session] = used + growth
+            self._total += growth
+
+    def release(self, session: str, key: str) -> int:
+        """Forget ``key`` (its charge and any refusal); returns the bytes freed."""
+        with self._lock:
+            self._drain()
+            return self._release(session, key)
+
+    def release_session(self, session: str) -> int:
+        """Forget everything ``session`` holds; returns the bytes freed."""
+        with self._lock:
+            self._drain()
+            return self._release_session(session)
+
+    def held(self, session: str, key: str) -> int:
+        with self._lock:
+            return self._held.get(session, {}).get(key, 0)
+
+    def used(self, session: str | None = None) -> int:
+        """Bytes held by ``session``, or by every session together when None."""
+        with self._lock:
+            self._drain()
+            return self._total if session is None else self._session_totals.get(session, 0)
+
+    def sessions(self) -> list[str]:
+        """Sessions with a charge or a refusal on record."""
+        with self._lock:
+            self._drain()
+            return sorted(set(self._held) | set(self._refusals))
+
+    # ------------------------------------------------------------------ refusals
+
+    def refuse(self, session: str, key: str, refusal: Refusal) -> None:
+        """Remember why ``key`` was not kept, so the page can say so; drops any charge."""
+        with self._lock:
+            self._drain()
+            self._release(session, key)
+            self._refusals.setdefault(session, {})[key] = refusal
+
+    def refusal(self, session: str, key: str) -> Refusal | None:
+        with self._lock:
+            return self._refusals.get(session, {}).get(key)
+
+    # ------------------------------------------------------------------ sessions that vanish
+
+    def watch(self, session: str, owner: object) -> None:
+        """Release ``session`` once ``owner`` (an object that lives exactly as long as the
+        session, e.g. the server's session object) is garbage-collected."""
+        with self._lock:
+            known = self._watched.get(session)
+            if known is not None and known.alive:
+                return
+            self._watched[session] = weakref.finalize(owner, self._vanished.append, session)
+
+    def sweep(self, alive: Callable[[str], bool]) -> list[str]:
+        """Release every session for which ``alive(session)`` is False; returns them."""
+        with self._lock:
+            self._drain()
+            candidates = set(self._held) | set(self._refusals)
+        gone = [session for session in sorted(candidates) if not alive(session)]
+        with self._lock:
+            for session in gone:
+                self._release_session(session)
+        return gone
+
+    # ------------------------------------------------------------------ internals (lock held)
+
+    def _release(self, session: str, key: str) -> int:
+        self._refusals.get(session, {}).pop(key, None)
+        freed = self._held.get(session, {}).pop(key, 0)
+        if freed:
+            self._session_totals[session] -= freed
+            self._total -= freed
+        if not self._held.get(session, True):
+            self._held.pop(session, None)
+            self._session_totals.pop(session, None)
+        if not self._refusals.get(session, True):
+            self._refusals.pop(session, None)
+        return freed
+
+    def _release_session(self, session: str) -> int:
+        freed = sum(self._held.pop(session, {}).values())
+        self._session_totals.pop(session, None)
+        self._refusals.pop(session, None)
+        finalizer = self._watched.pop(session, None)
+        if finalizer is not None:
+            finalizer.detach()
+        self._total -= freed
+        return freed
+
+    def _drain(self) -> None:
+        while self._vanished:
+            self._release_session(self._vanished.popleft())
