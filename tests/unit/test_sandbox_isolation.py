@@ -461,6 +461,40 @@ def test_each_child_has_a_uid_of_its_own(pool: SandboxPool) -> None:
     assert isinstance(probe["unprivileged_user_namespaces"], bool)
 
 
+# i386 kill(pid, sig) through int 0x80 from 64-bit code (push rbx; mov eax, 37; mov ebx, pid;
+# mov ecx, sig; int 0x80; pop rbx; ret): a filter written for x86_64 numbers must not let
+# another architecture's calling convention through.
+FOREIGN_ARCHITECTURE = r"""
+import ctypes, mmap, struct
+
+def attack():
+    code = (b"\x53\xb8\x25\x00\x00\x00\xbb" + struct.pack("<i", __PID__) + b"\xb9"
+            + struct.pack("<i", __SIGNAL__) + b"\xcd\x80\x5b\xc3")
+    memory = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    memory.write(code)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    return ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+"""
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="the job is left as root: needs root")
+def test_another_architectures_syscalls_end_the_job(pool: SandboxPool) -> None:
+    """A root job (privileges off: only seccomp stands in the way) calls i386 kill on this
+    process: the filter ends the job instead of letting the call through."""
+    source = FOREIGN_ARCHITECTURE.replace("__PID__", str(os.getpid())).replace(
+        "__SIGNAL__", str(int(signal.SIGUSR2))
+    )
+    with _Recorder((signal.SIGUSR2,)) as recorder:
+        result = pool.run_job(
+            source, "sandbox.call", {"name": "attack"}, layers_off=(*BARE_PYTHON, "privileges")
+        )
+        time.sleep(0.3)
+    assert not result.ok and result.error.kind == "crashed", result
+    assert "SIGSYS" in result.error.message
+    assert recorder.received == []
+    assert honest_job(pool).ok
+
+
 # ------------------------------------------------------------------ the spare's own check
 CHANGE_THE_SPARE = r"""
 import ctypes, os

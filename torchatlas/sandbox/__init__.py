@@ -4,7 +4,9 @@ Four layers, each meant to hold on its own:
 1. :mod:`.policy` — a static allow-list over the AST (a courtesy: clear, line-numbered refusals);
 2. :mod:`.facade` — a capability namespace: curated torch/nn/F/torchvision.models, few builtins;
 3. :mod:`.worker` / :mod:`.zygote` — a fresh forked child per job, confined by a scrubbed
-   environment, another user (when started as root), rlimits and seccomp, killed on timeout;
+   environment, a uid of its own (when started as root), rlimits and seccomp, killed on
+   timeout; it can affect no process but itself (signals, limits, priorities, affinity and
+   file owners are pinned to itself), whether the server runs as root or not;
 4. :mod:`.pool` — a warm zygote, a concurrency cap, a queue, a per-session rate limit, health.
 
 >>> result = run_job(source, "shapes.analyze", {"input_shapes": [[1, 1, 32, 32]]})  # doctest: +SKIP

@@ -3,7 +3,10 @@
 One child is always forked ahead (the spare): it confines itself, warms up on a small model
 of its own and waits for a job, so a request pays neither the fork, the confinement nor the
 child's first page faults. Every job still gets its own new process; jobs that switch a
-layer off (tests only) get a child forked on the spot instead.
+layer off (tests only) get a child forked on the spot instead. When a job is handed to the
+spare, the spare first checks that nothing outside changed it while it waited (its uid,
+limits, priority, affinity, ...) and answers; a spare that refuses is replaced by a child
+forked on the spot for the same job, so the job never runs in a process another job touched.
 
 Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatlas.sandbox.zygote
 FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
