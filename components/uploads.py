@@ -205,7 +205,11 @@ class SessionUploads:
         if remove is not None:
             remove(session_id=self.session_id, file_id=entry.file_id)
         if entry.file is not None:
-            entry.file.close()  # a BytesIO over the upload's bytes: closing lets them go
+            # A BytesIO over the upload's bytes, which Streamlit keeps in the session state until
+            # the next rerun. Emptied (not closed: it stays readable, as b""), it lets them go;
+            # on a shared buffer this costs nothing.
+            entry.file.seek(0)
+            entry.file.truncate(0)
         try:
             BUDGET.charge(self.session_id, entry.file_id, keep_bytes)
         except BudgetExceeded as error:

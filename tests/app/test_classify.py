@@ -196,3 +196,55 @@ def test_first_use_downloads_with_progress_then_classifies(
     at.run()  # second run: the file is there, no new download
     assert len(served) == 1
     assert translate("classify.model.cached") in rendered_text(at)
+
+
+def noise_png(seed: int, size: tuple[int, int] = (200, 170)) -> bytes:
+    import numpy as np
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (*size[::-1], 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page keeps a small decoded copy of each photo, not the file, and charges it to the
+    visitor's budget: with room for one photo, the second is refused in plain words."""
+    from components import uploads
+    from torchatlas.images import Decoded
+    from torchatlas.uploads import UploadBudget
+
+    monkeypatch.setattr(uploads, "BUDGET", UploadBudget(per_session=150_000, per_server=10**7))
+    at = open_page("views/classify.py")
+    at.pills(key="c_samples").set_value([])
+    at.file_uploader(key="c_uploads").set_value(
+        [("first.png", noise_png(1), "image/png"), ("second.png", noise_png(2), "image/png")]
+    )
+    at.run()
+    no_failure(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "second.png" in errors[0], errors
+    assert "over the 0.1 MB the server keeps for one visitor" in errors[0]
+    assert "classified 1 of 2 file(s)" in rendered_text(at)
+    kept = at.session_state["c_kept"]
+    name, decoded = next(iter(kept.values()))
+    assert name == "first.png" and isinstance(decoded, Decoded) and decoded.digest
+    assert uploads.BUDGET.used() == decoded.nbytes  # the copy, not the file and not the refusal
+
+    at.run()  # a rerun decodes nothing again and says the same
+    no_failure(at)
+    assert [e.value for e in at.error] == errors
+    assert at.session_state["c_kept"] == kept
+
+    at.file_uploader(key="c_uploads").set_value([])  # the visitor removes both files
+    at.run()
+    no_failure(at)
+    assert uploads.BUDGET.used() == 0 and not at.session_state["c_kept"]
+
+
+def test_upload_help_states_the_limits() -> None:
+    at = open_page("views/classify.py")
+    help_text = at.file_uploader(key="c_uploads").proto.help
+    assert "40 megapixels and 121 MB each" in help_text and "256 MB" in help_text

@@ -363,3 +363,39 @@ def test_grad_cam_folds_vit_tokens_into_a_grid(
     heat = explain(photos["cat"], "vit_b_16", class_index=3)
     assert heat.grid == (14, 14) and heat.heatmap.shape == (224, 224)
     assert heat.label == C.IMAGENET_CATEGORIES[3]
+
+
+def test_files_decoded_once_are_classified_explained_and_shown_without_decoding_again(
+    photos: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The room decodes an upload once (images.look) and keeps a small copy: the engine takes
+    that copy as it is, for predictions, the pipeline strip and Grad-CAM."""
+    from torchatlas import images
+
+    kept = images.look(photos["coffee"])
+
+    def no_second_decode(*args: object, **kwargs: object) -> None:
+        raise AssertionError("decoded twice")
+
+    monkeypatch.setattr(C, "decode", no_second_decode)
+    outcome = classify([kept]).images[0]
+    assert outcome.labels[0][0] == "espresso" and outcome.info == kept.info
+    steps = preprocess_steps(kept)
+    assert [step.key for step in steps][:2] == ["original", "rgb"]
+    assert (steps[0].width, steps[0].height) == (kept.info.width, kept.info.height)
+    assert explain(kept).label == "espresso"
+
+
+def test_the_kept_copy_of_a_large_photo_predicts_like_the_file() -> None:
+    """Shrinking to images.KEEP_SIDE on arrival leaves the model's view of the photo intact."""
+    from torchatlas import images
+
+    big = Image.open(io.BytesIO(sample_bytes("rocket"))).convert("RGB").resize((3000, 2000))
+    for fmt in ("JPEG", "PNG"):  # JPEG is drafted by libjpeg, PNG resized by PIL
+        buffer = io.BytesIO()
+        big.save(buffer, fmt)
+        kept = images.look(buffer.getvalue())
+        assert "shrunk" in kept.info.conversions and kept.image.size == (768, 512)
+        from_file, from_copy = classify([buffer.getvalue(), kept], topk=3).images
+        assert from_file.labels[0][0] == from_copy.labels[0][0]
+        assert abs(from_file.labels[0][1] - from_copy.labels[0][1]) < 0.05

@@ -205,7 +205,7 @@ def test_taking_a_file_in_drops_its_bytes_and_charges_what_the_page_keeps(
     session = adapter.SessionUploads("a", manager)
     assert session.admit(entry) is None  # already charged on arrival: no double count
     assert session.take(entry, keep_bytes=MB) is None
-    assert stored(manager, "a", "photo") is None and file.closed
+    assert stored(manager, "a", "photo") is None and file.getvalue() == b""
     assert adapter.BUDGET.used("a") == MB
     session.forget(keep=[], known=["photo"])  # the visitor removed it from the widget
     assert adapter.BUDGET.used() == 0
