@@ -150,7 +150,7 @@ class SandboxHealth:
     scrubbed_env: bool
     rlimits: bool
     seccomp: bool
-    own_user: bool  # the child runs as another user than the server (only possible from root)
+    own_user: bool  # each child runs as a user of its own, not the server's (needs a root server)
     warm_workers: str  # "free/cap": job slots, each a fresh child forked from the warm zygote
     detail: str = ""  # why a layer is off, for the server log
 
@@ -544,8 +544,13 @@ class SandboxPool:
             process_isolation=ready,
             scrubbed_env=bool(probe.get("scrubbed_env")),
             rlimits=bool(probe.get("rlimits")),
-            seccomp=bool(probe.get("seccomp") and probe.get("socket_blocked")),
-            own_user=bool(probe.get("unprivileged_user")) and os.geteuid() == 0,
+            # On only when the probe also saw the filter keep other processes out of reach.
+            seccomp=bool(
+                probe.get("seccomp")
+                and probe.get("socket_blocked")
+                and probe.get("others_unreachable")
+            ),
+            own_user=bool(probe.get("uid_per_child")) and os.geteuid() == 0,
             warm_workers=f"{free}/{self.concurrency}",
             detail="; ".join(details),
         )
