@@ -81,7 +81,11 @@ def _alive(session_id: str) -> bool:
 
 def sweep(manager: object | None = None) -> None:
     """Release the budget and Streamlit's stored files of sessions that vanished without ending
-    (Streamlit drops a disconnected session after a while without cleaning up its uploads)."""
+    (Streamlit drops a disconnected session after a while without cleaning up its uploads).
+
+    Runs where uploads arrive (the server's event loop, which owns the session registry), so
+    memory is reclaimed before more is taken.
+    """
     gone = set(BUDGET.sweep(_alive))
     storage = getattr(manager, "file_storage", None)
     if isinstance(storage, dict):
@@ -236,8 +240,7 @@ def session_uploads(screen: Screen | None = None, source: str = "image") -> Sess
     if ctx is None:  # bare mode (no script run): nothing to hold
         return SessionUploads("", None)
     manager = ctx.uploaded_file_mgr
-    install(manager)
-    sweep(manager)
+    install(manager)  # from now on every upload sweeps first, on the server's event loop
     if screen is not None:
         _screens[ctx.session_id] = (source, screen)
     if Runtime.exists():
