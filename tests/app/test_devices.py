@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from components.devices import log_ticks
+from components.devices.draw import log_ticks
 from tests.app.apptest import open_page, rendered_text
 from torchatlas.devices import transfer
 from torchatlas.devices.inventory import available_accelerator

@@ -4,6 +4,8 @@ real accelerator where there is one (``-m accelerator``)."""
 from __future__ import annotations
 
 import ast
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 import torch
 
 from torchatlas.devices import demos, inventory
-from torchatlas.devices.demos import run_demonstration, snapshot
+from torchatlas.devices.demos import SnapshotKind, run_demonstration, snapshot
+from torchatlas.devices.errors import ErrorCode
 
 ACCELERATOR = inventory.available_accelerator()
 CUDA = torch.cuda.is_available()
@@ -33,7 +36,7 @@ def test_inventory_reports_this_torch_and_cpu() -> None:
     assert 1 <= found.cpu.usable_cores <= found.cpu.logical_cores
     assert found.cpu.memory_total_bytes is None or found.cpu.memory_total_bytes > 0
     assert found.has_accelerator == (ACCELERATOR is not None)
-    assert found.to_dict()["cpu"]["model"]
+    assert asdict(found)["cpu"]["model"]
 
 
 def test_meta_tensor_is_full_size_with_no_memory() -> None:
@@ -88,7 +91,7 @@ def test_host_memory_honours_a_smaller_cgroup_limit(monkeypatch) -> None:
 def test_snapshot_of_tensor_array_module_and_value() -> None:
     x = torch.arange(10.0)
     shot = snapshot("x", x)
-    assert (shot.kind, shot.device, shot.dtype) == ("tensor", "cpu", "float32")
+    assert (shot.kind, shot.device, shot.dtype) == (SnapshotKind.TENSOR, "cpu", "float32")
     assert shot.address == x.untyped_storage().data_ptr()
     assert shot.values == "[0, 1, 2, 3, 4, 5, …]"
     assert snapshot("m", torch.empty(3, device="meta")).values is None
@@ -161,10 +164,13 @@ def test_the_code_shown_is_the_code_that_ran() -> None:
 
 
 def test_unknown_variant_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="choose one of"):
+    with pytest.raises(ValueError, match="choose one of") as raised:
         demos.tensor_to("teleport")
-    with pytest.raises(ValueError, match="unknown demonstration"):
+    assert raised.value.code == ErrorCode.UNKNOWN_VARIANT
+    assert raised.value.params["variant"] == "'teleport'"
+    with pytest.raises(ValueError, match=r"(?i)unknown demonstration") as raised:
         run_demonstration("nope", "x")
+    assert raised.value.code == ErrorCode.UNKNOWN_DEMONSTRATION
 
 
 # ---------------------------------------------------------------- module .to()
@@ -270,7 +276,7 @@ def test_every_demonstration_runs_and_serialises(key: str) -> None:
     _, variants = demos.DEMONSTRATIONS[key]
     for variant in variants:
         demo = run_demonstration(key, variant, accelerator=None)
-        data = demo.to_dict()
+        data = json.loads(json.dumps(asdict(demo)))  # plain data all the way down
         assert data["key"] == key and data["steps"] and data["findings"]
 
 
@@ -333,8 +339,9 @@ def test_a_device_name_is_checked_before_it_is_pasted_into_code(executed: list[s
             return 'meta")\nimport os\n("'
 
     for name in ('meta")\nimport os\n("', "cuda:0 ", "META", ""):
-        with pytest.raises(ValueError, match="not a device name"):
+        with pytest.raises(ValueError, match="not a device name") as raised:
             demos._device_literal(name)
+        assert raised.value.code == ErrorCode.NOT_A_DEVICE_NAME
     with pytest.raises(ValueError, match="not a device name"):
         demos._other_device(Odd())
     assert demos._device_literal("cuda:1") == '"cuda:1"'
@@ -363,7 +370,9 @@ def test_exec_lives_in_one_engine_function_and_nowhere_in_the_page() -> None:
     engine = ROOT / "torchatlas" / "devices"
     in_engine = {call for file in engine.glob("*.py") for call in _calls(file, dangerous)}
     assert in_engine == {("_execute", "exec"), ("_execute", "compile")}
-    for page_file in (ROOT / "views" / "devices.py", ROOT / "components" / "devices.py"):
+    page_files = [ROOT / "views" / "devices.py", *(ROOT / "components" / "devices").glob("*.py")]
+    assert len(page_files) == 5  # the view, and the package's __init__, state, panels, draw
+    for page_file in page_files:
         assert _calls(page_file, dangerous) == [], page_file
 
 
@@ -430,3 +439,39 @@ def test_inventory_lists_the_accelerator() -> None:
     assert found.accelerators and found.accelerators[0].device == str(ACCELERATOR)
     first = found.accelerators[0]
     assert first.total_memory_bytes is None or first.total_memory_bytes > 0
+
+
+# ---------------------------------------------------------------- errors: a code, text in tables
+
+
+@pytest.mark.parametrize("code", list(ErrorCode))
+def test_every_error_code_has_its_text_in_every_language(code: ErrorCode) -> None:
+    from torchatlas.i18n import LANGUAGES, has_key
+
+    for lang in LANGUAGES:
+        assert has_key(f"devices.errors.{code}", lang), (code, lang)
+
+
+def test_an_engine_error_speaks_english_from_the_tables() -> None:
+    from torchatlas.i18n import translate
+
+    with pytest.raises(ValueError) as raised:
+        run_demonstration("tensor_to", "teleport", accelerator=None)
+    error = raised.value
+    assert str(error) == translate("devices.errors.unknown_variant", "en", **error.params)
+    korean = translate("devices.errors.unknown_variant", "ko", **error.params)
+    assert korean != str(error) and "'teleport'" in korean
+
+
+def test_the_engine_writes_no_user_facing_sentence() -> None:
+    """Raised errors carry a code: no ``raise X("...")`` with text anywhere in the engine."""
+    engine = ROOT / "torchatlas" / "devices"
+    worded = []
+    for file in engine.glob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            call = node.exc if isinstance(node, ast.Raise) else None
+            if isinstance(call, ast.Call) and any(
+                isinstance(arg, ast.Constant | ast.JoinedStr) for arg in call.args
+            ):
+                worded.append(f"{file.name}:{node.lineno}")
+    assert worded == []

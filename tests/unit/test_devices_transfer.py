@@ -11,6 +11,7 @@ import time
 import pytest
 
 from torchatlas.devices import transfer
+from torchatlas.devices.errors import ErrorCode
 from torchatlas.devices.inventory import available_accelerator
 from torchatlas.devices.transfer import (
     GIB,
@@ -19,8 +20,11 @@ from torchatlas.devices.transfer import (
     BenchmarkBusy,
     BenchmarkConfig,
     BenchmarkJob,
+    StopReason,
+    TransferPath,
     run_transfer_benchmark,
 )
+from torchatlas.i18n import translate
 
 ACCELERATOR = available_accelerator()
 SMALL = BenchmarkConfig(max_bytes=256 * KIB, time_budget_s=10, repeats=3, device="cpu")
@@ -51,14 +55,30 @@ def test_machine_cap_is_a_listed_size() -> None:
 
 
 def test_config_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as raised:
         BenchmarkConfig(max_bytes=10)
-    with pytest.raises(ValueError):
+    assert raised.value.code == ErrorCode.MAX_BYTES_TOO_SMALL
+    assert raised.value.params == {"minimum": str(4 * KIB), "max_bytes": "10"}
+    with pytest.raises(ValueError) as raised:
         BenchmarkConfig(time_budget_s=0)
+    assert raised.value.code == ErrorCode.TIME_BUDGET_OUT_OF_RANGE
     with pytest.raises(ValueError):
         BenchmarkConfig(time_budget_s=transfer.MAX_TIME_BUDGET_S + 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as raised:
+        BenchmarkConfig(repeats=0)
+    assert raised.value.code == ErrorCode.REPEATS_OUT_OF_RANGE
+    with pytest.raises(ValueError) as raised:
         BenchmarkConfig(paths=("teleport",))
+    assert raised.value.code == ErrorCode.UNKNOWN_PATHS
+    # The message is the tables' English, naming what was wrong and what to choose instead.
+    assert str(raised.value) == translate("devices.errors.unknown_paths", **raised.value.params)
+    assert "teleport" in str(raised.value) and "cpu_to_cpu" in str(raised.value)
+
+
+def test_paths_given_as_names_become_the_enum() -> None:
+    config = BenchmarkConfig(paths=("cpu_to_cpu",))
+    assert config.paths == (TransferPath.CPU_TO_CPU,)
+    assert type(config.paths[0]) is TransferPath
 
 
 def test_measure_takes_the_median_of_synchronised_samples() -> None:
@@ -83,6 +103,7 @@ def test_cpu_benchmark_measures_every_size() -> None:
     result = run_transfer_benchmark(SMALL, progress=seen.append)
     assert result.complete and result.stop_reason is None
     assert result.device is None and result.paths == ("cpu_to_cpu",)
+    assert all(type(m.path) is TransferPath for m in result.measurements)
     assert [m.size_bytes for m in result.measurements] == [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB]
     assert all(m.median_s > 0 and m.gbps > 0 for m in result.measurements)
     assert result.latency_s("cpu_to_cpu") == result.measurements[0].median_s
@@ -114,11 +135,11 @@ def test_a_run_of_slow_sizes_is_flagged_but_a_cache_drop_is_not() -> None:
             None, tuple(gbps), ("cpu_to_cpu",), rows, True, None, 1.0, 5.0
         )
 
-    # As measured on a loaded 2-core machine: 256 KiB to 4 MiB each waited ~8 ms.
+    # Recorded on a loaded 2-core machine: 256 KiB to 4 MiB each waited for a free core.
     waiting = {4 * KIB: 2.0, 16 * KIB: 6.0, 64 * KIB: 8.0, 256 * KIB: 0.02, MIB: 0.13,
                4 * MIB: 0.25, 16 * MIB: 1.5, 64 * MIB: 6.0}  # fmt: skip
     assert result_for(waiting).dips("cpu_to_cpu") == [256 * KIB, MIB, 4 * MIB]
-    # Out of the caches into main memory: up to ~10x slower on this VM, which is physics.
+    # Out of the caches into main memory: several times slower, and that is physics.
     caches = {4 * KIB: 3.0, 16 * KIB: 20.0, 64 * KIB: 30.0, 256 * KIB: 35.0, MIB: 37.0,
               4 * MIB: 20.0, 16 * MIB: 5.0, 64 * MIB: 3.2, 256 * MIB: 3.0}  # fmt: skip
     assert result_for(caches).dips("cpu_to_cpu") == []
@@ -140,6 +161,7 @@ def test_cancel_stops_between_measurements() -> None:
 
     result = run_transfer_benchmark(SMALL, progress=seen.append, should_stop=should_stop)
     assert not result.complete and result.stop_reason == "cancelled"
+    assert result.stop_reason is StopReason.CANCELLED
     assert len(result.measurements) == 2
 
 
@@ -208,6 +230,9 @@ def test_only_one_benchmark_per_server() -> None:
         with pytest.raises(BenchmarkBusy) as busy:
             run_transfer_benchmark(SMALL)
         assert 1 <= busy.value.retry_after_s <= SMALL.time_budget_s + 2
+        assert busy.value.code == ErrorCode.BUSY
+        assert busy.value.params == {"seconds": str(busy.value.retry_after_s)}
+        assert isinstance(busy.value, RuntimeError)
         with pytest.raises(BenchmarkBusy):
             BenchmarkJob.start(SMALL)
     finally:

@@ -4,6 +4,7 @@
 - :mod:`.demos`: ``.to()`` / ``.cpu()`` / ``.numpy()`` snippets run as shown, with findings
   computed from the live objects.
 - :mod:`.transfer`: copy bandwidth and latency per path and size, one run per server.
+- :mod:`.errors`: what the engine raises: a code and parameters, the text in the tables.
 """
 
 from torchatlas.devices.demos import (
@@ -12,20 +13,23 @@ from torchatlas.devices.demos import (
     Finding,
     RaisedError,
     Snapshot,
+    SnapshotKind,
     StepResult,
     demonstration_code,
     run_demonstration,
 )
+from torchatlas.devices.errors import BenchmarkBusy, DevicesError, DevicesValueError, ErrorCode
 from torchatlas.devices.inventory import Inventory, available_accelerator, take_inventory
 from torchatlas.devices.transfer import (
     PATHS,
     SIZES,
-    BenchmarkBusy,
     BenchmarkConfig,
     BenchmarkJob,
     BenchmarkResult,
     Measurement,
     Progress,
+    StopReason,
+    TransferPath,
     machine_size_cap,
     run_transfer_benchmark,
 )
@@ -39,13 +43,19 @@ __all__ = [
     "BenchmarkJob",
     "BenchmarkResult",
     "Demonstration",
+    "DevicesError",
+    "DevicesValueError",
+    "ErrorCode",
     "Finding",
     "Inventory",
     "Measurement",
     "Progress",
     "RaisedError",
     "Snapshot",
+    "SnapshotKind",
     "StepResult",
+    "StopReason",
+    "TransferPath",
     "available_accelerator",
     "demonstration_code",
     "machine_size_cap",

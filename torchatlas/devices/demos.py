@@ -16,12 +16,14 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 import torch
 from torch import nn
 
+from torchatlas.devices.errors import DevicesValueError, ErrorCode, choices
 from torchatlas.devices.inventory import available_accelerator
 
 PRELUDE = "import numpy as np\nimport torch\nfrom torch import nn\n"
@@ -37,12 +39,19 @@ class ParameterSnapshot:
     address: int
 
 
+class SnapshotKind(StrEnum):
+    TENSOR = "tensor"
+    NDARRAY = "ndarray"
+    MODULE = "module"
+    VALUE = "value"  # anything else, shown by its repr
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One watched variable right after a step ran."""
 
     name: str
-    kind: str  # "tensor", "ndarray", "module" or "value"
+    kind: SnapshotKind
     object_id: int  # id(): equal ids mean the very same Python object
     type_name: str
     device: str | None = None
@@ -84,9 +93,6 @@ class Demonstration:
     steps: tuple[StepResult, ...]
     findings: tuple[Finding, ...]
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
     def finding(self, code: str) -> Finding:
         for item in self.findings:
             if item.code == code:
@@ -124,7 +130,7 @@ def snapshot(name: str, value: object) -> Snapshot:
         if value.device.type != "meta":
             values = _format_values(value.detach().reshape(-1)[: PREVIEW_VALUES + 1].tolist())
         return Snapshot(
-            kind="tensor",
+            kind=SnapshotKind.TENSOR,
             device=str(value.device),
             dtype=_short_dtype(value.dtype),
             address=_address_of(value),
@@ -133,7 +139,7 @@ def snapshot(name: str, value: object) -> Snapshot:
         )
     if isinstance(value, np.ndarray):
         return Snapshot(
-            kind="ndarray",
+            kind=SnapshotKind.NDARRAY,
             device="cpu",
             dtype=str(value.dtype),
             address=_address_of(value),
@@ -151,9 +157,11 @@ def snapshot(name: str, value: object) -> Snapshot:
             )
             for pname, param in value.named_parameters()
         )
-        return Snapshot(kind="module", parameters=parameters, **common)
+        return Snapshot(kind=SnapshotKind.MODULE, parameters=parameters, **common)
     text = repr(value)
-    return Snapshot(kind="value", values=text if len(text) <= 200 else text[:199] + "…", **common)
+    return Snapshot(
+        kind=SnapshotKind.VALUE, values=text if len(text) <= 200 else text[:199] + "…", **common
+    )
 
 
 def _execute(code: str, namespace: dict[str, object]) -> None:
@@ -211,7 +219,7 @@ DEVICE_NAME = re.compile(r"[a-z][a-z0-9_]*(:[0-9]+)?")
 def _device_literal(name: str) -> str:
     """``name`` as a quoted Python literal, refused unless it is a plain device name."""
     if not DEVICE_NAME.fullmatch(name):
-        raise ValueError(f"not a device name: {name!r}")
+        raise DevicesValueError(ErrorCode.NOT_A_DEVICE_NAME, name=repr(name))
     return f'"{name}"'
 
 
@@ -231,6 +239,13 @@ def _resolve(accelerator: object) -> torch.device | None:
     if accelerator is None or isinstance(accelerator, torch.device):
         return accelerator
     return torch.device(str(accelerator))
+
+
+def _check_variant(key: str, variant: str, variants: tuple[str, ...]) -> None:
+    if variant not in variants:
+        raise DevicesValueError(
+            ErrorCode.UNKNOWN_VARIANT, key=key, variant=repr(variant), choices=choices(variants)
+        )
 
 
 def _same_memory(a: object, b: object) -> bool:
@@ -265,8 +280,7 @@ def tensor_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
     ``cuda_method`` runs ``x.cuda()`` as it is: a copy in GPU memory where CUDA works, and
     torch's own error everywhere else (a CPU-only machine, a CUDA-less wheel, a Mac).
     """
-    if variant not in TENSOR_TO_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {TENSOR_TO_VARIANTS}")
+    _check_variant("tensor_to", variant, TENSOR_TO_VARIANTS)
     other, stand_in = _other_device(_resolve(accelerator))
     line = {
         "same_device": 'y = x.to("cpu")',
@@ -328,8 +342,7 @@ MODULE_TO_VARIANTS = ("dtype", "device", "same", "split")
 def module_to(variant: str, accelerator: object = _DETECT) -> Demonstration:
     """``model.to(...)`` changes the module in place and returns the same module; a module has
     no ``.device``; its parameters may even sit on two devices at once."""
-    if variant not in MODULE_TO_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {MODULE_TO_VARIANTS}")
+    _check_variant("module_to", variant, MODULE_TO_VARIANTS)
     other, stand_in = _other_device(_resolve(accelerator))
     if variant == "split":
         return _module_split(other, stand_in)
@@ -421,8 +434,7 @@ NUMPY_VARIANTS = ("from_numpy", "numpy", "as_tensor", "tensor", "requires_grad",
 def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
     """``from_numpy``, ``.numpy()`` and ``as_tensor`` share memory with the array; ``tensor``
     copies. Mutating one side shows whether the other follows."""
-    if variant not in NUMPY_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {NUMPY_VARIANTS}")
+    _check_variant("numpy_bridge", variant, NUMPY_VARIANTS)
     other, stand_in = _other_device(_resolve(accelerator))
     scripts: dict[str, tuple[tuple[str, ...], list[str], tuple[str, str]]] = {
         # watched names, steps, (changed side, other side)
@@ -562,10 +574,11 @@ DEMONSTRATIONS: dict[str, tuple[Callable[..., Demonstration], tuple[str, ...]]] 
 def run_demonstration(key: str, variant: str, accelerator: object = _DETECT) -> Demonstration:
     """Run one demonstration by name (what a page's "run" button calls)."""
     if key not in DEMONSTRATIONS:
-        raise ValueError(f"unknown demonstration {key!r}; choose one of {tuple(DEMONSTRATIONS)}")
+        raise DevicesValueError(
+            ErrorCode.UNKNOWN_DEMONSTRATION, key=repr(key), choices=choices(DEMONSTRATIONS)
+        )
     function, variants = DEMONSTRATIONS[key]
-    if variant not in variants:
-        raise ValueError(f"unknown variant {variant!r} for {key}; choose one of {variants}")
+    _check_variant(key, variant, variants)
     if key == "device_agnostic":
         return function(variant)
     return function(variant, accelerator=accelerator)
@@ -575,6 +588,7 @@ def demonstration_code(key: str, variant: str, accelerator: object = _DETECT) ->
     """The snippet a demonstration runs, for showing before the "run" button is pressed.
 
     The snippet depends on the device this machine has, so it comes from the demonstration
-    itself (a run of a few milliseconds) rather than from a second copy that could drift.
+    itself (a run is a handful of tiny tensor operations) rather than from a second copy that
+    could drift.
     """
     return run_demonstration(key, variant, accelerator).code

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ class BuildInfo:
 
 @dataclass(frozen=True)
 class CpuInfo:
-    model: str
+    model: str | None  # None when neither the OS nor Python can name it
     logical_cores: int
     usable_cores: int  # what this process may run on (containers and taskset limit it)
     torch_threads: int
@@ -92,9 +92,6 @@ class Inventory:
     @property
     def has_accelerator(self) -> bool:
         return bool(self.accelerators)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def available_accelerator() -> torch.device | None:
@@ -154,11 +151,11 @@ def host_memory() -> tuple[int | None, int | None]:
     return total, available
 
 
-def _cpu_model() -> str:
+def _cpu_model() -> str | None:
     for line in (_read(Path("/proc/cpuinfo")) or "").splitlines():
         if line.startswith("model name"):
             return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine() or "unknown"
+    return platform.processor() or platform.machine() or None
 
 
 def cpu_info() -> CpuInfo:

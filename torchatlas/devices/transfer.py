@@ -19,10 +19,12 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 import torch
 
+from torchatlas.devices.errors import BenchmarkBusy, DevicesValueError, ErrorCode, choices
 from torchatlas.devices.inventory import accelerators, available_accelerator, host_memory
 
 KIB = 1024
@@ -31,17 +33,38 @@ GIB = 1024 * MIB
 SIZES: tuple[int, ...] = tuple(4 * KIB * 4**k for k in range(10))  # 4 KiB … 1 GiB
 MAX_TIME_BUDGET_S = 60.0
 DEFAULT_TIME_BUDGET_S = 5.0
-DEFAULT_MAX_BYTES = 64 * MIB  # a few seconds on a 2-core laptop; bigger sizes are opt-in
+DEFAULT_MAX_BYTES = 64 * MIB  # keeps a default run short on a small machine; bigger is opt-in
 SAMPLE_TARGET_S = 0.002  # small copies are repeated inside one sample to beat timer noise
 MAX_COPIES_PER_SAMPLE = 2000
 WARMUPS = 2
+MIN_REPEATS, MAX_REPEATS = 1, 50
 
-CPU_TO_CPU = "cpu_to_cpu"
-HOST_TO_DEVICE_PAGEABLE = "host_to_device_pageable"
-HOST_TO_DEVICE_PINNED = "host_to_device_pinned"
-HOST_TO_DEVICE_NON_BLOCKING = "host_to_device_non_blocking"
-DEVICE_TO_HOST = "device_to_host"
-DEVICE_TO_DEVICE = "device_to_device"
+
+class TransferPath(StrEnum):
+    """Where a copy goes from and to; the value names its label in the translation tables."""
+
+    CPU_TO_CPU = "cpu_to_cpu"
+    HOST_TO_DEVICE_PAGEABLE = "host_to_device_pageable"
+    HOST_TO_DEVICE_PINNED = "host_to_device_pinned"
+    HOST_TO_DEVICE_NON_BLOCKING = "host_to_device_non_blocking"
+    DEVICE_TO_HOST = "device_to_host"
+    DEVICE_TO_DEVICE = "device_to_device"
+
+
+class StopReason(StrEnum):
+    """Why a run ended before measuring every size."""
+
+    CANCELLED = "cancelled"
+    TIME_BUDGET = "time_budget"
+    OUT_OF_MEMORY = "out_of_memory"
+
+
+CPU_TO_CPU = TransferPath.CPU_TO_CPU
+HOST_TO_DEVICE_PAGEABLE = TransferPath.HOST_TO_DEVICE_PAGEABLE
+HOST_TO_DEVICE_PINNED = TransferPath.HOST_TO_DEVICE_PINNED
+HOST_TO_DEVICE_NON_BLOCKING = TransferPath.HOST_TO_DEVICE_NON_BLOCKING
+DEVICE_TO_HOST = TransferPath.DEVICE_TO_HOST
+DEVICE_TO_DEVICE = TransferPath.DEVICE_TO_DEVICE
 ACCELERATOR_PATHS = (
     HOST_TO_DEVICE_PAGEABLE,
     HOST_TO_DEVICE_PINNED,
@@ -49,9 +72,9 @@ ACCELERATOR_PATHS = (
     DEVICE_TO_HOST,
     DEVICE_TO_DEVICE,
 )
-PATHS = (CPU_TO_CPU, *ACCELERATOR_PATHS)
+PATHS: tuple[TransferPath, ...] = (CPU_TO_CPU, *ACCELERATOR_PATHS)
 # The code each path times, for the page's table and the CSV.
-PATH_CODE: dict[str, str] = {
+PATH_CODE: dict[TransferPath, str] = {
     CPU_TO_CPU: "cpu_dst.copy_(cpu_src)",
     HOST_TO_DEVICE_PAGEABLE: "dev_dst.copy_(cpu_src)",
     HOST_TO_DEVICE_PINNED: "dev_dst.copy_(pinned_src)",
@@ -73,38 +96,44 @@ _LOCK = threading.Lock()
 _active: dict[str, float] = {}  # started (monotonic) and budget of the benchmark holding _LOCK
 
 
-class BenchmarkBusy(RuntimeError):
-    """Another benchmark holds this server's lock."""
-
-    code = "busy"
-
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(f"a transfer benchmark is already running; try again in {retry_after_s} s")
-        self.retry_after_s = retry_after_s
-
-
 @dataclass(frozen=True)
 class BenchmarkConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
     time_budget_s: float = DEFAULT_TIME_BUDGET_S
     repeats: int = 5
     device: str | None = None  # None: the available accelerator, if any
-    paths: tuple[str, ...] | None = None  # None: every path this machine has
+    paths: tuple[TransferPath, ...] | None = None  # None: every path this machine has
 
     def __post_init__(self) -> None:
         if self.max_bytes < SIZES[0]:
-            raise ValueError(f"max_bytes must be at least {SIZES[0]} bytes")
+            raise DevicesValueError(
+                ErrorCode.MAX_BYTES_TOO_SMALL, minimum=SIZES[0], max_bytes=self.max_bytes
+            )
         if not 0 < self.time_budget_s <= MAX_TIME_BUDGET_S:
-            raise ValueError(f"time_budget_s must be in (0, {MAX_TIME_BUDGET_S}]")
-        if not 1 <= self.repeats <= 50:
-            raise ValueError("repeats must be between 1 and 50")
-        if self.paths is not None and (unknown := set(self.paths) - set(PATHS)):
-            raise ValueError(f"unknown paths {sorted(unknown)}; choose from {PATHS}")
+            raise DevicesValueError(
+                ErrorCode.TIME_BUDGET_OUT_OF_RANGE,
+                maximum=f"{MAX_TIME_BUDGET_S:g}",
+                budget=f"{self.time_budget_s:g}",
+            )
+        if not MIN_REPEATS <= self.repeats <= MAX_REPEATS:
+            raise DevicesValueError(
+                ErrorCode.REPEATS_OUT_OF_RANGE,
+                low=MIN_REPEATS,
+                high=MAX_REPEATS,
+                repeats=self.repeats,
+            )
+        if self.paths is not None:
+            if unknown := sorted(set(map(str, self.paths)) - set(PATHS)):
+                raise DevicesValueError(
+                    ErrorCode.UNKNOWN_PATHS, unknown=choices(unknown), choices=choices(PATHS)
+                )
+            # Names given as plain strings become the enum, so results carry one kind of path.
+            object.__setattr__(self, "paths", tuple(TransferPath(p) for p in self.paths))
 
 
 @dataclass(frozen=True)
 class Measurement:
-    path: str
+    path: TransferPath
     size_bytes: int
     median_s: float  # one copy, median over repeats
     min_s: float
@@ -117,17 +146,14 @@ class Measurement:
         """Bytes copied per second, in GB/s (10⁹ bytes, as bus bandwidths are quoted)."""
         return self.size_bytes / self.median_s / 1e9
 
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "gbps": self.gbps}
-
 
 @dataclass(frozen=True)
 class Reference:
     """A nominal, physical line for the chart (e.g. the PCIe link); never a measurement."""
 
-    code: str  # "pcie"
+    code: str  # "pcie": names its label in the translation tables
     gbps: float
-    paths: tuple[str, ...]
+    paths: tuple[TransferPath, ...]
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -135,7 +161,7 @@ class Reference:
 class Progress:
     done: int
     total: int
-    path: str
+    path: TransferPath
     size_bytes: int
     elapsed_s: float
     last: Measurement | None = None
@@ -149,27 +175,27 @@ class Progress:
 class BenchmarkResult:
     device: str | None
     sizes: tuple[int, ...]
-    paths: tuple[str, ...]
+    paths: tuple[TransferPath, ...]
     measurements: tuple[Measurement, ...]
     complete: bool
-    stop_reason: str | None  # None, "cancelled", "time_budget" or "out_of_memory"
+    stop_reason: StopReason | None  # None: every planned size was measured
     elapsed_s: float
     time_budget_s: float
     references: tuple[Reference, ...] = ()
 
-    def for_path(self, path: str) -> list[Measurement]:
+    def for_path(self, path: TransferPath) -> list[Measurement]:
         return sorted((m for m in self.measurements if m.path == path), key=lambda m: m.size_bytes)
 
-    def latency_s(self, path: str) -> float | None:
+    def latency_s(self, path: TransferPath) -> float | None:
         """Time of the smallest copy: mostly fixed cost (dispatch, launch, synchronisation)."""
         rows = self.for_path(path)
         return rows[0].median_s if rows else None
 
-    def peak_gbps(self, path: str) -> float | None:
+    def peak_gbps(self, path: TransferPath) -> float | None:
         rows = self.for_path(path)
         return max(m.gbps for m in rows) if rows else None
 
-    def dips(self, path: str, factor: float = 5.0, drop: float = 30.0) -> list[int]:
+    def dips(self, path: TransferPath, factor: float = 5.0, drop: float = 30.0) -> list[int]:
         """Sizes that are not physics but waiting, typically for a busy core on a shared
         machine: ``factor``× below both neighbours (the largest size: below its one
         neighbour; the smallest is slow by nature, it is all latency), or ``drop``× below the
@@ -186,10 +212,9 @@ class BenchmarkResult:
             best_smaller = max(best_smaller, row.gbps)
         return found
 
-    def to_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["measurements"] = [m.to_dict() for m in self.measurements]
-        return data
+    def dip_sizes(self) -> list[int]:
+        """Every size that dipped on some path, smallest first."""
+        return sorted({size for path in self.paths for size in self.dips(path)})
 
     def to_csv(self) -> str:
         out = io.StringIO()
@@ -270,7 +295,7 @@ def is_busy() -> bool:
 
 
 class _StopRun(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: StopReason) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -285,7 +310,7 @@ def _timed(copy: Callable[[], object], sync: Callable[[], None], copies: int) ->
 
 
 def measure(
-    path: str,
+    path: TransferPath,
     size_bytes: int,
     copy: Callable[[], object],
     sync: Callable[[], None],
@@ -301,7 +326,7 @@ def measure(
 
     def check() -> None:
         if should_stop is not None and should_stop():
-            raise _StopRun("cancelled")
+            raise _StopRun(StopReason.CANCELLED)
 
     estimate = math.inf
     for _ in range(WARMUPS):
@@ -336,7 +361,9 @@ def measure(
 class _Buffers:
     """Every tensor one size needs, touched once so first-use page faults are not timed."""
 
-    def __init__(self, size: int, device: torch.device | None, paths: tuple[str, ...]) -> None:
+    def __init__(
+        self, size: int, device: torch.device | None, paths: tuple[TransferPath, ...]
+    ) -> None:
         self.cpu_src = torch.empty(size, dtype=torch.uint8).fill_(1)
         self.cpu_dst = torch.empty(size, dtype=torch.uint8).fill_(0)
         self.pinned_src = self.dev_src = self.dev_dst = None
@@ -353,10 +380,10 @@ class _Buffers:
         self.dev_src = torch.ones(size, dtype=torch.uint8, device=device)
         self.dev_dst = torch.zeros(size, dtype=torch.uint8, device=device)
 
-    def can_copy(self, path: str) -> bool:
+    def can_copy(self, path: TransferPath) -> bool:
         return self.pinned_src is not None or path not in PINNED_PATHS
 
-    def copy_for(self, path: str) -> Callable[[], object]:
+    def copy_for(self, path: TransferPath) -> Callable[[], object]:
         b = self
         return {
             CPU_TO_CPU: lambda: b.cpu_dst.copy_(b.cpu_src),
@@ -377,7 +404,7 @@ def _resolve_device(config: BenchmarkConfig) -> torch.device | None:
 
 def _plan(
     config: BenchmarkConfig, device: torch.device | None
-) -> tuple[tuple[int, ...], tuple[str, ...]]:
+) -> tuple[tuple[int, ...], tuple[TransferPath, ...]]:
     available = PATHS if device is not None else (CPU_TO_CPU,)
     paths = tuple(p for p in (config.paths or available) if p in available)
     return sizes_up_to(config.max_bytes), paths
@@ -399,14 +426,14 @@ def _measure_all(
     deadline = started + config.time_budget_s
     measured: list[Measurement] = []
     last_time: dict[str, float] = {}  # path → seconds per copy at the previous size
-    stop_reason = None
+    stop_reason: StopReason | None = None
     total = len(sizes) * len(paths)
 
     def check(next_cost_s: float) -> None:
         if should_stop is not None and should_stop():
-            raise _StopRun("cancelled")
+            raise _StopRun(StopReason.CANCELLED)
         if time.perf_counter() + next_cost_s > deadline:
-            raise _StopRun("time_budget")
+            raise _StopRun(StopReason.TIME_BUDGET)
 
     try:
         for size in sizes:
@@ -419,7 +446,7 @@ def _measure_all(
                 buffers = _Buffers(size, device, paths)
             except (torch.OutOfMemoryError, RuntimeError) as exc:
                 if "out of memory" in str(exc).lower() or isinstance(exc, torch.OutOfMemoryError):
-                    raise _StopRun("out_of_memory") from exc
+                    raise _StopRun(StopReason.OUT_OF_MEMORY) from exc
                 raise
             try:
                 for path in paths:

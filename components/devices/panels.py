@@ -1,0 +1,252 @@
+"""The devices room's panels, in page order: inventory, demonstrations, transfer benchmark.
+
+Widgets and ``st.*`` output only: engine calls and session keys go through ``state``, every
+string, table and figure comes from ``draw``. Demonstrations run on their "run" button; the
+transfer benchmark runs in a background job that a fragment polls, so "stop" can cancel it and
+another visitor is told to wait while it holds the server.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from components.devices import draw, state
+from components.format import format_bytes, format_seconds
+from components.i18n import language, t
+from components.theme import palette
+from torchatlas.devices import BenchmarkResult, Demonstration, Inventory  # types only
+
+
+def intro() -> None:
+    st.markdown(t("devices.intro"))
+
+
+# ---------------------------------------------------------------- inventory
+
+
+def inventory() -> Inventory:
+    """The machine's devices as cards; stops the page when they cannot be read."""
+    try:
+        found = state.inventory()
+    except Exception as exc:
+        st.warning(draw.error_text(exc, "inventory_failed", language()))
+        st.stop()
+    st.header(t("devices.inventory.header"), anchor=False)
+    _inventory_cards(found)
+    if not found.has_accelerator:
+        st.info(t("devices.no_accelerator", built_for=found.build.compiled_accelerator or "cpu"))
+    return found
+
+
+def _inventory_cards(found: Inventory) -> None:
+    lang = language()
+    columns = st.columns(4 if not found.accelerators else 3 + len(found.accelerators[:3]))
+    with columns[0].container(border=True):
+        st.markdown(f"#### {t('devices.inventory.build')}")
+        st.markdown(draw.build_lines(found.build, lang))
+    with columns[1].container(border=True):
+        st.markdown(f"#### {t('devices.inventory.cpu')}")
+        st.markdown(draw.cpu_lines(found.cpu, lang))
+    if found.accelerators:
+        for column, info in zip(columns[2:-1], found.accelerators, strict=False):
+            with column.container(border=True):
+                st.markdown(f"#### `{info.device}`")
+                st.markdown(draw.accelerator_lines(info, lang))
+        if len(found.accelerators) > 3:
+            st.caption(t("devices.inventory.more", count=len(found.accelerators) - 3))
+    else:
+        with columns[2].container(border=True):
+            st.markdown(f"#### {t('devices.inventory.accelerator')}")
+            built_for = found.build.compiled_accelerator or "cpu"
+            st.markdown(t("devices.inventory.no_accelerator", built_for=built_for))
+    with columns[-1].container(border=True):
+        st.markdown("#### `meta`")
+        st.markdown(draw.meta_text(found.meta, lang))
+
+
+# ---------------------------------------------------------------- demonstrations
+
+
+def demonstrations(found: Inventory) -> None:
+    st.header(t("devices.demo.header"), anchor=False)
+    st.caption(t("devices.demo.how"))
+    other_device = found.accelerators[0].device if found.has_accelerator else "meta"
+    for key, variants in state.demonstration_variants().items():
+        _demonstration_card(key, variants, other_device, found.has_accelerator)
+
+
+@st.fragment
+def _demonstration_card(
+    key: str, variants: tuple[str, ...], other_device: str, has_accelerator: bool
+) -> None:
+    with st.container(border=True):
+        st.subheader(t(f"devices.demos.{key}.title"), anchor=False)
+        st.markdown(t(f"devices.demos.{key}.lesson"))
+        variant = variants[0]
+        if len(variants) > 1:
+            variant = st.segmented_control(
+                t("devices.demo.variant"),
+                options=list(variants),
+                default=variants[0],
+                required=True,
+                format_func=lambda v: t(f"devices.demos.{key}.variants.{v}", device=other_device),
+                key=f"devices_variant_{key}",
+            )
+        try:
+            st.code(state.demo_code(key, variant), language="python", wrap_lines=True)
+        except Exception as exc:  # never let a torch surprise reach the page as a traceback
+            st.warning(draw.error_text(exc, "demo_failed", language()))
+            return
+        if st.button(
+            t("devices.demo.run"),
+            key=f"devices_run_{key}",
+            type="primary",
+            icon=":material/play_arrow:",
+        ):
+            error = state.run_demo(key, variant)
+            if error is not None:
+                st.warning(draw.error_text(error, "demo_failed", language()))
+        demo = state.demo_result(key, variant)
+        if demo is None:
+            st.info(t(f"devices.demos.{key}.predict"))
+            return
+        if demo.stand_in:
+            st.info(t(f"devices.demos.{key}.stand_in"))
+        _demonstration_steps(demo)
+        if not has_accelerator and key == "device_agnostic":
+            st.caption(t("devices.demos.device_agnostic.on_accelerator"))
+
+
+def _demonstration_steps(demo: Demonstration) -> None:
+    """Step by step: the line, the exception it raised (exact text), what it changed; then the
+    findings computed from the live objects."""
+    lang = language()
+    for step, table in zip(demo.steps, draw.step_tables(demo, lang), strict=True):
+        st.code(step.code, language="python", wrap_lines=True)
+        if step.error is not None:
+            st.markdown(t("devices.demo.raised", error=step.error.type_name))
+            st.code(step.error.message, language="text", wrap_lines=True)
+        if table is not None:
+            st.dataframe(table, hide_index=True, width="stretch")
+        elif step.error is None:
+            st.caption(t("devices.demo.nothing_changed"))
+    st.markdown(f"**{t('devices.demo.findings')}**")
+    st.markdown(draw.findings_markdown(demo, lang))
+    st.caption(t("devices.demo.legend"))
+
+
+# ---------------------------------------------------------------- transfer benchmark
+
+
+def benchmark(found: Inventory) -> None:
+    st.header(t("devices.bench.header"), anchor=False)
+    _benchmark_section(found.has_accelerator, found.cpu.torch_threads)
+
+
+def _watch_job() -> None:
+    """Progress and "stop" for the running job; a fragment Streamlit reruns every
+    ``state.POLL_S``.
+
+    Each run returns at once. A run that waited for the job to end would cancel nothing:
+    Streamlit handles a click on "stop" (and calls its callback) only after the run in progress
+    has finished. When the job is over, the whole page reruns to show the result."""
+    if state.collect_finished_job():
+        st.rerun(scope="app")
+    job = state.current_job()
+    if job is None:
+        return
+    st.button(
+        t("devices.bench.stop"),
+        icon=":material/stop:",
+        on_click=state.cancel_benchmark,
+        disabled=job.cancelled,
+        key="devices_bench_stop",
+    )
+    progress = job.progress
+    st.progress(
+        progress.fraction if progress else 0.0, text=draw.progress_text(progress, language())
+    )
+
+
+@st.fragment
+def _benchmark_section(has_accelerator: bool, threads: int) -> None:
+    with st.container(border=True):
+        st.markdown(t("devices.bench.lesson"))
+        if not has_accelerator:
+            st.info(t("devices.bench.cpu_only"))
+        running = state.current_job() is not None
+        if running:
+            st.fragment(_watch_job, run_every=state.POLL_S)()
+        sizes, default, cap = state.size_options()
+        left, right = st.columns(2)
+        max_bytes = left.select_slider(
+            t("devices.bench.max_size"),
+            options=sizes,
+            value=default,
+            format_func=format_bytes,
+            help=t("devices.bench.max_size_help", cap=format_bytes(cap)),
+            disabled=running,
+            key="devices_bench_max",
+        )
+        budget = right.slider(
+            t("devices.bench.budget"),
+            min_value=state.MIN_BUDGET_S,
+            max_value=state.MAX_BUDGET_S,
+            value=state.DEFAULT_BUDGET_S,
+            step=1.0,
+            format="%.0f s",
+            help=t("devices.bench.budget_help"),
+            disabled=running,
+            key="devices_bench_budget",
+        )
+        st.button(
+            t("devices.bench.run"),
+            type="primary",
+            icon=":material/timer:",
+            on_click=state.start_benchmark,
+            args=(max_bytes, budget),
+            disabled=running,
+            key="devices_bench_run",
+        )
+        if running:  # the result and the chart come back when the job ends
+            return
+        if (error := state.take_error()) is not None:
+            st.warning(draw.error_text(error, "bench_failed", language()))
+        if (busy := state.take_busy()) is not None:
+            st.warning(draw.error_text(busy, "bench_failed", language()))
+        result = state.last_result()
+        if result is None:
+            st.caption(t("devices.bench.not_run"))
+            return
+        _benchmark_result(result, threads)
+
+
+def _benchmark_result(result: BenchmarkResult, threads: int) -> None:
+    count = len(result.measurements)
+    if result.stop_reason is None:
+        elapsed = format_seconds(result.elapsed_s)
+        st.caption(t("devices.bench.finished", count=count, elapsed=elapsed))
+    else:
+        budget = f"{result.time_budget_s:g}"
+        st.info(t(f"devices.bench.stopped.{result.stop_reason}", count=count, budget=budget))
+    if not result.measurements:
+        return
+    lang = language()
+    st.plotly_chart(
+        draw.bandwidth_chart(result, palette(), lang), theme="streamlit", width="stretch"
+    )
+    if dips := result.dip_sizes():
+        sizes = ", ".join(format_bytes(size) for size in dips)
+        st.info(t("devices.bench.dip", sizes=sizes, threads=threads))
+    if result.references:
+        st.caption(t("devices.bench.reference_note"))
+    st.dataframe(draw.summary_frame(result, lang), hide_index=True, width="stretch")
+    st.download_button(
+        t("devices.bench.download"),
+        data=result.to_csv(),
+        file_name="torch-atlas-transfer.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+        key="devices_bench_csv",
+    )
