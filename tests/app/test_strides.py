@@ -6,7 +6,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from components.strides_panels import CACHE_BYTES, ROOM_CACHE
+from components.strides.state import CACHE_BYTES, ROOM_CACHE
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.cache import deep_size
 from torchatlas.strides import MAX_CHAIN_TEXT, MAX_INDEX_TEXT, MAX_OP_TEXT, MAX_SHAPE_TEXT

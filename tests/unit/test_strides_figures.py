@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from components.strides import FrozenFigure, storage_figure, tensor_figure
-from components.strides_panels import cached_tensor_figure, flat_indices
+from components.strides.draw import FrozenFigure, storage_figure, tensor_figure
+from components.strides.state import cached_tensor_figure, flat_indices
 from components.theme import DARK, LIGHT
 from torchatlas.strides import trace
 
@@ -18,7 +18,7 @@ CHAIN = ((4, 6), "float32", (".t()", "[1:, ::2]"))
 
 @pytest.mark.parametrize("dark", [False, True])
 def test_frozen_figure_sends_what_a_fresh_figure_would(dark: bool) -> None:
-    step = trace(CHAIN[0], CHAIN[1], list(CHAIN[2]))[-1].to_dict()
+    step = trace(CHAIN[0], CHAIN[1], list(CHAIN[2]))[-1]
     palette = DARK if dark else LIGHT
     for frozen in (
         tensor_figure(step, {1, 2}, 1, palette, dark),

@@ -1,90 +1,150 @@
-"""PyTorch's refusals in plain words: the cause and the fix, with a stable ``code``.
+"""The room's refusals: a stable code and parameters, never a sentence.
 
-The page shows ``t(f"strides.errors.{code}", **params)``; ``message`` is the same text in
-English for notebooks and tests. PyTorch's own message always travels along.
+Every error the strides engine raises or returns carries an :class:`ErrorCode` and the
+parameters its text needs. The text itself lives only in
+``assets/translations/{en,ko}/strides.json`` under ``strides.errors.<code>``: the page shows
+``t(f"strides.errors.{error.code}", **error.params)`` in the reader's language, and
+``error.message`` (``str()`` of an exception) is the same table's English, for a notebook.
+
+:func:`explain` turns an exception PyTorch raised while applying an op into such an error,
+the cause and the fix; PyTorch's own words always travel along as ``torch_message``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchatlas.strides.parser import OpParseError, ParsedOp
-from torchatlas.strides.trace import MAX_ELEMENTS, StepError
+from torchatlas.i18n import translate
+from torchatlas.strides.dtypes import dtype_name
+from torchatlas.strides.limits import MAX_ELEMENTS
 
-TEMPLATES: dict[str, str] = {
-    "view_incompatible": (
-        "`{text}` cannot be a view: the elements are not laid out in storage so that the new "
-        "shape can walk them with fixed strides. Use reshape (which will copy here), or call "
-        ".contiguous() first."
-    ),
-    "negative_step": (
-        "`{text}` asks for a negative step. PyTorch has no negative strides; flip() copies "
-        "the elements in reverse order instead."
-    ),
-    "negative_stride": (
-        "`{text}` asks for a negative stride. PyTorch has no negative strides; flip() copies "
-        "the elements in reverse order instead."
-    ),
-    "as_strided_out_of_bounds": (
-        "`{text}`: element {element} would read storage cell {cell}, but the storage has only "
-        "{cells} cells (0 to {last_cell}). Make the size, stride or offset smaller."
-    ),
-    "dim_out_of_range": (
-        "`{text}`: dimension {dim} does not exist. The tensor has {rank} dimensions, so use "
-        "{low} to {high}."
-    ),
-    "index_out_of_range": (
-        "`{text}`: index {index} is past the end of dimension {dim}, which has size {size}. "
-        "Use 0 to {last} (or -{size} to -1)."
-    ),
-    "expand_mismatch": (
-        "`{text}`: expand can only stretch dimensions of size 1 (it gives them stride 0); "
-        "dimension {dim} has size {size}, not 1. Use -1 to keep it, or unsqueeze first."
-    ),
-    "shape_invalid": (
-        "`{text}`: the new shape {shape} does not hold {numel} elements. The sizes must "
-        "multiply to {numel} (use -1 for one size to let PyTorch work it out)."
-    ),
-    "view_dtype": (
-        "`{text}`: to reinterpret the bytes as a dtype of a different size, the last "
-        "dimension must have stride 1 and its bytes must divide evenly. Call .contiguous() "
-        "first, or pick a last size that fits."
-    ),
-    "channels_last_rank": (
-        "`{text}`: channels_last describes 4-D tensors (N, C, H, W); this tensor has {rank} "
-        "dimensions. Reshape to 4-D first."
-    ),
-    "overlap_write": (
-        "More than one element of this tensor reads the same storage cell (a stride of 0, "
-        "as expand makes), so an in-place write would hit one cell several times. PyTorch "
-        "refuses; clone() the tensor first to give every element its own cell."
-    ),
-    "too_large": (
-        "`{text}` would make {numel} elements; this room works with at most {limit} so a "
-        "classroom can share the server. Use smaller sizes."
-    ),
-    "piece_out_of_range": (
-        "`{text}` gave {pieces} pieces; [{pick}] is not one of them. Pick a piece from 0 to {last}."
-    ),
-    "wrong_type": "`{text}`: {detail}. Check the arguments' types and count.",
-    "torch_error": "`{text}`: PyTorch refused this op. Check its arguments against the sizes.",
-}
+if TYPE_CHECKING:
+    from torchatlas.strides.parser import ParsedOp
 
 
-def _error(code: str, text: str, torch_message: str | None = None, **params: Any) -> StepError:
-    params = {"text": text, **params}
-    return StepError(code, text, TEMPLATES[code].format(**params), params, torch_message)
+class ErrorCode(StrEnum):
+    # the start shape and dtype
+    SHAPE_TOO_LONG = "shape_too_long"
+    SHAPE_EMPTY = "shape_empty"
+    SHAPE_NOT_INTS = "shape_not_ints"
+    SHAPE_RANK = "shape_rank"
+    SHAPE_ZERO = "shape_zero"
+    SHAPE_TOO_BIG = "shape_too_big"
+    DTYPE = "dtype"
+    # typed text: the chain, one op, a write, an element index, a quiz answer
+    CHAIN_TOO_LONG = "chain_too_long"
+    EMPTY = "empty"
+    TOO_LONG = "too_long"
+    SYNTAX = "syntax"
+    NOT_LITERAL = "not_literal"
+    BAD_ARGUMENT = "bad_argument"
+    NOT_CALLED = "not_called"
+    UNSUPPORTED = "unsupported"
+    PICK_PIECE = "pick_piece"
+    BAD_KEYWORD = "bad_keyword"
+    EINSUM_ONE_OPERAND = "einsum_one_operand"
+    ONE_OP = "one_op"
+    WRITE_TOO_LONG = "write_too_long"
+    WRITE_EMPTY = "write_empty"
+    WRITE_SYNTAX = "write_syntax"
+    INDEX_TOO_LONG = "index_too_long"
+    NOT_AN_INDEX = "not_an_index"
+    ANSWER_TOO_LONG = "answer_too_long"
+    # PyTorch's refusals, explained
+    PIECE_OUT_OF_RANGE = "piece_out_of_range"
+    VIEW_INCOMPATIBLE = "view_incompatible"
+    NEGATIVE_STEP = "negative_step"
+    NEGATIVE_STRIDE = "negative_stride"
+    AS_STRIDED_OUT_OF_BOUNDS = "as_strided_out_of_bounds"
+    DIM_OUT_OF_RANGE = "dim_out_of_range"
+    INDEX_OUT_OF_RANGE = "index_out_of_range"
+    EXPAND_MISMATCH = "expand_mismatch"
+    SHAPE_INVALID = "shape_invalid"
+    VIEW_DTYPE = "view_dtype"
+    CHANNELS_LAST_RANK = "channels_last_rank"
+    OVERLAP_WRITE = "overlap_write"
+    WRITE_CAST = "write_cast"
+    WRITE_OVERFLOW = "write_overflow"
+    DTYPE_UNSUPPORTED = "dtype_unsupported"
+    TOO_LARGE = "too_large"
+    WRONG_TYPE = "wrong_type"
+    TORCH_ERROR = "torch_error"
+
+
+def message(code: ErrorCode, params: dict[str, Any], lang: str = "en") -> str:
+    """The text of an error in ``lang``, from the room's translation table."""
+    return translate(f"strides.errors.{code}", lang, **params)
+
+
+class StridesError(ValueError):
+    """Text or arguments the room cannot use; ``code`` and ``params`` pick the message."""
+
+    def __init__(self, code: ErrorCode | str, **params: Any) -> None:
+        super().__init__(code)
+        self.code = ErrorCode(code)
+        self.params = params
+
+    @property
+    def message(self) -> str:
+        return message(self.code, self.params)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.code, self.params)
+
+
+def _rebuild(kind: type[StridesError], code: ErrorCode, params: dict[str, Any]) -> StridesError:
+    return kind(code, **params)
+
+
+class OpParseError(StridesError):
+    """Text typed in the room (an op, a chain, a write, an index, a quiz answer) that is
+    malformed, too long or not on the allow list."""
+
+
+class ShapeInputError(StridesError):
+    """A start shape or dtype the room cannot build."""
+
+
+@dataclass(frozen=True)
+class StepError:
+    """Why an op (or a write) failed: a stable ``code`` and its ``params`` (which always hold
+    ``text``, the op as typed), and PyTorch's own words when PyTorch raised."""
+
+    code: ErrorCode
+    text: str
+    params: dict[str, Any] = field(default_factory=dict)
+    torch_message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", ErrorCode(self.code))
+        object.__setattr__(self, "params", {"text": self.text, **self.params})
+
+    @property
+    def message(self) -> str:
+        """The cause and the fix in English (the page translates ``code`` itself)."""
+        return message(self.code, self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def from_parse_error(error: StridesError, text: str) -> StepError:
+    """A parse error of an op or a write, as the step (or the write) it stopped."""
+    return StepError(error.code, text, dict(error.params))
 
 
 def too_large(text: str, numel: int) -> StepError:
-    return _error("too_large", text, numel=f"{numel:,}", limit=f"{MAX_ELEMENTS:,}")
-
-
-def overlap_write(text: str, torch_message: str) -> StepError:
-    return _error("overlap_write", text, torch_message)
+    return StepError(
+        ErrorCode.TOO_LARGE, text, {"numel": f"{numel:,}", "limit": f"{MAX_ELEMENTS:,}"}
+    )
 
 
 def _first_outside(op: ParsedOp, tensor: torch.Tensor) -> dict[str, Any] | None:
@@ -125,53 +185,83 @@ def _first_outside(op: ParsedOp, tensor: torch.Tensor) -> dict[str, Any] | None:
     }
 
 
+# PyTorch's messages name dtypes by their C++ scalar type; the room names them as torch does.
+_SCALAR_TYPES = {
+    "Bool": "bool", "Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32",
+    "Long": "int64", "Half": "float16", "Float": "float32", "Double": "float64",
+    "BFloat16": "bfloat16", "ComplexHalf": "complex32", "ComplexFloat": "complex64",
+    "ComplexDouble": "complex128", "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64",
+}  # fmt: skip
+
+
+def _value_range(dtype: torch.dtype) -> tuple[str, str]:
+    """The lowest and highest number ``dtype`` holds, as the error shows them."""
+    if dtype == torch.bool:
+        return "0", "1"
+    info = torch.finfo(dtype) if dtype.is_floating_point or dtype.is_complex else None
+    if info is None:
+        integer = torch.iinfo(dtype)
+        return f"{integer.min:,}", f"{integer.max:,}"
+    return f"{info.min:g}", f"{info.max:g}"
+
+
 def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError:
-    """The cause and fix for an exception PyTorch raised while applying ``op``."""
+    """The cause and fix for an exception PyTorch raised while applying ``op`` to ``tensor``
+    (an op of the chain, or an in-place write)."""
     text = op.text
-    message = str(exc).strip()
     if isinstance(exc, OpParseError):
         params = {k: v for k, v in exc.params.items() if k != "text"}
-        if exc.code == "piece_out_of_range":
+        if exc.code == ErrorCode.PIECE_OUT_OF_RANGE:
             params["last"] = int(params["pieces"]) - 1
-        return _error(exc.code, text, None, **params)
-    first_line = message.splitlines()[0] if message else type(exc).__name__
-    if "view size is not compatible" in message:
-        return _error("view_incompatible", text, first_line)
-    if "step must be greater than zero" in message:
-        return _error("negative_step", text, first_line)
-    if "Negative strides are not supported" in message:
-        return _error("negative_stride", text, first_line)
-    if "out of bounds for storage" in message and op.name == "as_strided":
+        return StepError(exc.code, text, params)
+    message_text = str(exc).strip()
+    first_line = message_text.splitlines()[0] if message_text else type(exc).__name__
+
+    def error(code: ErrorCode, **params: Any) -> StepError:
+        return StepError(code, text, params, first_line)
+
+    if "view size is not compatible" in message_text:
+        return error(ErrorCode.VIEW_INCOMPATIBLE)
+    if "step must be greater than zero" in message_text:
+        return error(ErrorCode.NEGATIVE_STEP)
+    if "Negative strides are not supported" in message_text:
+        return error(ErrorCode.NEGATIVE_STRIDE)
+    if "out of bounds for storage" in message_text and op.name == "as_strided":
         where = _first_outside(op, tensor)
         if where is not None:
-            return _error("as_strided_out_of_bounds", text, first_line, **where)
+            return error(ErrorCode.AS_STRIDED_OUT_OF_BOUNDS, **where)
     if match := re.search(r"Dimension out of range \(expected to be in range of "
-                          r"\[(-?\d+), (-?\d+)\], but got (-?\d+)\)", message):  # fmt: skip
+                          r"\[(-?\d+), (-?\d+)\], but got (-?\d+)\)", message_text):  # fmt: skip
         low, high, dim = (int(g) for g in match.groups())
-        return _error(
-            "dim_out_of_range", text, first_line, dim=dim, rank=high + 1, low=low, high=high
-        )
+        return error(ErrorCode.DIM_OUT_OF_RANGE, dim=dim, rank=high + 1, low=low, high=high)
     if match := re.search(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)",
-                          message):  # fmt: skip
+                          message_text):  # fmt: skip
         index, dim, size = (int(g) for g in match.groups())
-        return _error(
-            "index_out_of_range", text, first_line, index=index, dim=dim, size=size, last=size - 1
-        )
+        return error(ErrorCode.INDEX_OUT_OF_RANGE, index=index, dim=dim, size=size, last=size - 1)
     if match := re.search(r"expanded size of the tensor \((-?\d+)\) must match the existing "
-                          r"size \((\d+)\) at non-singleton dimension (\d+)", message):  # fmt: skip
+                          r"size \((\d+)\) at non-singleton dimension (\d+)",
+                          message_text):  # fmt: skip
         _, size, dim = (int(g) for g in match.groups())
-        return _error("expand_mismatch", text, first_line, dim=dim, size=size)
-    if match := re.search(r"shape '(\[[^\]]*\])' is invalid for input of size (\d+)", message):
-        return _error(
-            "shape_invalid", text, first_line, shape=match.group(1), numel=int(match.group(2))
-        )
-    if "different element sizes" in message:
-        return _error("view_dtype", text, first_line)
-    if "channels_last format" in message:
-        return _error("channels_last_rank", text, first_line, rank=tensor.dim())
-    if "refers to a single memory location" in message:
-        return _error("overlap_write", text, first_line)
+        return error(ErrorCode.EXPAND_MISMATCH, dim=dim, size=size)
+    if match := re.search(r"shape '(\[[^\]]*\])' is invalid for input of size (\d+)",
+                          message_text):  # fmt: skip
+        return error(ErrorCode.SHAPE_INVALID, shape=match.group(1), numel=int(match.group(2)))
+    if "different element sizes" in message_text:
+        return error(ErrorCode.VIEW_DTYPE)
+    if "channels_last format" in message_text:
+        return error(ErrorCode.CHANNELS_LAST_RANK, rank=tensor.dim())
+    if "refers to a single memory location" in message_text:
+        return error(ErrorCode.OVERLAP_WRITE)
+    if match := re.search(r"result type (\w+) can't be cast to the desired output type (\w+)",
+                          message_text):  # fmt: skip
+        result = _SCALAR_TYPES.get(match.group(1), match.group(1))
+        return error(ErrorCode.WRITE_CAST, result=result, dtype=dtype_name(tensor.dtype))
+    if "without overflow" in message_text:
+        low, high = _value_range(tensor.dtype)
+        return error(ErrorCode.WRITE_OVERFLOW, dtype=dtype_name(tensor.dtype), low=low, high=high)
+    if "not implemented for" in message_text:
+        return error(ErrorCode.DTYPE_UNSUPPORTED, dtype=dtype_name(tensor.dtype))
     if isinstance(exc, TypeError):
         detail = first_line.split(" (Triggered internally")[0]
-        return _error("wrong_type", text, first_line, detail=detail[:160])
-    return _error("torch_error", text, first_line)
+        return error(ErrorCode.WRONG_TYPE, detail=detail[:160])
+    return error(ErrorCode.TORCH_ERROR)

@@ -12,38 +12,31 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import torch
 
-PLACEHOLDER = "x"
-# The longest text each input of the room accepts. The boxes carry the same limits, but
-# shared links and scripts reach these parsers without them, so each parser refuses longer
-# text before reading it: no parse then costs more than its limit's worth of characters.
-MAX_OP_TEXT = 200
-MAX_INDEX_TEXT = 80  # a typed element index: rank ≤ 6, sizes of up to 7 digits
+from torchatlas.strides.dtypes import DTYPE_ALIASES, DTYPES
+from torchatlas.strides.errors import ErrorCode, OpParseError
+from torchatlas.strides.limits import MAX_INDEX_TEXT, MAX_OP_TEXT
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "int16": torch.int16,
-    "int8": torch.int8,
-    "uint8": torch.uint8,
-    "bool": torch.bool,
-}
-# Aliases a student may type after ``torch.``; they name the same dtypes.
-DTYPE_ALIASES: dict[str, str] = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "long": "int64",
-    "int": "int32",
-    "short": "int16",
-}
+__all__ = [
+    "ATTRIBUTES",
+    "DTYPES",
+    "MAX_INDEX_TEXT",
+    "MAX_OP_TEXT",
+    "METHODS",
+    "OpKind",
+    "OpParseError",
+    "ParsedOp",
+    "ParsedWrite",
+    "parse_index",
+    "parse_op",
+    "parse_write",
+]
+
+PLACEHOLDER = "x"
 MEMORY_FORMATS: dict[str, torch.memory_format] = {
     "channels_last": torch.channels_last,
     "contiguous_format": torch.contiguous_format,
@@ -88,23 +81,20 @@ PIECE_METHODS = ("chunk", "split", "unbind")
 WRITE_METHODS: dict[str, int] = {"fill_": 1, "add_": 1, "mul_": 1, "zero_": 0}
 
 
-class OpParseError(ValueError):
-    """Text typed in the room (an op, a chain, a write, an index, a quiz answer) that is
-    malformed, too long or not on the allow list; ``code`` picks the message."""
-
-    def __init__(self, code: str, message: str, **params: object) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.params = params
+class OpKind(StrEnum):
+    INDEX = "index"  # x[1:, ::2]
+    METHOD = "method"  # x.t(), x.chunk(2)[1]
+    ATTRIBUTE = "attribute"  # x.T
+    EINSUM = "einsum"  # torch.einsum('ij->ji', x)
+    WRITE = "write"  # an in-place write, when PyTorch refuses it
 
 
 @dataclass(frozen=True)
 class ParsedOp:
-    """One op, with literal arguments only. ``kind``: index, method, attribute or einsum."""
+    """One op, with literal arguments only."""
 
     text: str
-    kind: str
+    kind: OpKind
     name: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -112,20 +102,18 @@ class ParsedOp:
     source: str = ""  # the op as Python source on the placeholder name
 
     def apply(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.kind == "index":
+        if self.kind is OpKind.INDEX:
             return tensor[self.args[0]]
-        if self.kind == "attribute":
+        if self.kind is OpKind.ATTRIBUTE:
             return getattr(tensor, self.name)
-        if self.kind == "einsum":
+        if self.kind is OpKind.EINSUM:
             return torch.einsum(self.args[0], tensor)
         result = getattr(tensor, self.name)(*self.args, **self.kwargs)
         if self.pick is not None:
             pieces = result
             if not -len(pieces) <= self.pick < len(pieces):
                 raise OpParseError(
-                    "piece_out_of_range",
-                    f"{self.name} gave {len(pieces)} pieces; [{self.pick}] is not one of them. "
-                    f"Pick a piece from 0 to {len(pieces) - 1}.",
+                    ErrorCode.PIECE_OUT_OF_RANGE,
                     text=self.text,
                     pieces=len(pieces),
                     pick=self.pick,
@@ -138,8 +126,8 @@ class ParsedOp:
         return self.source.replace("__x__", name)
 
 
-def _fail(code: str, message: str, **params: object) -> OpParseError:
-    return OpParseError(code, message, **params)
+def _fail(code: ErrorCode, **params: object) -> OpParseError:
+    return OpParseError(code, **params)
 
 
 def parse_index(
@@ -150,15 +138,12 @@ def parse_index(
     ``index_too_long`` past ``max_chars`` (before reading), else ``not_an_index``."""
     if max_chars is not None and len(text) > max_chars:
         raise _fail(
-            "index_too_long",
-            f"The index is {len(text):,} characters long; type at most {max_chars}.",
+            ErrorCode.INDEX_TOO_LONG,
             length=f"{len(text):,}",
             limit=max_chars,
         )
     numbers = [part.strip() for part in text.strip("()[] ").split(",") if part.strip()]
-    problem = _fail(
-        "not_an_index", f"{text} is not an index of a tensor of size {tuple(size)}.", text=text
-    )
+    problem = _fail(ErrorCode.NOT_AN_INDEX, text=text, size=str(tuple(size)))
     try:
         index = tuple(int(number) for number in numbers)
     except ValueError:
@@ -185,18 +170,18 @@ def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False
         if value is None or value is Ellipsis:
             return value
         if isinstance(value, bool):
-            raise _fail("not_literal", "", part=repr(value))
+            raise _fail(ErrorCode.NOT_LITERAL, part=repr(value))
         if isinstance(value, int):
             return value
         if isinstance(value, float):
             return value
         if isinstance(value, str) and allow_str:
             return value
-        raise _fail("not_literal", "", part=repr(value))
+        raise _fail(ErrorCode.NOT_LITERAL, part=repr(value))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = literal(node.operand)
         if not isinstance(inner, int | float):
-            raise _fail("not_literal", "", part=ast.unparse(node))
+            raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node))
         return -inner if isinstance(node.op, ast.USub) else inner
     if isinstance(node, ast.Tuple | ast.List):
         values = [literal(item, allow_slice=allow_slice) for item in node.elts]
@@ -206,7 +191,7 @@ def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False
         for part in (node.lower, node.upper, node.step):
             value = None if part is None else literal(part)
             if value is not None and not isinstance(value, int):
-                raise _fail("not_literal", "", part=ast.unparse(node))
+                raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node))
             parts.append(value)
         return slice(*parts)
     name = _dtype_name(node)
@@ -216,7 +201,7 @@ def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False
             return DTYPES[name]
         if name in MEMORY_FORMATS:
             return MEMORY_FORMATS[name]
-    raise _fail("not_literal", "", part=ast.unparse(node))
+    raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node))
 
 
 def _index_value(node: ast.AST) -> Any:
@@ -230,13 +215,13 @@ def _check_index(value: Any) -> None:
     if isinstance(value, tuple):
         for item in value:
             if isinstance(item, tuple):
-                raise _fail("not_literal", "", part=repr(item))
+                raise _fail(ErrorCode.NOT_LITERAL, part=repr(item))
             _check_index(item)
     elif isinstance(value, list):
         if not value or not all(isinstance(item, int) for item in value):
-            raise _fail("not_literal", "", part=repr(value))
+            raise _fail(ErrorCode.NOT_LITERAL, part=repr(value))
     elif not (value is None or value is Ellipsis or isinstance(value, int | slice)):
-        raise _fail("not_literal", "", part=repr(value))
+        raise _fail(ErrorCode.NOT_LITERAL, part=repr(value))
 
 
 def _is_placeholder(node: ast.AST) -> bool:
@@ -265,8 +250,7 @@ def _check_ints(name: str, text: str, values: tuple[Any, ...], kwargs: dict[str,
             )
             if not ok:
                 raise _fail(
-                    "bad_argument",
-                    f"`{text}`: {item!r} is not a valid argument for {name}().",
+                    ErrorCode.BAD_ARGUMENT,
                     text=text,
                     part=repr(item),
                     op=name,
@@ -279,11 +263,10 @@ def parse_op(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedOp:
     ``max_chars``, before any parsing)."""
     text = text.strip()
     if not text:
-        raise _fail("empty", "An empty op: type one, such as .t() or [1:, ::2].", text=text)
+        raise _fail(ErrorCode.EMPTY, text=text)
     if max_chars is not None and len(text) > max_chars:
         raise _fail(
-            "too_long",
-            f"The op is longer than {max_chars} characters; shorten it.",
+            ErrorCode.TOO_LONG,
             text=text[:40] + "…",
             limit=max_chars,
         )
@@ -293,24 +276,11 @@ def parse_op(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedOp:
         # or MemoryError (a parser stack, not the process's memory): malformed like any other.
         return _parse_tree(ast.parse(source, mode="eval").body, text)
     except OpParseError as error:
-        if error.code != "not_literal":
+        if error.code is not ErrorCode.NOT_LITERAL:
             raise
-        part = error.params.get("part", "")
-        raise _fail(
-            "not_literal",
-            f"`{text}`: {part} is not allowed here. Arguments must be plain numbers, "
-            "tuples, slices, None, ... or torch dtypes (torch.float16), not names or "
-            "expressions.",
-            text=text,
-            part=part,
-        ) from None
+        raise _fail(ErrorCode.NOT_LITERAL, text=text, part=error.params.get("part", "")) from None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise _fail(
-            "syntax",
-            f"`{text}` is not an op this room can read. Write it as you would after a tensor, "
-            "for example .transpose(0, 1) or [1:, ::2].",
-            text=text,
-        ) from None
+        raise _fail(ErrorCode.SYNTAX, text=text) from None
 
 
 def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
@@ -326,7 +296,7 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         ):
             value = literal(node.slice)
             if not isinstance(value, int):
-                raise _fail("not_literal", "", part=ast.unparse(node.slice))
+                raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node.slice))
             pick = value
             node = inner
         else:
@@ -336,7 +306,7 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         index = _index_value(node.slice)
         return ParsedOp(
             text=text,
-            kind="index",
+            kind=OpKind.INDEX,
             name="getitem",
             args=(index,),
             # unparse the whole subscript: a tuple slice alone unparses as "(1:, ::2)"
@@ -347,12 +317,11 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
             raise _nested(node.value, node.attr, text)
         if node.attr in ATTRIBUTES:
             return ParsedOp(
-                text=text, kind="attribute", name=node.attr, source=f"__x__.{node.attr}"
+                text=text, kind=OpKind.ATTRIBUTE, name=node.attr, source=f"__x__.{node.attr}"
             )
         if node.attr in METHODS:
             raise _fail(
-                "not_called",
-                f"`{text}`: {node.attr} is a method; call it, for example .{node.attr}().",
+                ErrorCode.NOT_CALLED,
                 text=text,
                 name=node.attr,
             )
@@ -367,11 +336,7 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         if name not in METHODS:
             raise _unsupported(text, name)
         if name in PIECE_METHODS and pick is None:
-            raise _fail(
-                "pick_piece",
-                f"`{text}` returns several tensors; pick one piece, for example {text}[0].",
-                text=text,
-            )
+            raise _fail(ErrorCode.PICK_PIECE, text=text)
         if name == "einsum":
             return _parse_einsum(node, text)
         args = tuple(literal(arg) for arg in node.args)
@@ -379,9 +344,7 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         for keyword in node.keywords:
             if keyword.arg is None or keyword.arg not in METHODS[name]:
                 raise _fail(
-                    "bad_keyword",
-                    f"`{text}`: {name}() takes no keyword {keyword.arg!r} here "
-                    f"(allowed: {', '.join(METHODS[name]) or 'none'}).",
+                    ErrorCode.BAD_KEYWORD,
                     text=text,
                     keyword=str(keyword.arg),
                     allowed=", ".join(METHODS[name]) or "—",
@@ -390,9 +353,7 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         _check_ints(name, text, args, kwargs)
         if name in ("to", "view") and any(isinstance(a, torch.memory_format) for a in args):
             raise _fail(
-                "bad_argument",
-                f"`{text}`: pass a memory format as memory_format=..., "
-                "for example .to(memory_format=torch.channels_last).",
+                ErrorCode.BAD_ARGUMENT,
                 text=text,
                 part="memory_format",
                 op=name,
@@ -401,37 +362,28 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
         if pick is not None:
             call += f"[{pick}]"
         return ParsedOp(
-            text=text, kind="method", name=name, args=args, kwargs=kwargs, pick=pick, source=call
+            text=text,
+            kind=OpKind.METHOD,
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            pick=pick,
+            source=call,
         )
     if isinstance(node, ast.Name | ast.Constant):
-        raise _fail(
-            "syntax",
-            f"`{text}` is not an op this room can read. Write it as you would after a tensor, "
-            "for example .transpose(0, 1) or [1:, ::2].",
-            text=text,
-        )
+        raise _fail(ErrorCode.SYNTAX, text=text)
     raise _unsupported(text, type(node).__name__)
 
 
 def _parse_einsum(node: ast.Call, text: str) -> ParsedOp:
     if node.keywords or len(node.args) != 1:
-        raise _fail(
-            "einsum_one_operand",
-            f"`{text}`: einsum here takes one equation on this tensor, for example "
-            "einsum('ij->ji').",
-            text=text,
-        )
+        raise _fail(ErrorCode.EINSUM_ONE_OPERAND, text=text)
     equation = literal(node.args[0], allow_str=True)
     if not isinstance(equation, str) or not all(c.isalpha() or c in "->. " for c in equation):
-        raise _fail(
-            "einsum_one_operand",
-            f"`{text}`: einsum here takes one equation on this tensor, for example "
-            "einsum('ij->ji').",
-            text=text,
-        )
+        raise _fail(ErrorCode.EINSUM_ONE_OPERAND, text=text)
     return ParsedOp(
         text=text,
-        kind="einsum",
+        kind=OpKind.EINSUM,
         name="einsum",
         args=(equation,),
         source=f"torch.einsum({equation!r}, __x__)",
@@ -443,25 +395,18 @@ def _nested(inner: ast.AST, name: str, text: str) -> OpParseError:
     try:
         _parse_tree(inner, text)
     except OpParseError as error:
-        return error if error.code != "one_op" else _one_op(text)
+        return error if error.code is not ErrorCode.ONE_OP else _one_op(text)
     return _one_op(text) if name in METHODS or name in ATTRIBUTES else _unsupported(text, name)
 
 
 def _one_op(text: str) -> OpParseError:
-    return _fail(
-        "one_op",
-        f"`{text}` chains several ops; put one op per line (for example .t() and "
-        ".contiguous() on two lines).",
-        text=text,
-    )
+    return _fail(ErrorCode.ONE_OP, text=text)
 
 
 def _unsupported(text: str, name: str) -> OpParseError:
     allowed = ", ".join([*METHODS, *ATTRIBUTES])
     return _fail(
-        "unsupported",
-        f"`{text}`: {name} is not one of the ops this room knows. Allowed: {allowed}, "
-        "and indexing such as [1:, ::2].",
+        ErrorCode.UNSUPPORTED,
         text=text,
         name=name,
         allowed=allowed,
@@ -513,22 +458,19 @@ def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrit
     text = text.strip()
     if max_chars is not None and len(text) > max_chars:
         raise _fail(
-            "write_too_long",
-            f"The write is longer than {max_chars} characters; shorten it.",
+            ErrorCode.WRITE_TOO_LONG,
             text=text[:40] + "…",
             limit=max_chars,
         )
     if not text:
-        raise _fail("write_syntax", "Type a write such as fill_(7) or [0, 1] = 5.", text=text)
+        raise _fail(ErrorCode.WRITE_EMPTY, text=text)
     source, _ = _to_source(text)
     try:
         tree = ast.parse(source, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise _fail(
-            "write_syntax", f"`{text}`: type a write such as fill_(7) or [0, 1] = 5.", text=text
-        ) from None
+        raise _write_syntax(text) from None
     if len(tree.body) != 1:
-        raise _fail("write_syntax", f"`{text}`: one write at a time.", text=text)
+        raise _write_syntax(text)
     statement = tree.body[0]
     try:
         if isinstance(statement, ast.Assign):
@@ -538,10 +480,10 @@ def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrit
                 or not isinstance(target, ast.Subscript)
                 or not _is_placeholder(target.value)
             ):
-                raise _fail("write_syntax", "", text=text)
+                raise _write_syntax(text)
             value = literal(statement.value)
             if not isinstance(value, int | float):
-                raise _fail("not_literal", "", part=ast.unparse(statement.value))
+                raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(statement.value))
             return ParsedWrite(text, "setitem", value=value, index=_index_value(target.slice))
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value
@@ -555,27 +497,16 @@ def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrit
             ):
                 value = literal(call.args[0]) if call.args else None
                 if value is not None and not isinstance(value, int | float):
-                    raise _fail("not_literal", "", part=ast.unparse(call.args[0]))
+                    raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(call.args[0]))
                 return ParsedWrite(text, func.attr, value=value)
     except OpParseError as error:
-        if error.code != "not_literal":
+        if error.code is not ErrorCode.NOT_LITERAL:
             raise _write_syntax(text) from None
-        part = error.params.get("part", "")
-        raise _fail(
-            "not_literal",
-            f"`{text}`: {part} is not allowed here; use plain numbers.",
-            text=text,
-            part=part,
-        ) from None
+        raise _fail(ErrorCode.NOT_LITERAL, text=text, part=error.params.get("part", "")) from None
     except (RecursionError, MemoryError):  # a literal nested past Python's stack
         raise _write_syntax(text) from None
     raise _write_syntax(text)
 
 
 def _write_syntax(text: str) -> OpParseError:
-    return _fail(
-        "write_syntax",
-        f"`{text}` is not a write this room knows. Use fill_(v), add_(v), mul_(v), zero_() "
-        "or an index assignment such as [0, 1] = 5.",
-        text=text,
-    )
+    return _fail(ErrorCode.WRITE_SYNTAX, text=text)

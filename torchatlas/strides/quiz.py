@@ -10,12 +10,21 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
-from torchatlas.strides.parser import OpParseError
+from torchatlas.strides.errors import ErrorCode, OpParseError
 from torchatlas.strides.trace import Step, trace
 
-KINDS = ("view_or_copy", "new_stride", "view_works", "which_cell")
+
+class QuestionKind(StrEnum):
+    VIEW_OR_COPY = "view_or_copy"  # does the last op make a view or a copy?
+    NEW_STRIDE = "new_stride"  # the stride after the last op
+    VIEW_WORKS = "view_works"  # will the last .view() work?
+    WHICH_CELL = "which_cell"  # the storage cell one element reads
+
+
+KINDS = tuple(QuestionKind)
 MAX_TRIES = 60
 # The longest answer graded: a stride of rank ≤ 4 or a cell number needs far less. Longer
 # answers are refused before they are read.
@@ -25,12 +34,15 @@ MAX_ANSWER_DIGITS = 20
 
 @dataclass(frozen=True)
 class Question:
-    kind: str
+    kind: QuestionKind
     seed: int
     shape: tuple[int, ...]
     dtype: str
     ops: tuple[str, ...]
     element: tuple[int, ...] | None = None  # for which_cell
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", QuestionKind(self.kind))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,47 +93,52 @@ def _random_op(rng: random.Random, size: tuple[int, ...], views_only: bool = Fal
     return rng.choice(options)
 
 
-def _chain(rng: random.Random, shape: tuple[int, ...], length: int, views_only: bool) -> list[str]:
-    """A chain of ``length`` ops, each checked with live torch as it is drawn."""
+def _chain(
+    rng: random.Random, shape: tuple[int, ...], dtype: str, length: int, views_only: bool
+) -> list[str]:
+    """A chain of ``length`` ops, each checked with live torch (in ``dtype``) as it is drawn:
+    an op with no kernel for the dtype is never asked about."""
     ops: list[str] = []
     size = shape
     tries = 0
     while len(ops) < length and tries < MAX_TRIES:
         tries += 1
         op = _random_op(rng, size, views_only)
-        last = trace(shape, "float32", [*ops, op])[-1]
+        last = trace(shape, dtype, [*ops, op])[-1]
         if last.error is None and last.size is not None and 0 < (last.numel or 0) <= 256:
             ops.append(op)
             size = last.size
     return ops
 
 
-def make_question(seed: int, kind: str | None = None) -> Question:
-    """A question for ``seed`` (the same seed always gives the same question)."""
+def make_question(
+    seed: int, kind: QuestionKind | str | None = None, dtype: str = "float32"
+) -> Question:
+    """A question for ``seed`` on a start tensor of ``dtype`` (the same seed and dtype always
+    give the same question). Sizes, strides and cells count elements, so the answers are
+    the same in every dtype whose kernels the chain needs."""
     rng = random.Random(seed)
-    kind = kind or rng.choice(KINDS)
-    if kind not in KINDS:
-        raise ValueError(f"unknown question kind {kind!r}")
+    kind = QuestionKind(kind or rng.choice(KINDS))  # ValueError for an unknown kind
     for _ in range(MAX_TRIES):
         shape = _random_shape(rng)
-        if kind == "view_or_copy":
-            ops = _chain(rng, shape, rng.randint(1, 2), views_only=False)
-        elif kind == "new_stride":
-            ops = _chain(rng, shape, 1, views_only=rng.random() < 0.7)
-        elif kind == "view_works":
-            ops = _chain(rng, shape, rng.randint(1, 2), views_only=True)
+        if kind is QuestionKind.VIEW_OR_COPY:
+            ops = _chain(rng, shape, dtype, rng.randint(1, 2), views_only=False)
+        elif kind is QuestionKind.NEW_STRIDE:
+            ops = _chain(rng, shape, dtype, 1, views_only=rng.random() < 0.7)
+        elif kind is QuestionKind.VIEW_WORKS:
+            ops = _chain(rng, shape, dtype, rng.randint(1, 2), views_only=True)
             ops.append(rng.choice((".view(-1)", ".view(-1)", f".view({shape[0]}, -1)")))
         else:
-            ops = _chain(rng, shape, rng.randint(1, 2), views_only=True)
+            ops = _chain(rng, shape, dtype, rng.randint(1, 2), views_only=True)
         if not ops:
             continue
         element = None
-        if kind == "which_cell":
-            last = trace(shape, "float32", ops)[-1]
+        if kind is QuestionKind.WHICH_CELL:
+            last = trace(shape, dtype, ops)[-1]
             if last.error is not None or not last.size or not last.numel:
                 continue
             element = tuple(rng.randrange(n) for n in last.size)
-        return Question(kind, seed, shape, "float32", tuple(ops), element)
+        return Question(kind, seed, shape, dtype, tuple(ops), element)
     raise RuntimeError(f"could not draw a {kind} question for seed {seed}")
 
 
@@ -137,13 +154,13 @@ def _parse_ints(text: str) -> tuple[int, ...] | None:
 def expected(question: Question, steps: list[Step]) -> str:
     """The right answer, read from live torch (``steps`` is the chain traced now)."""
     last = steps[-1]
-    if question.kind == "view_works":
+    if question.kind is QuestionKind.VIEW_WORKS:
         return "no" if last.error is not None else "yes"
     if last.error is not None:
-        raise RuntimeError(f"question chain failed: {last.error.message}")
-    if question.kind == "view_or_copy":
+        raise RuntimeError(f"question chain failed: {last.error.code}")
+    if question.kind is QuestionKind.VIEW_OR_COPY:
         return "view" if last.is_view else "copy"
-    if question.kind == "new_stride":
+    if question.kind is QuestionKind.NEW_STRIDE:
         return "(" + ", ".join(map(str, last.stride or ())) + ")"
     assert question.element is not None
     cell: Any = last.storage_indices
@@ -156,16 +173,11 @@ def grade(question: Question, answer: str, *, max_chars: int | None = MAX_ANSWER
     """Grade ``answer`` against PyTorch, running the question's chain now. An answer longer
     than ``max_chars`` raises :class:`OpParseError` (``answer_too_long``)."""
     if max_chars is not None and len(answer) > max_chars:
-        raise OpParseError(
-            "answer_too_long",
-            f"The answer is {len(answer):,} characters long; answers need at most {max_chars}.",
-            length=f"{len(answer):,}",
-            limit=max_chars,
-        )
+        raise OpParseError(ErrorCode.ANSWER_TOO_LONG, length=f"{len(answer):,}", limit=max_chars)
     steps = trace(question.shape, question.dtype, list(question.ops))
     right = expected(question, steps)
     given = answer.strip().lower()
-    if question.kind in ("new_stride", "which_cell"):
+    if question.kind in (QuestionKind.NEW_STRIDE, QuestionKind.WHICH_CELL):
         parsed = _parse_ints(given)
         correct = parsed is not None and parsed == _parse_ints(right)
     else:

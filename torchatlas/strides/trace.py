@@ -10,58 +10,57 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 import torch
 
-from torchatlas.strides.parser import DTYPES, MAX_OP_TEXT, OpParseError, ParsedOp, parse_op
+from torchatlas.strides.dtypes import DTYPES, EXACT_UP_TO, START_DTYPES, dtype_name
+from torchatlas.strides.errors import (
+    ErrorCode,
+    OpParseError,
+    ShapeInputError,
+    StepError,
+    explain,
+    from_parse_error,
+    too_large,
+)
+from torchatlas.strides.limits import (
+    FOOTPRINT_BINS,
+    MAX_CHAIN_TEXT,
+    MAX_ELEMENTS,
+    MAX_LISTED,
+    MAX_OPS,
+    MAX_RANK,
+    MAX_SHAPE_TEXT,
+)
+from torchatlas.strides.parser import ParsedOp, parse_op
 
-MAX_RANK = 6
-MAX_OPS = 24
-# The longest texts the room reads: a start shape (rank ≤ 6, sizes of up to 7 digits, with
-# room for spaces and brackets) and a chain (MAX_OPS lines of MAX_OP_TEXT). Longer text is
-# refused before it is read.
-MAX_SHAPE_TEXT = 80
-MAX_CHAIN_TEXT = MAX_OPS * (MAX_OP_TEXT + 1)
-# A storage footprint (which parts of the storage a step reads) in at most this many bins.
-FOOTPRINT_BINS = 96
-# Any step (and the start storage) may hold at most this many elements: expand() is free, but
-# a later contiguous() or clone() of it would allocate them all on a shared server.
-MAX_ELEMENTS = 1 << 20
-# Per-element lists (storage_indices, values, storage_values) stop here; the numbers that
-# describe the layout (size, stride, offset, …) are computed at any size.
-MAX_LISTED = 1 << 16
-START_DTYPES = tuple(name for name in DTYPES if name != "bool")
-# Largest n such that every integer 0..n is exact in the dtype: past it the start values
-# (the storage indices) round or wrap, while the indices themselves stay exact.
-EXACT_UP_TO: dict[str, int] = {
-    "float32": 1 << 24,
-    "float64": 1 << 53,
-    "float16": 2048,
-    "bfloat16": 256,
-    "int64": (1 << 63) - 1,
-    "int32": (1 << 31) - 1,
-    "int16": (1 << 15) - 1,
-    "int8": 127,
-    "uint8": 255,
-    "bool": 1,
-}
+__all__ = [
+    "EXACT_UP_TO",
+    "START_DTYPES",
+    "Chain",
+    "ShapeInputError",
+    "Step",
+    "StepError",
+    "StorageKind",
+    "chain_code",
+    "parse_chain",
+    "parse_shape",
+    "run_chain",
+    "storage_index",
+    "trace",
+]
 
 
-@dataclass(frozen=True)
-class StepError:
-    """Why an op failed: a stable ``code`` and ``params`` for the translated text, the English
-    ``message`` (cause and fix), and PyTorch's own words when PyTorch raised."""
+class StorageKind(StrEnum):
+    """What a step did to memory."""
 
-    code: str
-    text: str
-    message: str
-    params: dict[str, Any] = field(default_factory=dict)
-    torch_message: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    START = "start"  # the start tensor allocates the first storage
+    SAME = "same"  # the op handed back its input itself
+    VIEW = "view"  # a new tensor over its input's storage
+    COPY = "copy"  # a new storage
 
 
 @dataclass(frozen=True)
@@ -100,6 +99,17 @@ class Step:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def storage_kind(self) -> StorageKind | None:
+        """None for the failing op's step."""
+        if self.error is not None:
+            return None
+        if self.index == 0:
+            return StorageKind.START
+        if self.returned_input:
+            return StorageKind.SAME
+        return StorageKind.VIEW if self.is_view else StorageKind.COPY
+
     def to_dict(self) -> dict[str, Any]:
         # Shallow on purpose: the nested lists are already plain data, and a deep copy of a
         # 4,096-element step costs more than everything else the page does.
@@ -111,53 +121,27 @@ class Step:
         return data
 
 
-class ShapeInputError(ValueError):
-    def __init__(self, code: str, message: str, **params: object) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.params = params
-
-
 def parse_shape(text: str, *, max_chars: int | None = MAX_SHAPE_TEXT) -> tuple[int, ...]:
     """``"2, 3, 4"`` or ``"(2, 3, 4)"`` → ``(2, 3, 4)``; rank 1–6, sizes ≥ 1, bounded total.
 
     Linear in the text; text longer than ``max_chars`` is refused (``shape_too_long``)."""
     if max_chars is not None and len(text) > max_chars:
-        raise ShapeInputError(
-            "shape_too_long",
-            f"The shape is {len(text):,} characters long; type at most {max_chars}, "
-            "such as 2, 3, 4.",
-            length=f"{len(text):,}",
-            limit=max_chars,
-        )
+        raise ShapeInputError(ErrorCode.SHAPE_TOO_LONG, length=f"{len(text):,}", limit=max_chars)
     # "2x3" and "2×3" read as "2, 3"; a stray letter elsewhere is still an error
     cleaned = re.sub(r"(?<=\d)\s*[x×]\s*(?=\d)", ",", text.strip().strip("()[]"))
     parts = [part.strip() for part in cleaned.split(",") if part.strip()]
     if not parts:
-        raise ShapeInputError("shape_empty", "Type a shape such as 2, 3, 4.")
+        raise ShapeInputError(ErrorCode.SHAPE_EMPTY)
     if not all(re.fullmatch(r"\d{1,7}", part) for part in parts):
-        raise ShapeInputError(
-            "shape_not_ints",
-            f"{text!r} is not a shape: use whole numbers separated by commas, such as 2, 3, 4.",
-            text=text,
-        )
+        raise ShapeInputError(ErrorCode.SHAPE_NOT_INTS, text=text)
     shape = tuple(int(part) for part in parts)
     if len(shape) > MAX_RANK:
-        raise ShapeInputError(
-            "shape_rank",
-            f"{len(shape)} dimensions: this room draws up to {MAX_RANK}.",
-            rank=len(shape),
-            max_rank=MAX_RANK,
-        )
+        raise ShapeInputError(ErrorCode.SHAPE_RANK, rank=len(shape), max_rank=MAX_RANK)
     if min(shape) < 1:
-        raise ShapeInputError("shape_zero", "Every size must be at least 1.")
+        raise ShapeInputError(ErrorCode.SHAPE_ZERO)
     if math.prod(shape) > MAX_ELEMENTS:
         raise ShapeInputError(
-            "shape_too_big",
-            f"{math.prod(shape):,} elements: keep the start tensor at most {MAX_ELEMENTS:,}.",
-            numel=math.prod(shape),
-            limit=MAX_ELEMENTS,
+            ErrorCode.SHAPE_TOO_BIG, numel=f"{math.prod(shape):,}", limit=f"{MAX_ELEMENTS:,}"
         )
     return shape
 
@@ -167,9 +151,7 @@ def parse_chain(text: str, *, max_chars: int | None = MAX_CHAIN_TEXT) -> list[st
     the chain runs). Text longer than ``max_chars`` is refused (``chain_too_long``)."""
     if max_chars is not None and len(text) > max_chars:
         raise OpParseError(
-            "chain_too_long",
-            f"The op chain is {len(text):,} characters long; this room reads at most "
-            f"{max_chars:,} ({MAX_OPS} ops). Remove some ops.",
+            ErrorCode.CHAIN_TOO_LONG,
             length=f"{len(text):,}",
             limit=f"{max_chars:,}",
             ops=MAX_OPS,
@@ -180,10 +162,6 @@ def parse_chain(text: str, *, max_chars: int | None = MAX_CHAIN_TEXT) -> list[st
 def start_tensor(shape: Sequence[int], dtype: str) -> torch.Tensor:
     """A tensor whose value at each storage cell is that cell's index."""
     return torch.arange(math.prod(shape)).to(DTYPES[dtype]).reshape(tuple(shape))
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def storage_index(step: Step, index: Sequence[int]) -> int:
@@ -311,7 +289,7 @@ def _describe(
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Chain:
     """The live tensors of a traced chain (for write-through and tests) and its steps."""
 
@@ -347,10 +325,8 @@ def run_chain(
     which becomes a final step carrying ``error``. Steps of up to ``listed_up_to`` elements
     (storage cells for ``storage_values``) list them one by one; a caller that draws only
     small steps passes its own, smaller limit and keeps far less."""
-    from torchatlas.strides.errors import explain, too_large
-
     if dtype not in START_DTYPES:
-        raise ShapeInputError("dtype", f"{dtype!r} is not a start dtype here.", dtype=dtype)
+        raise ShapeInputError(ErrorCode.DTYPE, dtype=dtype)
     shape = tuple(int(n) for n in shape)
     if not 1 <= len(shape) <= MAX_RANK or min(shape) < 1 or math.prod(shape) > MAX_ELEMENTS:
         parse_shape(",".join(map(str, shape)))  # raises the matching message
@@ -369,8 +345,8 @@ def run_chain(
         try:
             op = parse_op(text)
         except OpParseError as error:
-            step_error = StepError(error.code, text.strip(), error.message, dict(error.params))
-            chain.steps.append(_error_step(number, text.strip(), step_error))
+            refused = from_parse_error(error, text.strip())
+            chain.steps.append(_error_step(number, text.strip(), refused))
             break
         numel = _dry_run_numel(op, tensor)
         if numel is not None and numel > MAX_ELEMENTS:

@@ -3,6 +3,11 @@
 The chain runs first, then the write lands on the chosen step's tensor, then every step is
 read again through its own view. Views of the written storage change; copies made earlier do
 not. An overlapping write (one storage cell behind several elements) surfaces PyTorch's error.
+
+A write keeps the tensor's dtype, as in PyTorch: a bool tensor takes any number as "nonzero is
+True" (``fill_(7)`` makes every element True), and a write whose result the dtype cannot hold
+(``add_(1)`` on bool, ``add_(0.5)`` on int64, ``fill_(300)`` on int8, an op with no kernel for
+the dtype) is PyTorch's refusal, explained like any other.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from typing import Any
 
 import torch
 
-from torchatlas.strides.errors import explain
-from torchatlas.strides.parser import MAX_OP_TEXT, OpParseError, ParsedOp, parse_write
-from torchatlas.strides.trace import MAX_LISTED, StepError, run_chain
+from torchatlas.strides.errors import OpParseError, StepError, explain, from_parse_error
+from torchatlas.strides.limits import MAX_LISTED, MAX_OP_TEXT
+from torchatlas.strides.parser import OpKind, ParsedOp, parse_write
+from torchatlas.strides.trace import run_chain
 
 
 @dataclass(frozen=True)
@@ -41,8 +47,9 @@ class WriteResult:
 
 
 def _equal(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Element by element: unchanged (NaN stays NaN, in real and complex dtypes alike)."""
     same = before == after
-    if before.is_floating_point():
+    if before.is_floating_point() or before.is_complex():
         same |= before.isnan() & after.isnan()
     return same
 
@@ -68,11 +75,8 @@ def write_through(
     try:  # an unreadable write costs nothing: refused before the chain runs
         parsed = parse_write(text)
     except OpParseError as error:
-        return WriteResult(
-            text[:MAX_OP_TEXT], step_index,
-            error=StepError(error.code, str(error.params.get("text", text)), error.message,
-                            dict(error.params)),
-        )  # fmt: skip
+        shown = str(error.params.get("text", text))
+        return WriteResult(text[:MAX_OP_TEXT], step_index, error=from_parse_error(error, shown))
     chain = run_chain(shape, dtype, ops, listed_up_to=0)  # only the tensors are needed
     if not 0 <= step_index < len(chain.tensors):
         raise IndexError(f"step {step_index} is not a step of this chain")
@@ -86,7 +90,7 @@ def write_through(
     try:
         parsed.apply(target)
     except Exception as exc:  # PyTorch's refusal (e.g. an overlapping write) is the lesson
-        as_op = ParsedOp(text=text, kind="write", name=parsed.name)
+        as_op = ParsedOp(text=text, kind=OpKind.WRITE, name=parsed.name)
         return WriteResult(
             text, step_index, code=parsed.code(name), error=explain(exc, as_op, target)
         )

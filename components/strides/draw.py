@@ -1,21 +1,26 @@
-"""Drawings for the strides room: the storage strip, the logical tensor, the op history.
+"""Drawings for the strides room: the storage strip, the logical tensor, the op history, and
+the small text pieces the panels share.
 
-Everything here takes plain data (``Step.to_dict()`` dictionaries, lists, ints) and returns a
-Plotly figure or an HTML string; nothing here runs torch. A cell's colour encodes its storage
-index, so the same colour in the strip and in the tensor is the same memory.
+Pure builders: each takes engine results (:class:`torchatlas.strides.Step`, frozen) and plain
+values and returns a Plotly figure, an HTML or markdown string; nothing here runs torch or
+Streamlit. A cell's colour encodes its storage index, so the same colour in the strip and in
+the tensor is the same memory.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import plotly.graph_objects as go
 
 from components.theme import Palette
+
+if TYPE_CHECKING:
+    from torchatlas.strides import Step
 
 MAX_DRAWN = 4096  # elements or storage cells drawn one by one
 TEXT_UP_TO = 400  # cells that get their number printed inside
@@ -38,34 +43,68 @@ def flatten(nested: Any) -> list[Any]:
 
 
 def unravel(flat: int, size: Sequence[int]) -> tuple[int, ...]:
-    index = []
-    for n in reversed(size):
-        index.append(flat % n if n else 0)
-        flat //= max(n, 1)
-    return tuple(reversed(index))
+    """The row-major index of element ``flat`` of a tensor of ``size`` (inside it)."""
+    return tuple(int(i) for i in np.unravel_index(flat, tuple(size)))
 
 
 def ravel(index: Sequence[int], size: Sequence[int]) -> int:
-    flat = 0
-    for i, n in zip(index, size, strict=True):
-        flat = flat * n + i
-    return flat
+    """The row-major position of element ``index`` of a tensor of ``size`` (inside it)."""
+    return int(np.ravel_multi_index(tuple(index), tuple(size)))
 
 
 def format_index(index: Sequence[int]) -> str:
     return "[" + ", ".join(map(str, index)) + "]"
 
 
+def tuple_text(values: Iterable[Any]) -> str:
+    """A size or stride as Python prints a tuple: ``(3,)``, ``(2, 3)``."""
+    values = list(values)
+    return "(" + ", ".join(map(str, values)) + ("," if len(values) == 1 else "") + ")"
+
+
+def _format_real(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.3g}"
+
+
 def format_value(value: Any) -> str:
+    """A cell's value, short enough to print inside its square: ``T``/``F`` for bool,
+    ``3+0j`` for complex, whole floats without their ``.0``."""
     if isinstance(value, bool):
         return "T" if value else "F"
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        if value == int(value) and abs(value) < 1e6:
-            return str(int(value))
-        return f"{value:.3g}"
+        return _format_real(value)
+    if isinstance(value, complex):
+        imag = _format_real(value.imag)
+        sign = "" if imag.startswith("-") else "+"
+        return f"{_format_real(value.real)}{sign}{imag}j"
     return str(value)
+
+
+def heading_markdown(title: str, caption: str, lead: str = "") -> str:
+    """A subheader, an optional bold lead line and a caption as one markdown element: every
+    element costs Streamlit bookkeeping on each rerun, and this room reruns on every click."""
+    lead_line = f"**{lead}**  \n" if lead else ""
+    return f"### {title}\n\n{lead_line}:gray[:small[{caption}]]"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A markdown table: one element, however many rows."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+class ReadyHtml(str):
+    """Finished HTML for st.html. A plain string goes through textwrap.dedent, whose regex
+    scans every character on every rerun; st.html takes an object's ``_repr_html_`` as it
+    is, and this room reruns on every click."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
 
 
 def cell_colour(cell: int, cells: int, dark: bool) -> str:
@@ -211,9 +250,9 @@ def tensor_layout(
     xs = _compact((left[:, None] + column[None, :]).reshape(-1))
     ys = _compact((top[:, None] + row[None, :]).reshape(-1))
     labels = []
-    if leading:
-        for b in range(min(blocks, 256)):
-            prefix = unravel(b, leading)
+    if leading and blocks:
+        prefixes = np.stack(np.unravel_index(np.arange(min(blocks, 256)), leading), axis=1)
+        for b, prefix in enumerate(prefixes.tolist()):
             labels.append(
                 ("[" + ", ".join(map(str, prefix)) + ", :, :]", float(left[b]), float(top[b]) - 0.9)
             )
@@ -224,9 +263,9 @@ class FrozenFigure(go.Figure):
     """A figure nobody changes once built (the room caches figures process-wide).
 
     ``st.plotly_chart`` calls ``to_dict()`` on every rerun, which deep-copies the figure and
-    base64-encodes every array: about 2.4 ms for a 4,096-square figure here, twice per rerun.
-    Serialising once and handing out the same dict keeps reruns cheap; the dict holds only
-    plain JSON types, so Streamlit's own ``to_json`` of it stays correct.
+    base64-encodes every array, for both figures of the room: the bulk of a rerun for a
+    4,096-square figure. Serialising once and handing out the same dict keeps reruns cheap;
+    the dict holds only plain JSON types, so Streamlit's own ``to_json`` of it stays correct.
     """
 
     def to_dict(self) -> dict[str, Any]:
@@ -238,24 +277,24 @@ class FrozenFigure(go.Figure):
 
 
 def tensor_figure(
-    step: dict[str, Any],
+    step: Step,
     lit_elements: Iterable[int],
     focus_element: int | None,
     palette: Palette,
     dark: bool,
 ) -> go.Figure:
     """The logical tensor, one square per element, coloured by the storage cell it reads."""
-    size = step["size"]
-    indices = np.asarray(flatten(step["storage_indices"]), dtype=np.int64)
-    values = flatten(step["values"])
+    size = step.size
+    indices = np.asarray(flatten(step.storage_indices), dtype=np.int64)
+    values = flatten(step.values)
     xs, ys, labels = tensor_layout(size)
     # The colour value is the storage cell itself, so the hover can name it too; customdata
     # stays one flat array (2-D customdata would travel as nested lists).
-    colour_max = float(max(step["storage_cells"] - 1, 1))
+    colour_max = float(max(step.storage_cells - 1, 1))
     colour = indices.astype(np.uint16 if colour_max < 65535 else np.float32)
     texts = [format_value(v) for v in values] if len(values) <= TEXT_UP_TO else None
     custom = np.arange(len(indices), dtype=np.uint16)
-    hover = f"{step['name']} element #%{{customdata}} → cell %{{marker.color}}"
+    hover = f"{step.name} element #%{{customdata}} → cell %{{marker.color}}"
     marker = _marker_size(int(xs.max()) + 1, int(ys.max()) + 1)
     lit = sorted(set(lit_elements))
     data = [
@@ -298,7 +337,7 @@ def strip_columns(cells: int) -> int:
 
 
 def storage_figure(
-    step: dict[str, Any],
+    step: Step,
     lit_cells: Iterable[int],
     focus_cell: int | None,
     palette: Palette,
@@ -306,18 +345,18 @@ def storage_figure(
 ) -> go.Figure:
     """Every storage cell (read in this step's dtype), wrapped into rows; cells this step
     never reads are faded."""
-    values = step["storage_values"]
+    values = step.storage_values
     cells = len(values)
     columns = strip_columns(cells)
     read = np.zeros(cells, dtype=bool)
-    read[np.asarray(flatten(step["storage_indices"]), dtype=np.int64)] = True
+    read[np.asarray(flatten(step.storage_indices), dtype=np.int64)] = True
     ys, xs = np.divmod(np.arange(cells), columns)
     xs, ys = xs.astype(np.uint16), ys.astype(np.uint16)
     colour_max = float(max(cells - 1, 1))
     colour = np.arange(cells, dtype=np.uint16)
     texts = [format_value(v) for v in values] if cells <= TEXT_UP_TO else None
     custom = np.arange(cells, dtype=np.uint16)
-    hover = f"cell %{{customdata}} ({step['element_size']} bytes each)"
+    hover = f"cell %{{customdata}} ({step.element_size} bytes each)"
     marker = _marker_size(columns, int(ys.max()) + 1 if cells else 1)
     lit = sorted(set(lit_cells))
     opacity = 0.4 if lit else 1.0
@@ -379,22 +418,22 @@ def storage_figure(
     return FrozenFigure({"data": data, "layout": layout})
 
 
-def _footprint_bar(step: dict[str, Any], palette: Palette, width: int = 220) -> str:
+def _footprint_bar(step: Step, palette: Palette, width: int = 220) -> str:
     """One bar for the step's storage; the cells this step reads are marked. Drawn as a CSS
     gradient on one element (st.html strips SVG), runs of cells merged into one stop pair."""
-    cells = max(step["storage_cells"] or 1, 1)
-    indices = step["storage_indices"]
+    cells = max(step.storage_cells or 1, 1)
+    indices = step.storage_indices
     bins = min(cells, HISTORY_BINS)
     lit = [False] * bins
-    if step.get("footprint") is not None:  # the engine's, exact at every size
-        lit = list(step["footprint"])
+    if step.footprint is not None:  # the engine's, exact at every size
+        lit = list(step.footprint)
         bins = len(lit)
     elif indices is not None:
         for cell in set(flatten(indices)):
             lit[min(bins - 1, cell * bins // cells)] = True
     else:  # past the listing limit: the byte range is still exact
-        first, end = step["byte_range"]
-        size = step["element_size"]
+        first, end = step.byte_range
+        size = step.element_size
         for cell in range(first // size, end // size, max(1, cells // bins)):
             lit[min(bins - 1, cell * bins // cells)] = True
     stops, start = [], None
@@ -417,40 +456,37 @@ def _footprint_bar(step: dict[str, Any], palette: Palette, width: int = 220) -> 
 
 
 def history_html(
-    steps: Sequence[dict[str, Any]],
-    labels: dict[str, str],
+    steps: Sequence[Step],
+    labels: Mapping[str, str],
     shown: int,
     palette: Palette,
     dark: bool,
 ) -> str:
     """The op history: one card per step with its storage footprint, and whether it made a
     view (same strip as its input) or a copy (a new strip, with the bytes it allocated).
-    Cards wrap, so a phone gets the same information in one column."""
+    Cards wrap, so a phone gets the same information in one column. ``labels`` holds the
+    translated texts, the storage kinds' under their values (``start``, ``same``, ``view``,
+    ``copy``) with ``{storage}`` and ``{nbytes}`` fields."""
     del dark  # the footprint uses the accent colour in both themes
+    colours = {
+        "start": palette.muted,
+        "same": palette.muted,
+        "view": palette.accent,
+        "copy": palette.copy,
+    }
     cards = []
     for step in steps:
-        if step["error"] is not None:
+        kind = step.storage_kind
+        if kind is None:  # the failing op: shown as an error, not as a card
             continue
-        if step["index"] == 0:
-            badge_colour, badge = (
-                palette.muted,
-                labels["start"].format(storage=step["storage_id"], nbytes=step["storage_nbytes"]),
-            )
-        elif step["returned_input"]:
-            badge_colour, badge = palette.muted, labels["same"].format(storage=step["storage_id"])
-        elif step["is_view"]:
-            badge_colour, badge = palette.accent, labels["view"].format(storage=step["storage_id"])
-        else:
-            badge_colour = palette.copy
-            badge = labels["copy"].format(storage=step["storage_id"], nbytes=step["storage_nbytes"])
-        current = step["index"] == shown
+        badge_colour = colours[kind.value]
+        badge = labels[kind.value].format(storage=step.storage_id, nbytes=step.storage_nbytes)
+        current = step.index == shown
         border = palette.accent if current else palette.border
-        size = ", ".join(map(str, step["size"])) + ("," if len(step["size"]) == 1 else "")
-        stride = ", ".join(map(str, step["stride"])) + ("," if len(step["stride"]) == 1 else "")
-        code = step["code"] if step["index"] else step["name"]
+        code = step.code if step.index else step.name
         numbers = (
-            f"{labels['size']} ({size}) · {labels['stride']} ({stride}) · "
-            f"{labels['offset']} {step['storage_offset']}"
+            f"{labels['size']} {tuple_text(step.size)} · {labels['stride']} "
+            f"{tuple_text(step.stride)} · {labels['offset']} {step.storage_offset}"
         )
         cards.append(
             f'<div style="border:1px solid {border};border-left:4px solid {badge_colour};'
@@ -463,7 +499,7 @@ def history_html(
             f'color:{palette.muted};font-size:0.85rem">'
             f"<span>{html.escape(numbers)}</span>"
             f'<span title="{html.escape(labels["footprint"])}">'
-            f"{step['storage_id']} {_footprint_bar(step, palette)}</span></div></div>"
+            f"{step.storage_id} {_footprint_bar(step, palette)}</span></div></div>"
         )
     caption = labels.get("caption")
     intro = (
