@@ -868,9 +868,10 @@ class Student:
                 self.session_id = session.initialize.session_id
             for page in session.app_pages:
                 self.pages[page.url_pathname] = page.page_script_hash
-            for task in self._auto.values():  # a full run: the browser clears its timers
-                task.cancel()
-            self._auto.clear()
+            if not message.metadata.run.fragment_ids:  # a full run: the browser clears
+                for task in self._auto.values():  # its polling timers
+                    task.cancel()
+                self._auto.clear()
             self.running = True
         elif kind == "navigation":
             nav = message.navigation

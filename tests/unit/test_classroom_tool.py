@@ -3,6 +3,7 @@ PSS, arguments, goals, and how a client keeps the page as the browser does. No s
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import math
@@ -286,3 +287,29 @@ def test_errors_and_warnings_on_the_page_are_found() -> None:
     student._handle(crash)
     hard, _ = student.problems()
     assert hard is not None and hard.startswith("exception")
+
+
+def test_polling_timers_live_until_a_full_run_starts() -> None:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    async def scenario() -> list[list[str]]:
+        student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
+        seen = []
+        poll = ForwardMsg()
+        poll.auto_rerun.interval = 60
+        poll.auto_rerun.fragment_id = "watch"
+        student._handle(poll)
+        seen.append(sorted(student._auto))
+        fragment_run = ForwardMsg()
+        fragment_run.new_session.name = "app"
+        fragment_run.metadata.run.fragment_ids.append("watch")  # the poll's own run
+        student._handle(fragment_run)
+        seen.append(sorted(student._auto))
+        full_run = ForwardMsg()
+        full_run.new_session.name = "app"
+        student._handle(full_run)
+        seen.append(sorted(student._auto))
+        await student.close()
+        return seen
+
+    assert asyncio.run(scenario()) == [["watch"], ["watch"], []]
