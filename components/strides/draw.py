@@ -295,7 +295,9 @@ def tensor_figure(
     texts = [format_value(v) for v in values] if len(values) <= TEXT_UP_TO else None
     custom = np.arange(len(indices), dtype=np.uint16)
     hover = f"{step.name} element #%{{customdata}} → cell %{{marker.color}}"
-    marker = _marker_size(int(xs.max()) + 1, int(ys.max()) + 1)
+    # an empty step (x[5:] of 3 elements) has no squares: one empty cell's worth of room
+    width, depth = (float(xs.max()) + 1, float(ys.max()) + 1) if xs.size else (1.0, 1.0)
+    marker = _marker_size(int(width), int(depth))
     lit = sorted(set(lit_elements))
     data = [
         _cells_trace(
@@ -320,7 +322,7 @@ def tensor_figure(
                 texts,
             )
         )
-    height = int(min(620, max(90, (ys.max() + 1) * marker * 1.12 + 40)))
+    height = int(min(620, max(90, depth * marker * 1.12 + 40)))
     layout = _base_layout(palette, height)
     layout["annotations"] = [
         {"text": text, "x": x - 0.5, "y": y, "xanchor": "left", "showarrow": False,

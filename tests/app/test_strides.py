@@ -258,3 +258,92 @@ def test_heavy_shared_links_stay_within_the_byte_budget() -> None:
         assert size <= ROOM_CACHE.size_of(key), key[0]
     heaviest = max(size for key, size in measured.items() if key[0] == "steps")
     assert 4 * 2**20 < heaviest < 16 * 2**20  # per-element lists only as far as drawn
+
+
+# ---------------------------------------------------------------------------- every dtype
+
+
+def test_bool_start_tensor_renders_end_to_end() -> None:
+    at = open_page(
+        "views/strides.py", strides_shape="2, 3", strides_dtype="bool", strides_ops=".t()"
+    )
+    assert not at.exception and not at.error
+    assert {"bool", "complex64", "complex128"} <= set(at.selectbox(key="strides_dtype").options)
+    text = rendered_text(at)
+    assert "| dtype · element size | `bool` · 1 B |" in text
+    assert "bool holds only False and True, so cell 0 starts False" in text
+    storage, tensor = chart_specs(at)
+    texts = [text for trace in storage["data"] for text in trace.get("text") or []]
+    assert texts[:2] == ["F", "T"] and set(texts) == {"F", "T"}
+    assert {text for trace in tensor["data"] for text in trace.get("text") or []} == {"F", "T"}
+    at.session_state["strides_selection"] = (1, "cell", 0)  # cell 0 holds False
+    at.run()
+    assert "Cell **0** (value F) is read by 1 element(s): y1[0, 0]" in rendered_text(at)
+
+
+def test_complex_start_tensor_and_its_real_view() -> None:
+    at = open_page(
+        "views/strides.py",
+        strides_shape="3",
+        strides_dtype="complex64",
+        strides_ops=".view(torch.float32)",
+    )
+    assert not at.exception and not at.error
+    text = rendered_text(at)  # the last step: the same bytes read as real, imaginary, …
+    assert "| dtype · element size | `float32` · 4 B |" in text
+    assert "View: shares storage S0" in text and "| size | `(6,)` |" in text
+    at.session_state["strides_step"] = 0
+    at.run()
+    assert "| dtype · element size | `complex64` · 8 B |" in rendered_text(at)
+    storage, _ = chart_specs(at)
+    assert [text for trace in storage["data"] for text in trace.get("text") or []] == [
+        "0+0j", "1+0j", "2+0j"
+    ]  # fmt: skip
+
+
+def test_a_shared_link_keeps_a_bool_dtype() -> None:
+    at = _shared({"s_shape": "2,2", "s_dtype": "bool", "s_ops": [".t()"]})
+    assert at.session_state["strides_dtype"] == "bool"
+    assert "`bool` · 1 B" in rendered_text(at)
+
+
+def test_writes_into_bool_make_sense_or_are_refused_in_both_languages() -> None:
+    for lang, tab, button, refused in (
+        ("en", "Write-through", "Apply write", "an in-place write keeps the tensor's dtype, bool"),
+        ("ko", "쓰기 전파", "쓰기 적용", "제자리 쓰기는 텐서의 dtype인 bool"),
+    ):
+        at = open_page(
+            "views/strides.py",
+            lang=lang,
+            strides_shape="2, 3",
+            strides_dtype="bool",
+            strides_ops=".t()",
+            strides_panel=tab,
+        )
+        at.text_input(key="strides_write_text").set_value("fill_(0)")
+        at.button[[b.label for b in at.button].index(button)].click().run()
+        assert not at.exception and not at.error
+        assert "y1.fill_(0)" in at.code[-1].value
+        at.text_input(key="strides_write_text").set_value("add_(1)")
+        at.button[[b.label for b in at.button].index(button)].click().run()
+        assert not at.exception
+        assert refused in at.error[0].value and "`add_(1)`" in at.error[0].value
+
+
+def test_an_empty_step_is_drawn_without_a_traceback() -> None:
+    at = open_page("views/strides.py", strides_shape="3", strides_ops="[5:]")
+    assert not at.exception and not at.error
+    assert "| size | `(0,)` |" in rendered_text(at)
+
+
+def test_quiz_follows_the_rooms_dtype() -> None:
+    at = open_page(
+        "views/strides.py",
+        strides_panel="Predict, then reveal",
+        strides_seed=3,
+        strides_dtype="bool",
+    )
+    assert not at.exception
+    assert at.code[-1].value.startswith("x = torch.arange(...).to(torch.bool).reshape(")
+    at = open_page("views/strides.py", strides_panel="Predict, then reveal", strides_seed=3)
+    assert at.code[-1].value.startswith("x = torch.arange(...).reshape(")

@@ -213,3 +213,26 @@ def test_quiz_tab(app_page) -> None:
         "el => el.scrollIntoView({block: 'start'})"
     )
     save_screenshot(page, "strides-quiz")
+
+
+def test_bool_link_draws_and_explains_a_write_it_refuses(app_page) -> None:
+    """A bool start tensor (once refused by this room) is drawn with its True/False values,
+    and a write bool cannot hold is PyTorch's refusal, explained."""
+    page = app_page("strides", query="s_shape=2,3&s_dtype=bool&s_ops=.t()", height=1500)
+    assert_no_error(page)
+    plot = f"{STORAGE_CHART} .js-plotly-plot"
+    page.wait_for_function(
+        f"() => document.querySelector('{plot}')?._fullLayout !== undefined", timeout=60_000
+    )
+    texts = page.locator(plot).first.evaluate(
+        "plot => plot._fullData.flatMap(trace => Array.from(trace.text || []))"
+    )
+    assert texts == ["F", "T", "T", "T", "T", "T"]  # cell 0 is False, every other cell True
+    assert "bool · 1 B" in _body(page)
+    page.get_by_role("tab", name="Write-through").click()
+    wait_for_app(page)
+    page.locator(".st-key-strides_write_text input").fill("add_(1)")
+    page.get_by_role("button", name="Apply write").click()
+    refusal = page.get_by_text("an in-place write keeps the tensor's dtype, bool")
+    expect(refusal.first).to_be_visible(timeout=60_000)
+    assert_no_error(page)
