@@ -256,6 +256,7 @@ class ModeResult:
     memory: MemoryFigures = field(default_factory=MemoryFigures)
     first_visit: dict[str, Outcome] = field(default_factory=dict)  # "shapes"/"classify"
     server_tracebacks: int = 0
+    client_cpu_share: float | None = None  # this tool's CPU time per second of the class
     last_traceback: str | None = None
     aborted: str | None = None  # why the mode stopped early (deadline, server died)
 
@@ -404,6 +405,10 @@ def format_result(result: ModeResult) -> str:
         f"  PSS of the server tree (MB): baseline {_mb(memory.baseline)}, peak {_mb(memory.peak)}"
         f" ({memory.processes_at_peak} processes), settled {settled}"
     )
+    if result.client_cpu_share is not None:
+        lines.append(
+            f"  the clients themselves used {result.client_cpu_share:.0%} of one core meanwhile"
+        )
     if result.server_tracebacks:
         lines.append(
             f"  server log: {result.server_tracebacks} traceback(s), last: {result.last_traceback}"
@@ -428,6 +433,7 @@ def result_json(result: ModeResult) -> dict[str, Any]:
         "memory_bytes": asdict(result.memory),
         "first_visit": {room: asdict(o) for room, o in result.first_visit.items()},
         "server_tracebacks": result.server_tracebacks,
+        "client_cpu_share": result.client_cpu_share,
         "aborted": result.aborted,
         "goals_missed": check_goals(result),
         "outcomes": [asdict(o) for o in result.outcomes],
@@ -1499,7 +1505,10 @@ def run_mode(
             log(f"{mode}: baseline {_mb(result.memory.baseline)} MB; the class arrives")
             with PssSampler(server) as sampler:
                 mode_deadline = min(deadline, time.monotonic() + 900)
+                wall, cpu = time.monotonic(), time.process_time()
                 result.outcomes = asyncio.run(run_class(server.url, plan, mode_deadline, log))
+                wall = time.monotonic() - wall
+                result.client_cpu_share = (time.process_time() - cpu) / wall if wall else None
                 if time.monotonic() >= mode_deadline:
                     result.aborted = "the mode's time limit was reached"
             result.memory.peak = sampler.peak
@@ -1524,6 +1533,22 @@ def run_mode(
     return result
 
 
+def describe_checkout(folder: Path) -> str:
+    """The served checkout and its commit (with a note when files differ from it)."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        changed = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return f"{folder} (no git commit known)"
+    return f"{folder} at {commit}" + (" with uncommitted changes" if changed else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     deadline = time.monotonic() + args.deadline_s
@@ -1536,6 +1561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt  # unwinds through every `finally`: the server is stopped
 
     previous = signal.signal(signal.SIGTERM, on_term)
+    app = describe_checkout(args.app_dir)
+    print(f"classroom: {args.students} students, {args.rounds} round(s); app {app}", flush=True)
     results: list[ModeResult] = []
     try:
         for mode in args.modes:
@@ -1557,6 +1584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(
             json.dumps(
                 {
+                    "app": app,
                     "students": args.students,
                     "rounds": args.rounds,
                     "settle_s": args.settle_s,
