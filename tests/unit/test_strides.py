@@ -397,15 +397,16 @@ def test_steps_list_elements_only_up_to_the_callers_limit() -> None:
 
 
 def test_a_page_sized_chain_weighs_megabytes_not_hundreds() -> None:
+    # measured as the room's cache holds them: the steps themselves, and as plain data
     ops = [".permute(3, 2, 1, 0)", ".contiguous()"] * 12
-    big = [s.to_dict() for s in trace((16, 16, 16, 16), "float64", ops, listed_up_to=4096)]
+    steps = tuple(trace((16, 16, 16, 16), "float64", ops, listed_up_to=4096))
+    big = [s.to_dict() for s in steps]
     assert len(big) == 25 and big[-1]["error"] is None
     assert deep_size(big) < 2**20  # listed in full, this chain holds about 200 MB
-    drawn = [
-        s.to_dict()
-        for s in trace((64, 64), "float64", [".t()", ".contiguous()"] * 12, listed_up_to=4096)
-    ]
-    assert deep_size(drawn) < 16 * 2**20  # the heaviest chain the pictures can draw
+    assert deep_size(steps) < 2**20
+    drawn = tuple(trace((64, 64), "float64", [".t()", ".contiguous()"] * 12, listed_up_to=4096))
+    assert deep_size([s.to_dict() for s in drawn]) < 16 * 2**20  # the heaviest drawable chain
+    assert deep_size(drawn) < 16 * 2**20
 
 
 def test_write_through_lists_up_to_the_limit_and_counts_exactly() -> None:

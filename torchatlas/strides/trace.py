@@ -111,8 +111,9 @@ class Step:
         return StorageKind.VIEW if self.is_view else StorageKind.COPY
 
     def to_dict(self) -> dict[str, Any]:
-        # Shallow on purpose: the nested lists are already plain data, and a deep copy of a
-        # 4,096-element step costs more than everything else the page does.
+        """The step as plain data (JSON for real and integer dtypes), for a notebook or a
+        file; the page reads the dataclass itself. Shallow on purpose: the nested lists are
+        already plain data and may hold thousands of elements."""
         data = {item.name: getattr(self, item.name) for item in fields(self)}
         data["error"] = self.error.to_dict() if self.error else None
         for key in ("size", "stride", "stride_bytes", "byte_range", "footprint"):
