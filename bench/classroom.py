@@ -115,6 +115,7 @@ GOALS: dict[str, Goals] = {
 PEAK_PSS_LIMIT_BYTES = 2 * GB
 SETTLED_MARGIN_BYTES = 150 * MB
 FIRST_VISIT_LIMIT_S = 3.0
+# An alert saying one of these, on a page that lacks the action's result, is a refusal.
 BUSY_WORDS = ("busy", "another visitor", "try again", "queue is full", "too many")
 
 # --------------------------------------------------------------------------- pure parts
@@ -774,6 +775,8 @@ class Student:
         self._auto: dict[str, asyncio.Task[None]] = {}
         self._url_requests: dict[str, asyncio.Future[Any]] = {}
         self._status = ForwardMsg.ScriptFinishedStatus
+        self._pending: tuple[int, Callable[[int], bool], float] | None = None
+        self._verdict: tuple[float, str | None] | None = None
 
     # ------------------------------------------------------------------ connection
     async def connect(self) -> None:
@@ -954,6 +957,7 @@ class Student:
         self.last_status = status
         self.epoch += 1
         self.running = False
+        self._judge()
 
     def _start_auto(self, fragment_id: str, interval_s: float) -> None:
         if not fragment_id:
@@ -993,7 +997,8 @@ class Student:
         return found
 
     def problems(self) -> tuple[str | None, str | None]:
-        """(a hard error: an exception or error element; a warning) on the page now."""
+        """(a hard error: an exception or error element; a warning or a "busy" note) on the
+        page now. A warning counts only when the action's result is missing."""
         from streamlit.proto.Alert_pb2 import Alert
 
         hard = warning = None
@@ -1004,15 +1009,38 @@ class Student:
                 hard = hard or f"error: {node.text()}"
             elif node.kind == "alert" and node.proto.format == Alert.WARNING:
                 warning = warning or f"warning: {node.text()}"
+            elif node.kind == "alert" and any(w in node.text().lower() for w in BUSY_WORDS):
+                warning = warning or f"note: {node.text()}"  # "busy" said in another colour
         if self.page_not_found:
             hard = hard or f"page not found: {self.page_not_found}"
         return hard, warning
 
     def fresh(self, since_epoch: int) -> list[Node]:
-        """Nodes sent by runs that finished after ``since_epoch`` runs had (or still run)."""
+        """Nodes that arrived after the first ``since_epoch`` runs had finished."""
         return [n for n in self.find() if n.epoch >= since_epoch]
 
     # ------------------------------------------------------------------ one action
+    def _judge(self) -> None:
+        """At each finished run: has the pending action got its result, or an error?
+
+        Judged as the finish arrives (not when the waiting task next wakes), so a poll that
+        starts right after the deciding run cannot delay the verdict."""
+        if self._pending is None or self._verdict is not None:
+            return
+        since, done, started = self._pending
+        if self.epoch <= since or self.last_status == self._status.FINISHED_EARLY_FOR_RERUN:
+            return  # nothing finished since the send, or the script asked for another run
+        elapsed = time.perf_counter() - started
+        hard, warning = self.problems()
+        if self.last_status == self._status.FINISHED_WITH_COMPILE_ERROR:
+            self._verdict = (elapsed, "the page script failed to compile")
+        elif hard:
+            self._verdict = (elapsed, hard)
+        elif done(since):
+            self._verdict = (elapsed, None)
+        elif warning and not self._auto:
+            self._verdict = (elapsed, warning)
+
     async def act(
         self,
         send: Callable[[], Awaitable[None]],
@@ -1021,46 +1049,47 @@ class Student:
         deadline: float,
         quiet_s: float = 1.5,
     ) -> tuple[float, str | None]:
-        """Send, then wait for a finished run that shows the result; (seconds, error)."""
+        """Send, then wait for a finished run that shows the result; (seconds, error).
+
+        ``done(since)`` looks at the page after each finished run. A run that ends without
+        the result, while the page polls no job and the server says nothing more for
+        ``quiet_s``, is an error, as is a timeout."""
         since = self.epoch
         started = time.perf_counter()
         limit = min(time.monotonic() + timeout_s, deadline)
+        self._pending, self._verdict = (since, done, started), None
         self._wake.clear()
         try:
-            await send()
-        except Exception as error:
-            return time.perf_counter() - started, f"send failed: {type(error).__name__}: {error}"
-        evaluated_epoch = since
-        while True:
-            remaining = limit - time.monotonic()
-            if remaining <= 0:
-                return time.perf_counter() - started, f"timeout after {timeout_s:g} s"
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(remaining, quiet_s))
-            self._wake.clear()
-            if self.closed_reason:
-                return time.perf_counter() - started, self.closed_reason
-            if self.epoch <= since or self.running:
-                continue
-            if self.last_status == self._status.FINISHED_EARLY_FOR_RERUN:
-                continue  # the script asked for another run: wait for that one
-            if self.last_status == self._status.FINISHED_WITH_COMPILE_ERROR:
-                return time.perf_counter() - started, "the page script failed to compile"
-            elapsed = time.perf_counter() - started
-            if self.epoch != evaluated_epoch:
-                evaluated_epoch = self.epoch
-                hard, warning = self.problems()
-                if hard:
-                    return elapsed, hard
-                if done(since):
-                    return elapsed, None
-                if warning and not self._auto:
-                    return elapsed, warning
-            if self._auto:
-                continue  # the page polls a job: its result comes in a later run
-            if time.monotonic() - self.last_message_at >= quiet_s:
-                hard, warning = self.problems()
-                return elapsed, hard or warning or "the run finished without the result"
+            try:
+                await send()
+            except Exception as error:
+                elapsed = time.perf_counter() - started
+                return elapsed, f"send failed: {type(error).__name__}: {error}"
+            while self._verdict is None:
+                remaining = limit - time.monotonic()
+                if remaining <= 0:
+                    return time.perf_counter() - started, f"timeout after {timeout_s:g} s"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(remaining, quiet_s))
+                self._wake.clear()
+                if self._verdict is not None:
+                    break
+                if self.closed_reason:
+                    return time.perf_counter() - started, self.closed_reason
+                settled = (
+                    self.epoch > since
+                    and not self.running
+                    and not self._auto
+                    and self.last_status != self._status.FINISHED_EARLY_FOR_RERUN
+                    and time.monotonic() - self.last_message_at >= quiet_s
+                )
+                if settled:
+                    hard, warning = self.problems()
+                    elapsed = time.perf_counter() - started
+                    return elapsed, hard or warning or "the run finished without the result"
+            return self._verdict
+        finally:
+            self._pending = None
 
     # ------------------------------------------------------------------ uploads
     async def upload(self, uploader: Node, name: str, data: bytes) -> None:
@@ -1155,7 +1184,7 @@ async def open_room(student: Student, room: str, first: bool, deadline: float) -
     if first:
         seconds = time.perf_counter() - started  # a new tab pays for its connection too
     if error is None:  # what an unpressed demo card holds, to know a pressed one
-        for node in student.find(kind="button", key=None):
+        for node in student.find(kind="button"):
             if "devices_run_" in node.widget_id:
                 student.baseline_counts.setdefault(
                     node.fragment_id, _count_in(student, node.fragment_id)

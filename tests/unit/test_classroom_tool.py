@@ -313,3 +313,56 @@ def test_polling_timers_live_until_a_full_run_starts() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [["watch"], ["watch"], []]
+
+
+def _alert(path: list[int], body: str, kind: str) -> object:
+    from streamlit.proto.Alert_pb2 import Alert
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    message = ForwardMsg()
+    message.metadata.delta_path.extend(path)
+    message.delta.new_element.alert.body = body
+    message.delta.new_element.alert.format = getattr(Alert, kind)
+    return message
+
+
+def test_an_action_is_judged_by_the_run_that_finishes_after_it() -> None:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    done = ForwardMsg.ScriptFinishedStatus
+
+    async def act(replies: list[object], timeout_s: float = 5) -> tuple[float, str | None]:
+        student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
+        student._handle(_delta([0, 0], "Report"))  # an earlier run's result does not count
+        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+
+        async def send() -> None:
+            async def reply() -> None:
+                for message in replies:
+                    await asyncio.sleep(0.01)
+                    student._handle(message)
+                    student._wake.set()
+
+            asyncio.get_running_loop().create_task(reply())
+
+        def shows_report(since: int) -> bool:
+            return any(n.text() == "Report" for n in student.fresh(since))
+
+        result = await student.act(send, shows_report, timeout_s, deadline=1e12, quiet_s=0.3)
+        await student.close()
+        return result
+
+    full = _finished(done.FINISHED_SUCCESSFULLY)
+    seconds, error = asyncio.run(act([_delta([0, 0], "Report"), full]))
+    assert error is None and seconds < 5
+    rerun = _finished(done.FINISHED_EARLY_FOR_RERUN)  # st.rerun(): the next run decides
+    _, error = asyncio.run(act([rerun, _delta([0, 0], "Report"), full]))
+    assert error is None
+    _, error = asyncio.run(act([_alert([0, 0], "The sandbox is busy", "WARNING"), full]))
+    assert error == "warning: The sandbox is busy"
+    _, error = asyncio.run(act([_alert([0, 0], "Busy: try again in 5 s", "INFO"), full]))
+    assert error == "note: Busy: try again in 5 s"
+    _, error = asyncio.run(act([_delta([0, 0], "Something else"), full]))
+    assert error == "the run finished without the result"
+    _, error = asyncio.run(act([_delta([0, 0], "Report")], timeout_s=0.5))  # never finishes
+    assert error is not None and error.startswith("timeout")
