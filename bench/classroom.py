@@ -1036,7 +1036,7 @@ class Student:
             self._verdict = (elapsed, "the page script failed to compile")
         elif hard:
             self._verdict = (elapsed, hard)
-        elif done(since):
+        elif done(since) and not self._auto:  # a page still polling a job is not done
             self._verdict = (elapsed, None)
         elif warning and not self._auto:
             self._verdict = (elapsed, warning)
@@ -1228,9 +1228,20 @@ def _report_present(student: Student, since: int) -> bool:
 
 async def shapes_analyse(student: Student, round_: int, deadline: float) -> Outcome:
     action = "shapes.analyse"
-    buttons = student.find(
-        kind="button", where=lambda n: n.proto.is_form_submitter and "shapes" in n.proto.form_id
-    ) or student.find(kind="button", where=lambda n: n.proto.is_form_submitter)
+    buttons = (
+        student.find(
+            kind="button",
+            where=lambda n: n.proto.is_form_submitter and "shapes" in n.proto.form_id,
+        )
+        or student.find(kind="button", where=lambda n: n.proto.is_form_submitter)
+        or student.find(
+            kind="button",
+            where=lambda n: (
+                "shapes" in n.widget_id
+                and any(word in n.widget_id.lower() for word in ("analy", "_run"))
+            ),
+        )
+    )
     if not buttons:
         return Outcome(action, student.index, round_, 0.0, "no Analyse button on the page")
     button = buttons[0]
@@ -1255,9 +1266,15 @@ def _predictions_present(student: Student, since: int, name: str | None = None) 
     return shown and named
 
 
+def sample_picker(student: Student) -> list[Node]:
+    return student.find(kind="button_group", key="c_samples") or student.find(
+        kind="button_group", where=lambda n: "sample" in n.widget_id
+    )
+
+
 def sample_choices(student: Student) -> list[str]:
     """The sample pills' labels that are not selected on a first visit."""
-    pills = student.find(kind="button_group", key="c_samples")
+    pills = sample_picker(student)
     if not pills:
         return []
     defaults = set(pills[0].proto.default)
@@ -1269,7 +1286,7 @@ async def classify_sample(student: Student, round_: int, pick: int, deadline: fl
     from streamlit.proto.WidgetStates_pb2 import WidgetState
 
     action = "classify.sample"
-    pills = student.find(kind="button_group", key="c_samples")
+    pills = sample_picker(student)
     choices = sample_choices(student)
     if not pills or not choices:
         return Outcome(action, student.index, round_, 0.0, "no sample picker on the page")
@@ -1341,7 +1358,12 @@ async def devices_bench(student: Student, round_: int, deadline: float) -> Outco
         await student.send_rerun([_trigger(button.widget_id)], fragment_id=button.fragment_id)
 
     def done(since: int) -> bool:
-        return any(
+        # The result's download button, sent after the press, with no job still shown running
+        # (a page may keep showing an earlier measurement while a new one runs).
+        running = student.find(kind="progress") or student.find(
+            kind="button", where=lambda n: "bench_stop" in n.widget_id
+        )
+        return not running and any(
             n.kind == "download_button" and "devices_bench" in n.widget_id
             for n in student.fresh(since)
         )
