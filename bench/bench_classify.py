@@ -52,7 +52,7 @@ def main() -> int:
     import torch
 
     from torchatlas import classify as engine
-    from torchatlas.images import load_image
+    from torchatlas.classify.images import load_image
 
     torch.set_num_threads(args.threads)
     baseline_rss = rss_mb()

@@ -20,17 +20,11 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+from torchatlas.i18n import DEFAULT_LANGUAGE, translate
 
 MB = 1_000_000
-
-_MESSAGES = {
-    "session_budget": "This file ({size_mb} MB) would take your uploads over the {limit_mb} MB "
-    "the server keeps for one visitor at a time ({used_mb} MB in use). Remove files you no "
-    "longer need from the list (×), then upload it again.",
-    "server_budget": "The server is holding as many uploads as it can for all visitors together "
-    "({limit_mb} MB), so this file ({size_mb} MB) was not kept. Wait a minute and upload it "
-    "again.",
-}
 
 
 def megabytes(nbytes: int) -> str:
@@ -39,13 +33,22 @@ def megabytes(nbytes: int) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-class BudgetExceeded(Exception):
-    """An upload that would take a session or the server over budget, with a stable code."""
+class BudgetCode(StrEnum):
+    SESSION_BUDGET = "session_budget"
+    SERVER_BUDGET = "server_budget"
 
-    def __init__(self, code: str, **params: object) -> None:
+
+class BudgetExceeded(Exception):
+    """An upload that would take a session or the server over budget, with a stable code.
+
+    Its text is in the app's translation table (``app.uploads.errors.<code>``), shared by every
+    room with an upload widget; ``str()`` is the English one, for a notebook.
+    """
+
+    def __init__(self, code: BudgetCode, **params: object) -> None:
         self.code = code
         self.params = params
-        super().__init__(_MESSAGES[code].format(**params))
+        super().__init__(translate(f"app.uploads.errors.{code}", DEFAULT_LANGUAGE, **params))
 
     @property
     def message(self) -> str:
@@ -106,11 +109,11 @@ class UploadBudget:
                 sizes = {"size_mb": megabytes(nbytes), "used_mb": megabytes(used)}
                 if used + growth > self.per_session:
                     raise BudgetExceeded(
-                        "session_budget", limit_mb=megabytes(self.per_session), **sizes
+                        BudgetCode.SESSION_BUDGET, limit_mb=megabytes(self.per_session), **sizes
                     )
                 if self._total + growth > self.per_server:
                     raise BudgetExceeded(
-                        "server_budget", limit_mb=megabytes(self.per_server), **sizes
+                        BudgetCode.SERVER_BUDGET, limit_mb=megabytes(self.per_server), **sizes
                     )
             self._held.setdefault(session, {})[key] = nbytes
             self._session_totals[session] = used + growth

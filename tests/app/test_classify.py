@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app.apptest import open_page, rendered_text
 from torchatlas import classify as engine
+from torchatlas.classify import models
 from torchatlas.i18n import translate
 
 CAT_CLASSES = {"tabby", "tiger cat", "Egyptian cat"}
@@ -36,15 +37,15 @@ def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     def no_network(url: str, timeout: float) -> object:
         raise urllib.error.URLError("[Errno -2] Name or service not known")
 
-    monkeypatch.setattr(engine, "_open_url", no_network)
-    saved = dict(engine._models)
+    monkeypatch.setattr(models, "_open_url", no_network)
+    saved = list(models.MODEL_CACHE.items())
     yield tmp_path / "hub" / "checkpoints"
     # models loaded from this temporary hub must not leak into later tests
     import streamlit as st
 
-    engine._models.clear()
-    engine._models.update(saved)
-    st.cache_resource.clear()
+    models.MODEL_CACHE.clear()
+    for key, loaded in saved:
+        models.MODEL_CACHE.put(key, loaded)
     st.cache_data.clear()
 
 
@@ -183,8 +184,8 @@ def test_first_use_downloads_with_progress_then_classifies(
         response.headers = {"Content-Length": str(len(payload))}
         return response
 
-    monkeypatch.setattr(engine, "_weights_url", lambda spec: f"https://example.invalid/{name}")
-    monkeypatch.setattr(engine, "_open_url", serve)
+    monkeypatch.setattr(models, "_weights_url", lambda spec: f"https://example.invalid/{name}")
+    monkeypatch.setattr(models, "_open_url", serve)
     at = open_page("views/classify.py")
     at.selectbox(key="c_model").set_value("resnet18").run()
     no_failure(at)
@@ -213,7 +214,7 @@ def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
     """The page keeps a small decoded copy of each photo, not the file, and charges it to the
     visitor's budget: with room for one photo, the second is refused in plain words."""
     from components import uploads
-    from torchatlas.images import Decoded
+    from torchatlas.classify.images import Decoded
     from torchatlas.uploads import UploadBudget
 
     monkeypatch.setattr(uploads, "BUDGET", UploadBudget(per_session=150_000, per_server=10**7))
@@ -248,3 +249,47 @@ def test_upload_help_states_the_limits() -> None:
     at = open_page("views/classify.py")
     help_text = at.file_uploader(key="c_uploads").proto.help
     assert "40 megapixels and 121 MB each" in help_text and "256 MB" in help_text
+
+
+def _open_link(**query: str) -> AppTest:
+    """The room opened from a shared link with ``query`` as its parameters."""
+    from tests.app.apptest import APP, TIMEOUT_S
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.run()
+    for name, value in query.items():
+        at.query_params[name] = value
+    at.switch_page("views/classify.py").run()
+    no_failure(at)
+    return at
+
+
+def test_a_shared_link_picks_the_model_and_keeps_other_parameters(offline_hub: Path) -> None:
+    at = _open_link(c_model="resnet50", s_shape="2,3")
+    assert at.selectbox(key="c_model").value == "resnet50"
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "ResNet-50" in errors[0], errors
+    assert at.query_params["c_model"] == "resnet50" and at.query_params["s_shape"] == "2,3"
+    at.selectbox(key="c_model").set_value("efficientnet_lite0").run()  # back to the default
+    no_failure(at)
+    assert "c_model" not in at.query_params and at.query_params["s_shape"] == "2,3"
+
+
+def test_a_link_naming_no_model_falls_back_to_the_default() -> None:
+    at = _open_link(c_model="resnet9000")
+    assert at.selectbox(key="c_model").value == "efficientnet_lite0"
+    assert not at.error and "c_model" not in at.query_params
+
+
+def test_engine_errors_reach_the_page_in_the_readers_language() -> None:
+    """A refusal's parameters that are codes themselves (a way of storing pixels) are shown in
+    Korean too, not as the engine's English."""
+    from components.classify import draw
+
+    params = {"format": "JPEG", "variant": "arithmetic"}
+    korean = draw.error_text("slow_format", params, "ko")
+    assert korean == translate(
+        "classify.errors.slow_format", "ko", format="JPEG", variant="산술 부호화"
+    )
+    assert "arithmetic" not in korean

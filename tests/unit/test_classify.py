@@ -1,11 +1,13 @@
 """torchatlas.classify: real predictions of the embedded model on bundled photos, preprocessing
 identical to the reference transforms, the torchvision loading path with locally saved weights
-(never a download), the offline message, batching and Grad-CAM."""
+(never a download), the offline message, batching, Grad-CAM, BatchNorm folding, the one model
+cache, and error text that comes only from the translation tables."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import threading
 import urllib.error
 import warnings
 from collections.abc import Iterator
@@ -17,10 +19,10 @@ import torch
 from PIL import Image
 from torchvision import transforms as T
 
-from torchatlas import classify as C
 from torchatlas.classify import (
     DEFAULT_MODEL,
     MODELS,
+    SAMPLES,
     ClassifyError,
     classify,
     explain,
@@ -29,14 +31,16 @@ from torchatlas.classify import (
     preprocess_steps,
     sample_bytes,
 )
-from torchatlas.images import load_image
+from torchatlas.classify import models as M
+from torchatlas.classify import transforms as P
+from torchatlas.classify.images import load_image
 
 CAT_CLASSES = {"tabby", "tiger cat", "Egyptian cat"}
 
 
 @pytest.fixture(scope="module")
 def photos() -> dict[str, bytes]:
-    return {key: sample_bytes(key) for key in C.SAMPLES}
+    return {key: sample_bytes(key) for key in SAMPLES}
 
 
 @pytest.fixture
@@ -47,23 +51,25 @@ def isolated_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     def no_network(url: str, timeout: float) -> object:
         raise urllib.error.URLError("[Errno -2] Name or service not known")
 
-    monkeypatch.setattr(C, "_open_url", no_network)
-    saved = {key: value for key, value in C._models.items() if MODELS[key].embedded}
-    C._models.clear()
-    C._models.update(saved)
+    monkeypatch.setattr(M, "_open_url", no_network)
+    saved = [(key, value) for key, value in M.MODEL_CACHE.items() if MODELS[key].embedded]
+    M.MODEL_CACHE.clear()
+    for key, value in saved:
+        M.MODEL_CACHE.put(key, value)
     yield tmp_path / "hub" / "checkpoints"
-    C._models.clear()
-    C._models.update(saved)
+    M.MODEL_CACHE.clear()
+    for key, value in saved:
+        M.MODEL_CACHE.put(key, value)
 
 
 def test_embedded_weights_load_strictly_and_silently(capfd: pytest.CaptureFixture) -> None:
-    C._models.pop(DEFAULT_MODEL, None)
+    M.MODEL_CACHE.pop(DEFAULT_MODEL)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loaded = load_model(DEFAULT_MODEL)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
-    state = torch.load(C.weights_path(DEFAULT_MODEL), map_location="cpu", weights_only=True)
+    state = torch.load(M.weights_path(DEFAULT_MODEL), map_location="cpu", weights_only=True)
     model_state = loaded.module.state_dict()
     assert list(state) == list(model_state)  # every key, in order: nothing missing or extra
     for name, tensor in state.items():
@@ -93,10 +99,11 @@ def test_result_api_lists_labels_and_timings(photos: dict[str, bytes]) -> None:
     assert timings.batch_size == 1 and timings.forward_s > 0 and timings.decode_s > 0
     assert timings.total_s >= timings.prepare_s + timings.forward_s
     assert timings.prepare_s >= timings.decode_s + timings.preprocess_s  # one image: no threads
-    assert sum(timings.wall_parts().values()) == pytest.approx(
+    assert sum(seconds for _, seconds in timings.wall_parts()) == pytest.approx(
         timings.prepare_s + timings.forward_s
     )
-    assert result.to_dict()["timings"]["per_image_s"] == pytest.approx(timings.total_s)
+    assert [stage for stage, _ in timings.wall_parts()] == ["decode", "preprocess", "forward"]
+    assert timings.per_image_s == pytest.approx(timings.total_s)
 
 
 def test_bad_files_are_reported_and_the_others_still_classify(photos: dict[str, bytes]) -> None:
@@ -126,10 +133,10 @@ def test_batching_does_not_change_the_answer(photos: dict[str, bytes]) -> None:
 
 
 def test_several_images_prepare_in_parallel_and_add_up(photos: dict[str, bytes]) -> None:
-    result = classify([photos[key] for key in C.SAMPLES] * 2)
+    result = classify([photos[key] for key in SAMPLES] * 2)
     timings = result.timings
     assert timings.workers == 2 and timings.batch_size == 10
-    parts = timings.wall_parts()
+    parts = dict(timings.wall_parts())
     assert parts["decode"] + parts["preprocess"] == pytest.approx(timings.prepare_s)
     assert [o.predictions[0].label for o in result.images[:2]] == [
         o.predictions[0].label for o in result.images[5:7]
@@ -146,7 +153,7 @@ def test_a_warm_batch_reuses_its_memory_instead_of_page_faulting(
     from torchatlas.runtime import keep_freed_memory_for_reuse
 
     assert keep_freed_memory_for_reuse() is True  # glibc here; idempotent once tuned
-    batch = [photos[key] for key in C.SAMPLES] * 3
+    batch = [photos[key] for key in SAMPLES] * 3
     for _ in range(2):
         classify(batch)
     faults = []
@@ -161,7 +168,7 @@ def test_fused_inference_module_computes_the_same_function(photos: dict[str, byt
     loaded = load_model(DEFAULT_MODEL)
     assert loaded.fast is not None and loaded.inference is loaded.fast
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in loaded.fast.modules())
-    batch = torch.stack([preprocess(load_image(photos[key])) for key in C.SAMPLES])
+    batch = torch.stack([preprocess(load_image(photos[key])) for key in SAMPLES])
     batch = batch.contiguous(memory_format=torch.channels_last)
     with torch.inference_mode():
         reference, fused = loaded.module(batch), loaded.fast(batch)
@@ -169,13 +176,42 @@ def test_fused_inference_module_computes_the_same_function(photos: dict[str, byt
     assert torch.equal(fused.topk(5).indices, reference.topk(5).indices)
 
 
-def test_engine_messages_match_the_english_table() -> None:
+def test_engine_errors_take_their_text_from_the_tables_only() -> None:
+    """Every code the engine raises has English and Korean text; the engine's own English is
+    the table's, and no module of the engine keeps sentences of its own."""
+    from torchatlas.classify.errors import ErrorCode, ImageError, Variant, describe
     from torchatlas.i18n import table
-    from torchatlas.images import _MESSAGES as IMAGE_MESSAGES
 
-    english = table("en")
-    for code, text in {**IMAGE_MESSAGES, **C._MESSAGES}.items():
-        assert english[f"classify.errors.{code}"] == text, code
+    for lang in ("en", "ko"):
+        keys = table(lang)
+        assert [code for code in ErrorCode if f"classify.errors.{code}" not in keys] == []
+        assert [kind for kind in Variant if f"classify.variants.{kind}" not in keys] == []
+    error = ImageError(ErrorCode.SLOW_FORMAT, format="TIFF", variant=Variant.LZMA, number=34925)
+    assert error.message == translate_en("classify.errors.slow_format", "TIFF", "LZMA")
+    korean = describe(error.code, error.params, "ko")
+    assert "TIFF" in korean and "LZMA" in korean and "stored with" not in korean
+    arithmetic = describe(ErrorCode.SLOW_FORMAT, {"format": "JPEG", "variant": "arithmetic"}, "ko")
+    assert "arithmetic" not in arithmetic and "산술" in arithmetic
+    numbered = ImageError(ErrorCode.SLOW_FORMAT, format="TIFF", variant="compression", number=9)
+    assert "compression 9" in numbered.message
+    engine = Path(M.__file__).parent
+    for module in engine.glob("*.py"):
+        assert "_MESSAGES" not in module.read_text(), module.name
+
+
+def translate_en(key: str, format: str, variant: str) -> str:
+    from torchatlas.i18n import translate
+
+    return translate(key, "en", format=format, variant=variant)
+
+
+def test_errors_survive_pickling_with_their_code() -> None:
+    import pickle
+
+    from torchatlas.classify.errors import ErrorCode, ImageError
+
+    error = pickle.loads(pickle.dumps(ImageError(ErrorCode.BOMB, limit_mp=40)))
+    assert isinstance(error, ImageError) and error.code == "bomb" and "40 MP" in error.message
 
 
 def test_pil_images_are_accepted(photos: dict[str, bytes]) -> None:
@@ -218,8 +254,8 @@ def test_preprocess_steps_show_each_transform(photos: dict[str, bytes]) -> None:
         "normalized",
     ]
     original, rgb, resized, cropped, tensor, normalized = steps
-    assert (original.dtype, original.note) == ("L", "PNG")  # the greyscale photo
-    assert rgb.image.mode == "RGB" and "grayscale" in rgb.note
+    assert (original.dtype, original.format) == ("L", "PNG")  # the greyscale photo
+    assert rgb.image.mode == "RGB" and "grayscale" in rgb.conversions
     assert min(resized.image.size) == 256 and cropped.image.size == (224, 224)
     assert tensor.shape == (3, 224, 224) and tensor.dtype == "float32"
     assert all(0 <= c.min <= c.mean <= c.max <= 1 for c in tensor.channels)
@@ -246,7 +282,7 @@ def _save_random_weights(model: str, folder: Path) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     state = get_model_builder(model)(weights=None).state_dict()
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save(state, folder / Path(C._weights_url(MODELS[model])).name)
+    torch.save(state, folder / Path(M._weights_url(MODELS[model])).name)
     return state
 
 
@@ -254,8 +290,8 @@ def test_torchvision_model_loads_from_the_local_hub_without_download(
     isolated_hub: Path, photos: dict[str, bytes]
 ) -> None:
     state = _save_random_weights("resnet18", isolated_hub)
-    assert C.weights_path("resnet18") == isolated_hub / "resnet18-f37072fd.pth"
-    assert C.weights_available("resnet18")
+    assert M.weights_path("resnet18") == isolated_hub / "resnet18-f37072fd.pth"
+    assert M.weights_available("resnet18")
     loaded = load_model("resnet18")  # _open_url raises: any download attempt would fail
     for name, tensor in loaded.module.state_dict().items():
         assert torch.equal(tensor, state[name]), name
@@ -268,7 +304,7 @@ def test_torchvision_model_loads_from_the_local_hub_without_download(
 
 
 def test_offline_download_gives_a_plain_message(isolated_hub: Path) -> None:
-    assert not C.weights_available("resnet50")
+    assert not M.weights_available("resnet50")
     with pytest.raises(ClassifyError) as caught:
         load_model("resnet50")
     error = caught.value
@@ -295,20 +331,20 @@ def test_download_reports_progress_and_checks_the_hash(
     torch.save(get_model_builder("resnet18")(weights=None).state_dict(), buffer)
     payload = buffer.getvalue()
     prefix = hashlib.sha256(payload).hexdigest()[:8]
-    monkeypatch.setattr(C, "_weights_url", lambda spec: f"https://example.invalid/x-{prefix}.pth")
-    monkeypatch.setattr(C, "_open_url", lambda url, timeout: _FakeResponse(payload))
+    monkeypatch.setattr(M, "_weights_url", lambda spec: f"https://example.invalid/x-{prefix}.pth")
+    monkeypatch.setattr(M, "_open_url", lambda url, timeout: _FakeResponse(payload))
     progress: list[tuple[int, int]] = []
-    path = C.download_weights(
+    path = M.download_weights(
         "resnet18", on_progress=lambda done, total: progress.append((done, total))
     )
     assert path.read_bytes() == payload and path.name == f"x-{prefix}.pth"
     assert progress[-1] == (len(payload), len(payload)) and len(progress) > 1
     assert [p.name for p in isolated_hub.iterdir()] == [path.name]  # no .part left behind
 
-    monkeypatch.setattr(C, "_weights_url", lambda spec: "https://example.invalid/y-00000000.pth")
+    monkeypatch.setattr(M, "_weights_url", lambda spec: "https://example.invalid/y-00000000.pth")
     with pytest.raises(ClassifyError) as caught:
-        C.download_weights("resnet18")
-    assert caught.value.code == "download_failed" and "checksum" in caught.value.message
+        M.download_weights("resnet18")
+    assert caught.value.code == "bad_checksum" and "checksum" in caught.value.message
     assert not (isolated_hub / "y-00000000.pth").exists()
 
 
@@ -331,8 +367,8 @@ def _side_by_side(left: bytes, right: bytes) -> Image.Image:
 
 def test_grad_cam_looks_at_the_right_half(photos: dict[str, bytes]) -> None:
     composite = _side_by_side(photos["cat"], photos["coffee"])
-    espresso = explain(composite, DEFAULT_MODEL, C.IMAGENET_CATEGORIES.index("espresso"))
-    cat = explain(composite, DEFAULT_MODEL, C.IMAGENET_CATEGORIES.index("tabby"))
+    espresso = explain(composite, DEFAULT_MODEL, M.IMAGENET_CATEGORIES.index("espresso"))
+    cat = explain(composite, DEFAULT_MODEL, M.IMAGENET_CATEGORIES.index("tabby"))
     assert espresso.label == "espresso" and cat.label == "tabby"
     for heat in (espresso, cat):
         assert heat.heatmap.shape == (224, 224) and heat.heatmap.dtype == np.float32
@@ -346,8 +382,9 @@ def test_grad_cam_looks_at_the_right_half(photos: dict[str, bytes]) -> None:
 def test_grad_cam_defaults_to_the_top_class_and_checks_the_index(photos: dict[str, bytes]) -> None:
     heat = explain(photos["coffee"])
     assert heat.label == "espresso" and heat.probability > 0.8
-    with pytest.raises(ClassifyError):
+    with pytest.raises(ClassifyError) as caught:
         explain(photos["coffee"], class_index=1000)
+    assert caught.value.code == "bad_class" and caught.value.params["last"] == 999
 
 
 @pytest.mark.slow
@@ -359,10 +396,11 @@ def test_grad_cam_folds_vit_tokens_into_a_grid(
     module = vit_b_16(weights=None).eval()
     for parameter in module.parameters():
         parameter.requires_grad_(False)
-    C._models["vit_b_16"] = C.LoadedModel(MODELS["vit_b_16"], module, C.IMAGENET_CATEGORIES, 0.0)
+    loaded = M.LoadedModel(MODELS["vit_b_16"], module, M.IMAGENET_CATEGORIES, 0.0)
+    M.MODEL_CACHE.put("vit_b_16", loaded)
     heat = explain(photos["cat"], "vit_b_16", class_index=3)
     assert heat.grid == (14, 14) and heat.heatmap.shape == (224, 224)
-    assert heat.label == C.IMAGENET_CATEGORIES[3]
+    assert heat.label == M.IMAGENET_CATEGORIES[3]
 
 
 def test_files_decoded_once_are_classified_explained_and_shown_without_decoding_again(
@@ -370,14 +408,15 @@ def test_files_decoded_once_are_classified_explained_and_shown_without_decoding_
 ) -> None:
     """The room decodes an upload once (images.look) and keeps a small copy: the engine takes
     that copy as it is, for predictions, the pipeline strip and Grad-CAM."""
-    from torchatlas import images
+    from torchatlas.classify import images
 
     kept = images.look(photos["coffee"])
 
     def no_second_decode(*args: object, **kwargs: object) -> None:
         raise AssertionError("decoded twice")
 
-    monkeypatch.setattr(C, "decode", no_second_decode)
+    monkeypatch.setattr(P, "decode", no_second_decode)  # the engine's one place that decodes
+    monkeypatch.setattr(images, "decode", no_second_decode)
     outcome = classify([kept]).images[0]
     assert outcome.labels[0][0] == "espresso" and outcome.info == kept.info
     steps = preprocess_steps(kept)
@@ -388,7 +427,7 @@ def test_files_decoded_once_are_classified_explained_and_shown_without_decoding_
 
 def test_the_kept_copy_of_a_large_photo_predicts_like_the_file() -> None:
     """Shrinking to images.KEEP_SIDE on arrival leaves the model's view of the photo intact."""
-    from torchatlas import images
+    from torchatlas.classify import images
 
     big = Image.open(io.BytesIO(sample_bytes("rocket"))).convert("RGB").resize((3000, 2000))
     for fmt in ("JPEG", "PNG"):  # JPEG is drafted by libjpeg, PNG resized by PIL
@@ -399,3 +438,113 @@ def test_the_kept_copy_of_a_large_photo_predicts_like_the_file() -> None:
         from_file, from_copy = classify([buffer.getvalue(), kept], topk=3).images
         assert from_file.labels[0][0] == from_copy.labels[0][0]
         assert abs(from_file.labels[0][1] - from_copy.labels[0][1]) < 0.05
+
+
+# --------------------------------------------------------------------------- BatchNorm folding
+
+
+@pytest.mark.parametrize(("padding", "stride"), [((1, 1, 1, 1), 1), ((0, 1, 0, 1), 2)])
+def test_folding_a_batch_norm_keeps_the_function_and_the_layout(
+    padding: tuple[int, int, int, int], stride: int
+) -> None:
+    """conv (TF 'same' padding) → BN in eval mode equals the folded conv: symmetric padding
+    moves into the conv, one-sided padding stays an explicit pad that keeps channels_last."""
+    from efficientnet_lite_pytorch.utils import Conv2dStaticSamePadding
+
+    torch.manual_seed(0)
+    conv = Conv2dStaticSamePadding(8, 16, 3, stride=stride, image_size=16, bias=False)
+    conv.static_padding = torch.nn.ZeroPad2d(padding)
+    norm = torch.nn.BatchNorm2d(16)
+    norm.running_mean.uniform_(-1, 1)
+    norm.running_var.uniform_(0.5, 2)
+    norm.weight.data.uniform_(0.5, 2)
+    norm.bias.data.uniform_(-1, 1)
+    reference = torch.nn.Sequential(conv, norm).eval()
+    folded = M._fold_batch_norm(conv.eval(), norm.eval())
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    x = torch.randn(2, 8, 16, 16).contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        expected, got = reference(x), folded(x)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    if padding[0] != padding[1]:
+        assert isinstance(folded[0], M._ZeroPad)
+        assert folded[0](x).is_contiguous(memory_format=torch.channels_last)
+
+
+def test_folding_uses_torchs_own_fusion(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = M.fuse_conv_bn_eval
+
+    def counting(conv: torch.nn.Module, norm: torch.nn.Module) -> torch.nn.Module:
+        calls.append(1)
+        return real(conv, norm)
+
+    monkeypatch.setattr(M, "fuse_conv_bn_eval", counting)
+    conv = torch.nn.Conv2d(3, 4, 3, bias=False).eval()
+    M._fold_batch_norm(conv, torch.nn.BatchNorm2d(4).eval())
+    assert calls == [1]
+
+
+# --------------------------------------------------------------------------- the one model cache
+
+
+def _fake_loaded(key: str, megabytes: int) -> M.LoadedModel:
+    module = torch.nn.Linear(1, 1)
+    return M.LoadedModel(MODELS[key], module, M.IMAGENET_CATEGORIES, 0.0), megabytes * 2**20
+
+
+def test_model_cache_is_bounded_by_bytes_and_keeps_the_default_and_the_newest() -> None:
+    cache = M.ModelCache(max_bytes=100 * 2**20, pinned=DEFAULT_MODEL)
+    for key, size in ((DEFAULT_MODEL, 40), ("resnet18", 40), ("resnet50", 40)):
+        loaded, nbytes = _fake_loaded(key, size)
+        cache.put(key, loaded, nbytes)
+    assert cache.keys() == [DEFAULT_MODEL, "resnet50"] and cache.nbytes <= cache.max_bytes
+    big, nbytes = _fake_loaded("vit_b_16", 300)  # over the bound alone: kept all the same
+    cache.put("vit_b_16", big, nbytes)
+    assert cache.keys() == [DEFAULT_MODEL, "vit_b_16"] and cache.get("vit_b_16") is big
+
+
+def test_model_cache_loads_each_model_once_under_concurrent_requests() -> None:
+    cache = M.ModelCache(max_bytes=2**30, pinned=DEFAULT_MODEL)
+    loads: list[str] = []
+    started = threading.Barrier(8)
+
+    def load() -> M.LoadedModel:
+        loads.append("resnet18")
+        return _fake_loaded("resnet18", 1)[0]
+
+    results: list[M.LoadedModel] = []
+
+    def ask() -> None:
+        started.wait()
+        results.append(cache.get_or_load("resnet18", load))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loads == ["resnet18"] and len({id(r) for r in results}) == 1
+
+    def broken() -> M.LoadedModel:
+        raise ClassifyError(M.ErrorCode.BAD_WEIGHTS, title="x", path="p", reason="r")
+
+    with pytest.raises(ClassifyError):
+        cache.get_or_load("resnet50", broken)
+    assert "resnet50" not in cache  # a failed load keeps nothing
+
+
+def test_the_model_cache_prices_a_loaded_model_by_its_tensors() -> None:
+    loaded = load_model(DEFAULT_MODEL)
+    assert M.MODEL_CACHE.get(DEFAULT_MODEL) is loaded and load_model(DEFAULT_MODEL) is loaded
+    params = sum(p.numel() * p.element_size() for p in loaded.module.parameters())
+    assert params < loaded.nbytes < 3 * params  # both modules, buffers included, nothing twice
+    largest = max(spec.num_params * 4 for spec in MODELS.values())  # float32 parameters
+    assert loaded.nbytes + largest <= M.MODEL_CACHE_BYTES  # the default and any one other fit
+
+
+def test_the_room_keeps_no_second_model_cache() -> None:
+    """Models are cached once, in the engine; the page's state must not wrap them again."""
+    root = Path(__file__).resolve().parents[2]
+    for path in [root / "views" / "classify.py", *(root / "components" / "classify").glob("*.py")]:
+        assert "cache_resource" not in path.read_text(), path.name

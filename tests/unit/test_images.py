@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from torchatlas import images
-from torchatlas.classify import SAMPLES, sample_bytes
-from torchatlas.images import MAX_PIXELS, ImageError, decode, load_image
+from torchatlas.classify import SAMPLES, images, sample_bytes
+from torchatlas.classify.images import MAX_PIXELS, ImageError, decode, load_image
 
 
 def encode(image: Image.Image, fmt: str, **options: object) -> bytes:
@@ -411,13 +410,20 @@ def test_noisy_refinement_scans_are_priced_by_their_data() -> None:
 
 
 @pytest.mark.parametrize(
-    ("marker", "variant"),
-    [(0xC3, "lossless coding"), (0xC9, "arithmetic coding"), (0xC5, "hierarchical coding")],
+    ("marker", "variant", "words"),
+    [
+        (0xC3, "lossless", "lossless coding"),
+        (0xC9, "arithmetic", "arithmetic coding"),
+        (0xC5, "hierarchical", "hierarchical coding"),
+    ],
 )
-def test_jpeg_variants_without_a_fast_decoder_are_refused(marker: int, variant: str) -> None:
+def test_jpeg_variants_without_a_fast_decoder_are_refused(
+    marker: int, variant: str, words: str
+) -> None:
     data = bytearray(encode(Image.new("RGB", (32, 32), (1, 2, 3)), "JPEG"))
     data[data.index(b"\xff\xc0") + 1] = marker
-    assert assert_refused_quickly(bytes(data), "slow_format").params["variant"] == variant
+    error = assert_refused_quickly(bytes(data), "slow_format")
+    assert error.params["variant"] == variant and words in error.message
 
 
 def test_jpeg_full_of_stray_bytes_is_refused() -> None:
@@ -444,9 +450,18 @@ def rle8_bmp(width: int, height: int) -> bytes:
 
 def test_run_length_bmp_is_refused_and_plain_bmp_still_loads() -> None:
     error = assert_refused_quickly(rle8_bmp(2000, 2000), "slow_format")
-    assert error.params == {"format": "BMP", "variant": "run-length (RLE) compression"}
+    assert error.params == {"format": "BMP", "variant": "run_length"}
+    assert "run-length (RLE) compression" in error.message
     image = Image.new("RGB", (2000, 2000), (10, 20, 30))
     assert assert_decodes_in_bounded_time(encode(image, "BMP")) == (2000, 2000)
+
+
+def test_bmp_with_a_compression_pil_cannot_decode_names_it() -> None:
+    data = bytearray(encode(Image.new("RGB", (8, 8)), "BMP"))
+    struct.pack_into("<I", data, 30, 4)  # BI_JPEG: a JPEG stream inside a BMP
+    error = assert_refused_quickly(bytes(data), "unsupported_variant")
+    assert error.params == {"format": "BMP", "variant": "compression", "number": 4}
+    assert "BMP files stored with compression 4" in error.message
 
 
 def tiff_with_tags(tags: int, compression: str | None = None) -> bytes:
@@ -493,14 +508,20 @@ def test_tiff_split_into_too_many_strips_is_refused() -> None:
     assert_refused_quickly(bytes(data), "too_much_metadata")
 
 
-@pytest.mark.parametrize(("code", "variant"), [(7, "JPEG compression"), (34925, "LZMA")])
-def test_tiff_compressions_off_the_allow_list_are_refused(code: int, variant: str) -> None:
+@pytest.mark.parametrize(
+    ("code", "variant", "words"),
+    [(7, "jpeg", "JPEG compression"), (34925, "lzma", "LZMA"), (34712, "compression", "34712")],
+)
+def test_tiff_compressions_off_the_allow_list_are_refused(
+    code: int, variant: str, words: str
+) -> None:
     data = bytearray(encode(Image.new("RGB", (16, 16)), "TIFF"))
     first = struct.unpack_from("<I", data, 4)[0]
     for entry in range(first + 2, first + 2 + 12 * struct.unpack_from("<H", data, first)[0], 12):
         if struct.unpack_from("<H", data, entry)[0] == 259:
             struct.pack_into("<HII", data, entry + 2, 3 if code < 65536 else 4, 1, code)
-    assert assert_refused_quickly(bytes(data), "slow_format").params["variant"] == variant
+    error = assert_refused_quickly(bytes(data), "slow_format")
+    assert error.params["variant"] == variant and words in error.message
 
 
 def png_with(chunks: bytes, image: Image.Image | None = None) -> bytes:

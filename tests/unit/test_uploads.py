@@ -12,7 +12,7 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from components import uploads as adapter
-from torchatlas.images import screen
+from torchatlas.classify.images import screen
 from torchatlas.uploads import MB, BudgetExceeded, Refusal, UploadBudget
 
 
