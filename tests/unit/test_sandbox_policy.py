@@ -90,6 +90,10 @@ def test_every_preset_is_accepted(key: str) -> None:
         ("import torch\nx = torch.utils.cpp_extension", 2, "forbidden_attribute"),
         ("class A:\n    def __del__(self):\n        pass", 2, "dunder"),
         ("async def f():\n    pass", 1, "construct"),
+        ('def f(x: "().__class__"):\n    pass', 1, "string_dunder"),
+        ("t = 'open(\"/etc/passwd\").read()'", 1, "string_code"),
+        ("from typing import get_type_hints", 1, "import"),
+        ("import typing\nh = typing.get_type_hints", 2, "evaluates_text"),
     ],
 )
 def test_refusals_name_the_line_and_the_reason(source: str, line: int, code: str) -> None:

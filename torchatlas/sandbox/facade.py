@@ -6,16 +6,29 @@ re-export ``os``, ``sys``, ``importlib``, ``hub``, ``load``/``save`` and native-
 Classes and tensors are real (user classes must subclass the real ``nn.Module`` so forward hooks
 work), so attribute walks from them stay possible; the static layer and the worker process are
 what stops those.
+
+Nothing handed out turns text into code or into attribute look-ups: ``typing`` offers only inert
+names (no ``get_type_hints``, ``ForwardRef``, ``get_args``, ``NamedTuple``), ``namedtuple`` is
+rebuilt without ``eval``, ``hasattr`` refuses internal names, and :func:`text_guard` holds while
+pasted code and its job run: every text that becomes code then (whichever library compiles it)
+must pass the allow-list, and code objects, functions, unpickled names and marshalled code
+cannot be made at all.
 """
 
 from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import functools
+import keyword
 import math
+import operator
+import re
+import sys
 import types
 import typing
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -26,6 +39,18 @@ import torch.nn.utils
 import torch.nn.utils.parametrizations
 import torch.nn.utils.rnn
 import torchvision.models
+
+from torchatlas.sandbox.policy import (
+    FORBIDDEN_ATTRIBUTE_PREFIXES,
+    FORBIDDEN_ATTRIBUTES,
+    FORBIDDEN_CALLS,
+    FRAME_ATTRIBUTES,
+    TEXT_EVALUATING_ATTRIBUTES,
+    TEXT_FORBIDDEN_NAMES,
+    TYPING_NAMES,
+    check_text,
+    parse_text,
+)
 
 # Public torch callables that touch files, native code, other processes or the compiler.
 TORCH_DENIED = frozenset(
@@ -75,17 +100,24 @@ class Facade:
         object.__setattr__(self, "_facade_name", name)
         object.__setattr__(self, "_members", dict(members))
 
-    def __getattr__(self, attribute: str) -> Any:
+    def __getattribute__(self, attribute: str) -> Any:
+        # Every look-up, dunders and the facade's own fields included, sees only the members:
+        # `from torch import _members` or `torch.__dict__` find nothing to change or walk.
         members = object.__getattribute__(self, "_members")
         if attribute in members:
             return members[attribute]
         name = object.__getattribute__(self, "_facade_name")
+        if attribute == "__name__":  # for import errors ("cannot import name x from torch")
+            return name
         raise AttributeError(
             f"`{name}.{attribute}` is not available in this sandbox; only model-building parts "
             f"of {name} are."
         )
 
     def __setattr__(self, attribute: str, value: Any) -> None:
+        raise AttributeError("The sandbox's modules are read-only.")
+
+    def __delattr__(self, attribute: str) -> None:
         raise AttributeError("The sandbox's modules are read-only.")
 
     def __dir__(self) -> list[str]:
@@ -172,6 +204,121 @@ def _torchvision_models_facade() -> Facade:
     return Facade("torchvision.models", members)
 
 
+def _internal_name(name: str) -> bool:
+    return (
+        "__" in name
+        or name.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES)
+        or name in FRAME_ATTRIBUTES
+        or name in FORBIDDEN_ATTRIBUTES
+        or name in TEXT_EVALUATING_ATTRIBUTES
+        or name in ("format", "format_map")
+    )
+
+
+def safe_hasattr(obj: Any, name: str, /) -> bool:
+    """``hasattr`` for pasted code: the look-up runs only for names code could write itself."""
+    if not isinstance(name, str):
+        raise TypeError("hasattr(): attribute name must be string")
+    if _internal_name(name):
+        raise AttributeError(
+            f"hasattr(…, {name[:40]!r}) is not available here: that name leads into Python's "
+            "internals. Test only the model's own attributes."
+        )
+    return hasattr(obj, name)
+
+
+def _field_names(field_names: str | Iterable[str], rename: bool) -> tuple[str, ...]:
+    if isinstance(field_names, str):
+        field_names = field_names.replace(",", " ").split()
+    names = [str(name) for name in field_names]
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        bad = not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_")
+        if rename and (bad or name in seen):
+            names[index] = name = f"_{index}"
+        elif bad:
+            raise ValueError(
+                f"namedtuple field names must be identifiers that do not start with an "
+                f"underscore: {name[:40]!r}"
+            )
+        elif name in seen:
+            raise ValueError(f"Encountered duplicate field name: {name!r}")
+        seen.add(name)
+    return tuple(names)
+
+
+def namedtuple(
+    typename: str,
+    field_names: str | Iterable[str],
+    *,
+    rename: bool = False,
+    defaults: Iterable[Any] | None = None,
+    module: str | None = None,
+) -> type:
+    """``collections.namedtuple`` without ``eval``: the same class interface (fields, defaults,
+    ``_make``, ``_replace``, ``_asdict``), built from plain functions instead of generated text."""
+    typename = str(typename)
+    if not typename.isidentifier() or keyword.iskeyword(typename) or "__" in typename:
+        raise ValueError(f"Type names must be valid identifiers: {typename[:40]!r}")
+    fields = _field_names(field_names, rename)
+    default_values = tuple(defaults) if defaults is not None else ()
+    if len(default_values) > len(fields):
+        raise TypeError("Got more default values than field names")
+    count = len(fields)
+    field_defaults = dict(zip(fields[count - len(default_values) :], default_values, strict=True))
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > count:
+            raise TypeError(f"{typename}() takes {count} arguments but {len(args)} were given")
+        values = list(args)
+        for name in fields[len(args) :]:
+            if name in kwargs:
+                values.append(kwargs.pop(name))
+            elif name in field_defaults:
+                values.append(field_defaults[name])
+            else:
+                raise TypeError(f"{typename}() missing required argument: {name!r}")
+        if kwargs:
+            raise TypeError(f"{typename}() got unexpected arguments: {sorted(kwargs)}")
+        return tuple.__new__(cls, values)
+
+    def make(cls: type, iterable: Iterable[Any]) -> Any:
+        result = tuple.__new__(cls, iterable)
+        if len(result) != count:
+            raise TypeError(f"Expected {count} arguments, got {len(result)}")
+        return result
+
+    def replace(self: tuple, /, **changes: Any) -> Any:
+        pairs = zip(fields, self, strict=True)
+        result = type(self)._make(changes.pop(name, value) for name, value in pairs)
+        if changes:
+            raise ValueError(f"Got unexpected field names: {sorted(changes)!r}")
+        return result
+
+    def show(self: tuple) -> str:
+        inner = ", ".join(f"{name}={value!r}" for name, value in zip(fields, self, strict=True))
+        return f"{type(self).__name__}({inner})"
+
+    namespace: dict[str, Any] = {
+        "__doc__": f"{typename}({', '.join(fields)})",
+        "__slots__": (),
+        "_fields": fields,
+        "_field_defaults": field_defaults,
+        "__new__": new,
+        "_make": classmethod(make),
+        "_replace": replace,
+        "__repr__": show,
+        "_asdict": lambda self: dict(zip(fields, self, strict=True)),
+        "__getnewargs__": lambda self: tuple(self),
+        "__match_args__": fields,
+    }
+    for index, name in enumerate(fields):
+        namespace[name] = property(operator.itemgetter(index), doc=f"Field {index}")
+    result = type(typename, (tuple,), namespace)
+    result.__module__ = module if isinstance(module, str) else USER_MODULE_NAME
+    return result
+
+
 def _build_modules() -> dict[str, Any]:
     functional = Facade("torch.nn.functional", _public_callables(torch.nn.functional))
     nn = _nn_facade(functional)
@@ -181,11 +328,7 @@ def _build_modules() -> dict[str, Any]:
     torch_members["nn"] = nn
     torch_facade = Facade("torch", torch_members)
     models = _torchvision_models_facade()
-    typing_members = {
-        name: getattr(typing, name)
-        for name in typing.__all__
-        if not isinstance(getattr(typing, name, None), types.ModuleType)
-    }
+    typing_members = {name: getattr(typing, name) for name in TYPING_NAMES}
     return {
         "torch": torch_facade,
         "torch.nn": nn,
@@ -202,8 +345,9 @@ def _build_modules() -> dict[str, Any]:
         "collections": Facade(
             "collections",
             {
-                name: getattr(collections, name)
-                for name in ("OrderedDict", "namedtuple", "defaultdict")
+                "OrderedDict": collections.OrderedDict,
+                "defaultdict": collections.defaultdict,
+                "namedtuple": namedtuple,
             },
         ),
         "functools": Facade(
@@ -245,6 +389,7 @@ def safe_import(
 
 def safe_builtins() -> dict[str, Any]:
     table = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
+    table["hasattr"] = safe_hasattr
     table["__build_class__"] = builtins.__build_class__
     table["__import__"] = safe_import
     return table
@@ -254,3 +399,92 @@ def capability_namespace() -> dict[str, Any]:
     """Fresh globals for pasted code: minimal builtins, imports resolved to facades."""
     facade_modules()
     return {"__builtins__": safe_builtins(), "__name__": USER_MODULE_NAME}
+
+
+# ---------------------------------------------------------------------------- the text guard
+class TextEvaluationRefused(PermissionError):
+    """Raised (through whichever library asked) when a job would turn text into code."""
+
+
+# Audit events that make code out of something other than the pasted source: compiling text
+# (eval, exec, compile, ForwardRef, namedtuple…), building code objects or functions by hand,
+# unmarshalling code, and pickle's name-to-object look-up.
+GUARDED_EVENTS = frozenset(
+    {"compile", "code.__new__", "function.__new__", "marshal.loads", "pickle.find_class"}
+)
+_IMPORT_FRAMES = "<frozen importlib._bootstrap"  # a module's own code from its own file
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REFUSED_WORDS = FORBIDDEN_CALLS | TEXT_FORBIDDEN_NAMES | TEXT_EVALUATING_ATTRIBUTES
+
+
+class _GuardState:
+    __slots__ = ("armed", "checking", "installed")
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.checking = False
+        self.installed = False
+
+
+_GUARD = _GuardState()
+
+
+def _refusal_for_text(text: str) -> str | None:
+    """Why ``text`` may not become code now, or None."""
+    refusals = check_text(text)
+    if refusals:
+        return refusals[0].message
+    if parse_text(text) is None:
+        # Not Python the checker can read (a compiler flag may still accept it): fall back to
+        # its words, the way the allow-list reads names.
+        for word in _IDENTIFIER.findall(text):
+            if "__" in word or word in _REFUSED_WORDS or word in FORBIDDEN_ATTRIBUTES:
+                return f"`{word[:40]}` is not allowed here."
+    return None
+
+
+def _audit(event: str, args: tuple[Any, ...], guard: _GuardState = _GUARD) -> None:
+    if not guard.armed or guard.checking or event not in GUARDED_EVENTS:
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_IMPORT_FRAMES):
+            return
+        frame = frame.f_back
+    if event == "compile" and isinstance(args[0], str | bytes | bytearray):
+        source = args[0]
+        text = source if isinstance(source, str) else bytes(source).decode("utf-8", "replace")
+        guard.checking = True
+        try:
+            reason = _refusal_for_text(text)
+        finally:
+            guard.checking = False
+        if reason is None:
+            return
+        detail = f"the text {text.strip()[:60]!r} would run code the sandbox refuses: {reason}"
+    elif event == "compile":
+        detail = "a syntax tree would be compiled"
+    else:
+        detail = f"`{event}` would make code or look a name up"
+    raise TextEvaluationRefused(
+        f"Turning text into code is not allowed in this sandbox ({detail}). Write the code "
+        "itself: no string annotations evaluated by typing helpers, no eval-like helpers."
+    )
+
+
+@contextlib.contextmanager
+def text_guard() -> Iterator[None]:
+    """While pasted code (or a job handling its objects) runs, text becomes code only if the
+    allow-list accepts it, whatever library compiles it; see :data:`GUARDED_EVENTS`.
+
+    The audit hook, once added, stays for the life of the process (Python cannot remove one);
+    outside this block it returns at once.
+    """
+    if not _GUARD.installed:
+        sys.addaudithook(_audit)
+        _GUARD.installed = True
+    previous, _GUARD.armed = _GUARD.armed, True
+    try:
+        yield
+    finally:
+        _GUARD.armed = previous

@@ -3,16 +3,36 @@
 This layer exists to give honest mistakes a clear, line-numbered answer before anything runs.
 It is NOT the defence: ``getattr`` can be reached in ways no parser sees, so the capability
 namespace (:mod:`.facade`) and the isolated worker (:mod:`.worker`) must hold on their own.
+
+Text is read too, because the standard library turns strings into code where no parser looks
+(``typing.get_type_hints`` evaluates string annotations, ``namedtuple`` builds code with
+``eval``, ``str.format`` looks attributes up): a string holding a double underscore is refused,
+and a string that reads as Python is checked like code (:func:`check_text`, which the worker's
+run-time text guard also applies to every text that becomes code while a job runs).
+:func:`strip_annotations` removes annotations before compiling, so none exists at run time.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
+import textwrap
 from dataclasses import asdict, dataclass
+from types import CodeType
 
 MAX_SOURCE_CHARS = 50_000
 MAX_AST_NODES = 20_000
 MAX_AST_DEPTH = 60
+
+# The typing names a model may use: inert markers and aliases. Nothing that evaluates text
+# (get_type_hints, ForwardRef, get_args, NamedTuple/TypedDict and their class machinery).
+TYPING_NAMES = frozenset(
+    {
+        "Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Iterable", "Iterator",
+        "List", "Literal", "Mapping", "MutableMapping", "NoReturn", "Optional", "Sequence",
+        "Set", "TYPE_CHECKING", "Tuple", "Type", "TypeVar", "Union", "cast",
+    }
+)  # fmt: skip
 
 # Module → names a ``from module import name`` may bind ("*" = any public name of the facade).
 ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
@@ -23,7 +43,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
     "torchvision": frozenset({"models"}),
     "torchvision.models": None,
     "math": None,
-    "typing": None,
+    "typing": TYPING_NAMES,
     "collections": frozenset({"OrderedDict", "namedtuple", "defaultdict"}),
     "functools": frozenset({"partial", "reduce"}),
     "__future__": frozenset({"annotations"}),
@@ -50,7 +70,32 @@ FORBIDDEN_ATTRIBUTES = frozenset(
     }
 )  # fmt: skip
 
+# Helpers that turn text into code or into attribute look-ups (typing's evaluators, operator's
+# getters, torch's dotted-name importer, torch.compile and its method on every nn.Module).
+TEXT_EVALUATING_ATTRIBUTES = frozenset(
+    {
+        "get_type_hints", "get_annotations", "ForwardRef", "_eval_type", "_evaluate",
+        "evaluate_forward_ref", "_type_check", "_type_convert", "get_args", "NamedTuple",
+        "TypedDict", "attrgetter", "methodcaller", "literal_eval", "compile", "sympify",
+        "parse_expr", "find_class", "_import_dotted_name", "_getframe", "currentframe",
+    }
+)  # fmt: skip
+
 ALLOWED_DUNDER_DEFINITIONS = frozenset({"__init__"})
+
+# Inside text that reads as code: builtins that the real interpreter would hand to it (an
+# evaluator given empty globals adds the real builtins) and that reach code, names or files.
+TEXT_FORBIDDEN_NAMES = frozenset({"help", "dir", "copyright", "credits", "license", "exit", "quit"})
+# ... and dotted paths that start at a module the sandbox does not offer ("os.system",
+# "builtins.eval", "torchatlas.sandbox…"): text such as a tensor type name is imported and
+# walked attribute by attribute by some torch helpers.
+OFFERED_MODULES = frozenset({"torch", "torchvision", "math", "typing", "collections", "functools"})
+TEXT_FORBIDDEN_ROOTS = (
+    frozenset(sys.stdlib_module_names)
+    | {"numpy", "sympy", "torchatlas", "streamlit", "PIL", "pyseccomp", "seccomp", "pip",
+       "setuptools", "pkg_resources", "site", "sitecustomize", "usercustomize"}
+) - OFFERED_MODULES  # fmt: skip
+MAX_TEXT_NESTING = 4  # text inside text inside text…: deeper than any honest string
 
 # Statement and expression kinds a model file needs; anything else is refused by name.
 ALLOWED_NODES: tuple[type[ast.AST], ...] = (
@@ -89,13 +134,40 @@ def _is_super_call(node: ast.AST) -> bool:
     )
 
 
+def _docstring(body: list[ast.stmt]) -> ast.Constant | None:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        return body[0].value if isinstance(body[0].value.value, str) else None
+    return None
+
+
+def _preview(text: str, limit: int = 40) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def _dotted_root(node: ast.Attribute) -> str | None:
+    value: ast.AST = node
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
 class _Checker(ast.NodeVisitor):
-    def __init__(self) -> None:
+    """The allow-list over a tree; ``nesting`` > 0 checks text that reads as code."""
+
+    def __init__(self, nesting: int = 0) -> None:
         self.refusals: list[Refusal] = []
+        self.nesting = nesting
+        self.docstrings: set[int] = set()
 
     def refuse(self, node: ast.AST, code: str, message: str) -> None:
         line = getattr(node, "lineno", 1)
         self.refusals.append(Refusal(line, getattr(node, "col_offset", 0) + 1, code, message))
+
+    def refuse_dunder_name(self, node: ast.AST, name: str | None, what: str) -> None:
+        if name is not None and _is_dunder(name):
+            self.refuse(node, "dunder", f"`{name}` (a double-underscore name) cannot be used as "
+                        f"{what} here.")  # fmt: skip
 
     def generic_visit(self, node: ast.AST) -> None:
         if not isinstance(node, ALLOWED_NODES):
@@ -106,10 +178,20 @@ class _Checker(ast.NodeVisitor):
             return
         super().generic_visit(node)
 
+    def visit_Module(self, node: ast.Module) -> None:
+        self.note_docstring(node.body)
+        self.generic_visit(node)
+
+    def note_docstring(self, body: list[ast.stmt]) -> None:
+        docstring = _docstring(body)
+        if docstring is not None:
+            self.docstrings.add(id(docstring))
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.name not in ALLOWED_IMPORTS:
                 self.refuse(node, "import", _import_message(alias.name))
+            self.refuse_dunder_name(node, alias.asname, "a name to import as")
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -126,13 +208,43 @@ class _Checker(ast.NodeVisitor):
                     names = ", ".join(sorted(allowed))
                     self.refuse(node, "import", f"`{alias.name}` cannot be imported from "
                                 f"`{module}` here; allowed: {names}.")  # fmt: skip
+                elif _is_dunder(alias.name) or alias.name in TEXT_EVALUATING_ATTRIBUTES:
+                    self.refuse(node, "import", f"`{alias.name}` cannot be imported from "
+                                f"`{module}` here.")  # fmt: skip
+                self.refuse_dunder_name(node, alias.asname, "a name to import as")
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if _is_dunder(node.name) and node.name not in ALLOWED_DUNDER_DEFINITIONS:
             self.refuse(node, "dunder", f"Defining `{node.name}` is not allowed here; a model "
                         "only needs `__init__` and `forward`.")  # fmt: skip
+        self.note_docstring(node.body)
         self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.refuse_dunder_name(node, node.name, "a class name")
+        self.note_docstring(node.body)
+        self.generic_visit(node)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self.refuse_dunder_name(node, node.arg, "a parameter name")
+        self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        # dict(__getattr__=f) and type(name, bases, dict(...)) would define hooks by keyword.
+        self.refuse_dunder_name(node, node.arg, "a keyword argument")
+        self.generic_visit(node)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        self.refuse_dunder_name(node, node.name, "an exception name")
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            self.refuse_dunder_name(node, name, "a global name")
+        self.generic_visit(node)
+
+    visit_Nonlocal = visit_Global  # type: ignore[assignment]
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in FORBIDDEN_CALLS:
@@ -141,6 +253,9 @@ class _Checker(ast.NodeVisitor):
         elif _is_dunder(node.id):
             self.refuse(node, "dunder", f"`{node.id}` (a double-underscore name) is not allowed "
                         "here.")  # fmt: skip
+        elif self.nesting and node.id in TEXT_FORBIDDEN_NAMES:
+            self.refuse(node, "forbidden_name", f"`{node.id}` reaches Python's own help, files "
+                        "or names, which model code never needs.")  # fmt: skip
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -159,7 +274,74 @@ class _Checker(ast.NodeVisitor):
         elif name in FORBIDDEN_ATTRIBUTES:
             self.refuse(node, "forbidden_attribute", f"`.{name}` reaches files, the operating "
                         "system or native code, which is not available here.")  # fmt: skip
+        elif name in TEXT_EVALUATING_ATTRIBUTES:
+            self.refuse(node, "evaluates_text", f"`.{name}` turns text into code or into "
+                        "attribute look-ups, which is not available here.")  # fmt: skip
+        root = _dotted_root(node) if self.nesting else None
+        if root in TEXT_FORBIDDEN_ROOTS and not isinstance(node.ctx, ast.Store):
+            self.refuse(node, "forbidden_attribute", f"`{root}.…` names a module the sandbox "
+                        "does not offer.")  # fmt: skip
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if not isinstance(value, str):
+            return
+        if "__" in value and id(node) not in self.docstrings:
+            self.refuse(node, "string_dunder", f"The text {_preview(value)} contains `__`; "
+                        "text with double underscores can be turned into attribute look-ups "
+                        "(format strings, annotations), so it is not allowed here. Rename or "
+                        "reword it.")  # fmt: skip
+            return
+        inner = check_text(value, self.nesting + 1)
+        if inner:
+            reason = inner[0].message.rstrip(".")
+            self.refuse(node, "string_code", f"The text {_preview(value)} reads as Python code "
+                        f"that is not allowed here ({reason}); something could evaluate it, so "
+                        "write the code itself or reword the text.")  # fmt: skip
+
+
+def check_text(text: str, nesting: int = 1) -> list[Refusal]:
+    """Refusals for ``text`` if it reads as Python that the allow-list refuses, else ``[]``.
+
+    Text that is not Python (prose, ``"bchw->bc"``) cannot become code and passes; so does
+    code the allow-list accepts (``"relu"``, ``"Optional[int]"``). Positions are inside the
+    text. Used on every string constant and by the run-time text guard.
+    """
+    tree = parse_text(text)
+    if tree is None:
+        return []
+    if isinstance(tree, Refusal):
+        return [tree]
+    if nesting > MAX_TEXT_NESTING:
+        return [Refusal(1, 1, "too_complex", "Text that holds code nested this deeply is not "
+                        "needed in model code.")]  # fmt: skip
+    checker = _Checker(nesting)
+    checker.visit(tree)
+    return checker.refusals
+
+
+def parse_text(text: str) -> ast.Module | Refusal | None:
+    """The text as code (as written, or dedented the way ``eval`` strips it), None when it is
+    not Python, or a refusal when it is too deep or large to check."""
+    if not any(character.isalnum() or character == "_" for character in text):
+        return None
+    for candidate in (text, textwrap.dedent(text).strip()):
+        try:
+            tree = ast.parse(candidate)
+        except (SyntaxError, ValueError):
+            continue
+        except (RecursionError, MemoryError):
+            return Refusal(1, 1, "too_complex", "The text is nested too deeply to check.")
+        if sum(1 for _ in ast.walk(tree)) > MAX_AST_NODES or (
+            _depth(tree, MAX_AST_DEPTH) > MAX_AST_DEPTH
+        ):
+            return Refusal(1, 1, "too_complex", "The text is code nested more deeply than "
+                           "a model needs.")  # fmt: skip
+        return tree
+    return None
 
 
 def _import_message(module: str) -> str:
@@ -177,6 +359,48 @@ def _depth(node: ast.AST, limit: int) -> int:
             return deepest
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(current))
     return deepest
+
+
+class _AnnotationStripper(ast.NodeTransformer):
+    """Drops every annotation: a model needs none, and typing helpers evaluate annotation text."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        node.type_comment = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.returns = None
+        node.type_comment = None
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        if node.value is None:  # `x: int` only records an annotation
+            return ast.copy_location(ast.Pass(), node)
+        assign = ast.Assign(targets=[node.target], value=node.value)
+        return self.generic_visit(ast.copy_location(assign, node))  # type: ignore[return-value]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.stmt:
+        # `from __future__ import annotations` keeps annotations as text; with none left it
+        # has nothing to do, and removing it means no future flag reaches the compiler.
+        if node.module == "__future__":
+            return ast.copy_location(ast.Pass(), node)
+        return node
+
+
+def strip_annotations(tree: ast.Module) -> ast.Module:
+    """``tree`` without argument, return or variable annotations (and ``__future__`` imports),
+    so that no annotation, and no annotation text, exists when the code runs."""
+    return ast.fix_missing_locations(_AnnotationStripper().visit(tree))
+
+
+def compile_model(source: str, filename: str) -> CodeType:
+    """Compile pasted code without its annotations (raises what ``compile`` raises)."""
+    tree = strip_annotations(ast.parse(source, filename=filename))
+    return compile(tree, filename, "exec", dont_inherit=True)
 
 
 def syntax_refusal(exc: SyntaxError) -> Refusal:

@@ -66,9 +66,14 @@ import traceback
 from typing import Any
 
 from torchatlas.sandbox import protocol
-from torchatlas.sandbox.facade import USER_MODULE_NAME, capability_namespace
+from torchatlas.sandbox.facade import USER_MODULE_NAME, capability_namespace, text_guard
 from torchatlas.sandbox.jobs import JOBS
-from torchatlas.sandbox.policy import MAX_SOURCE_CHARS, check_source, syntax_refusal
+from torchatlas.sandbox.policy import (
+    MAX_SOURCE_CHARS,
+    check_source,
+    compile_model,
+    syntax_refusal,
+)
 
 USER_FILENAME = "<pasted model>"
 MAX_REQUEST_BYTES = 1 << 20
@@ -214,7 +219,9 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
                 refusals=[refusal.to_dict() for refusal in refusals],
             )
     try:
-        code = compile(source, USER_FILENAME, "exec", dont_inherit=True)
+        # Annotations are dropped before compiling, static layer or not: a model needs none,
+        # and typing helpers would evaluate annotation text as code.
+        code = compile_model(source, USER_FILENAME)
     except SyntaxError as exc:
         refusal = syntax_refusal(exc)
         return _error("syntax", refusal.message, line=refusal.line, col=refusal.col)
@@ -226,7 +233,8 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
     else:
         namespace = capability_namespace()
     try:
-        with contextlib.redirect_stdout(io.StringIO()) as printed:
+        # text_guard: from here on, text becomes code only if the allow-list accepts it.
+        with contextlib.redirect_stdout(io.StringIO()) as printed, text_guard():
             exec(code, namespace)  # the sandboxed step: this whole process is the container
     except BaseException as exc:
         if _is_out_of_memory(exc):
@@ -245,7 +253,8 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
     user_names = {key: value for key, value in namespace.items() if not key.startswith("__")}
     try:
         function = getattr(importlib.import_module(module_name), function_name)
-        value = function(user_names, **params)
+        with text_guard():  # the job calls the user's classes and reads their objects
+            value = function(user_names, **params)
     except BaseException as exc:
         if _is_out_of_memory(exc):
             return _memory_error()
