@@ -548,3 +548,36 @@ def test_the_room_keeps_no_second_model_cache() -> None:
     root = Path(__file__).resolve().parents[2]
     for path in [root / "views" / "classify.py", *(root / "components" / "classify").glob("*.py")]:
         assert "cache_resource" not in path.read_text(), path.name
+
+
+# --------------------------------------------------------------------------- the room's builders
+
+
+def test_draw_builds_figures_and_text_from_engine_dataclasses(photos: dict[str, bytes]) -> None:
+    """components.classify.draw needs no Streamlit: figures, tables and text straight from the
+    engine's results, in the reader's language."""
+    from components.classify import draw
+    from components.theme import DARK, LIGHT
+    from torchatlas.i18n import translate
+
+    result = classify([photos["coffee"]], topk=3)
+    predictions = result.images[0].predictions
+    figure = draw.topk_figure(predictions, LIGHT, "en")
+    bars = figure.data[0]
+    assert list(bars.y)[-1] == "espresso" and list(bars.marker.color)[-1] == LIGHT.accent
+    frame = draw.topk_frame(predictions, "ko")
+    assert translate("classify.results.class", "ko") in frame.columns and len(frame) == 3
+    latency = draw.latency_figure(result.timings.wall_parts(), DARK, "ko")
+    stages = ("decode", "preprocess", "forward")
+    assert [bar.name for bar in latency.data] == [
+        translate(f"classify.latency.{stage}", "ko") for stage in stages
+    ]
+    steps = preprocess_steps(photos["camera"])
+    rgb = next(step for step in steps if step.key == "rgb")
+    assert draw.conversions_text(rgb.conversions, "en") == translate(
+        "classify.pipeline.conversions.grayscale"
+    )
+    tensor = next(step for step in steps if step.key == "tensor")
+    assert draw.stats_frame(tensor.channels, "en").shape == (3, 5)
+    caption = draw.model_caption(MODELS["resnet50"], False, "en")
+    assert translate("classify.model.download", size_mb=98) in caption
