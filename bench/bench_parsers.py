@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.shapes import decode_source, highlight_lines
+from components.shapes.draw import highlight_lines
+from components.shapes.state import decode_source
 from torchatlas.shapes.analysis import AnalysisError, parse_constructor, parse_dtypes, parse_shapes
 from torchatlas.strides import (
     OpParseError,

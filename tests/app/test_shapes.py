@@ -7,13 +7,16 @@ import html
 import json
 import re
 import zlib
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from components.shapes import decode_source, encode_source, error_marks, highlight_lines
+from components.shapes.draw import error_marks, highlight_lines
+from components.shapes.state import decode_source, encode_source
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.presets import PRESETS
+from torchatlas.shapes import ErrorKind, RefusalCode, RefusedLine, ShapeError
 
 
 def submit(at: AppTest) -> AppTest:
@@ -216,13 +219,27 @@ def test_highlighting_colours_python() -> None:
 
 
 def test_error_marks() -> None:
-    assert error_marks(None) == {}
-    assert error_marks({"kind": "no_module", "message": "m", "line": None}) == {}
-    refused = {
-        "kind": "refused", "message": "m", "line": 3,
-        "refusals": [{"line": 3, "message": "`a` no"}, {"line": 5, "message": "b"}],
-    }  # fmt: skip
-    assert error_marks(refused) == {3: "a no", 5: "b"}
+    assert error_marks(None, "en") == {}
+    assert error_marks(ShapeError(ErrorKind.NO_MODULE), "en") == {}
+    refused = ShapeError(
+        ErrorKind.REFUSED,
+        line=3,
+        refusals=[
+            RefusedLine(3, 1, RefusalCode.DUNDER, "`a` no"),
+            RefusedLine(5, 1, RefusalCode.IMPORT, "b"),
+        ],
+    )
+    marks = error_marks(refused, "en")
+    assert set(marks) == {3, 5}  # each refused line, with the room's own reason
+    assert marks[3].startswith("Double-underscore names") and "import" in marks[5]
+    assert error_marks(refused, "ko")[5].startswith("여기서는")
+    linear = ShapeError(ErrorKind.LINEAR_IN_FEATURES, line=9, params={
+        "layer": "fc1", "expected": 400, "got": 256, "fix": "fc1 = nn.Linear(256, 120)",
+    })  # fmt: skip
+    assert error_marks(linear, "en") == {
+        9: "Set fc1 = nn.Linear(256, 120), or change the layers before it so they output 400 "
+        "features."
+    }
 
 
 # ---------------------------------------------------------------- bounds
@@ -256,7 +273,8 @@ def test_over_long_boxes_are_refused_at_once(box: str, text: str, title: str) ->
     assert not at.exception
     assert title in at.error[0].value
     assert f"{len(text):,}" in at.error[0].value  # the length and the limit, in the message
-    assert at.session_state["shapes_result"]["report"]["error"]["kind"].endswith("_too_long")
+    error = at.session_state["shapes_result"].report.error
+    assert isinstance(error.kind, ErrorKind) and error.kind.value.endswith("_too_long")
 
 
 def test_boxes_carry_their_limits() -> None:
@@ -288,3 +306,127 @@ def test_source_links_are_bounded() -> None:
     assert decode_source(encode_source("#" * 50_001)) is None  # past the editor's limit
     assert decode_source(encode_source("#" * 50_000)) == "#" * 50_000
     assert decode_source(encode_source("x = 1\n")[:-4]) is None  # cut short
+
+
+# ---------------------------------------------------------------- the waiting line
+
+
+def _recording_messages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every element the page sends while it runs, in order, as text: an AppTest shows only
+    the final page, and a place in line is replaced by the result before the run ends."""
+    from google.protobuf import text_format
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    sent: list[str] = []
+    enqueue = ScriptRunContext.enqueue
+
+    def recording(self: ScriptRunContext, msg: Any) -> None:
+        sent.append(text_format.MessageToString(msg, as_utf8=True))
+        enqueue(self, msg)
+
+    monkeypatch.setattr(ScriptRunContext, "enqueue", recording)
+    return sent
+
+
+def test_a_waiting_analysis_shows_its_place_in_line_then_the_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchatlas import sandbox
+
+    real_run_job = sandbox.run_job
+    heard: list[int] = []
+
+    def busy_pool(source: str, job: str, params: dict, **options: object) -> object:
+        on_queued = options.pop("on_queued")
+        for position in (3, 2, 1, 0):  # what the fair queue reports while the job waits
+            heard.append(position)
+            on_queued(position)  # type: ignore[operator]
+        return real_run_job(source, job, params, **options)
+
+    monkeypatch.setattr(sandbox, "run_job", busy_pool)
+    sent = _recording_messages(monkeypatch)
+    at = open_page("views/shapes.py")
+    assert not at.exception
+    assert heard == [3, 2, 1, 0]
+    page = "\n".join(sent)
+    places = [page.index(f"Queued: {place} in line") for place in ("3rd", "2nd", "1st")]
+    assert places == sorted(places), "the place is updated as the line moves"
+    assert page.index("Queued: 1st in line") < page.index("62 k"), "then the result"
+    assert "Queued" not in rendered_text(at)  # gone once the analysis has started
+    assert {metric.label: metric.value for metric in at.metric}["Parameters"] == "62 k"
+
+
+def test_the_place_in_line_is_translated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchatlas import sandbox
+
+    real_run_job = sandbox.run_job
+
+    def busy_pool(source: str, job: str, params: dict, **options: object) -> object:
+        on_queued = options.pop("on_queued")
+        on_queued(12)  # type: ignore[operator]
+        return real_run_job(source, job, params, **options)
+
+    monkeypatch.setattr(sandbox, "run_job", busy_pool)
+    sent = _recording_messages(monkeypatch)
+    at = open_page("views/shapes.py", lang="ko")
+    assert not at.exception
+    assert any("대기 중: 줄에서 12번째입니다" in message for message in sent)
+
+
+# ---------------------------------------------------------------- one element per list
+
+
+def test_constraints_are_one_element(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page("views/shapes.py", lang="en")
+    at.text_input(key="shapes_inputs").set_value("1×3×32×32")
+    at.toggle(key="shapes_symbolic").set_value(True)
+    at = submit(at)
+    lists = [m.value for m in at.markdown if "requires" in str(m.value)]
+    assert len(lists) == 1, "every constraint in one markdown element"
+    assert lists[0].count("\n- ") >= 2  # several constraints, one list
+
+
+def test_refused_lines_are_one_list_with_the_sandboxes_words_as_a_detail() -> None:
+    source = PRESETS["net"].source.replace(
+        "        x = self.fc3(x)\n",
+        "        x = self.fc3(x)\n        y = x.__class__\n        z = getattr(x, 'shape')\n",
+    )
+    at = open_page("views/shapes.py", lang="ko")
+    at.text_area(key="shapes_source").set_value(source)
+    at = submit(at)
+    assert not at.exception
+    assert "여기서 허용되지 않는 것을 코드가 사용합니다" in at.error[0].value  # the room's title
+    items = [m.value for m in at.markdown if str(m.value).startswith("- ")]
+    assert len(items) == 1 and items[0].count("번째 줄") == 2  # one element, both lines
+    assert "밑줄 두 개로" in items[0]  # the room's reason for `__class__`, in Korean
+    details = [c.value for c in at.caption if "not allowed here" in str(c.value)]
+    assert details, "the sandbox's own English survives only as a detail"
+
+
+def test_sandbox_errors_read_as_the_rooms_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchatlas import sandbox
+    from torchatlas.sandbox import SandboxError, SandboxResult
+
+    def timed_out(source: str, job: str, params: dict, **options: object) -> SandboxResult:
+        error = SandboxError("timeout", "The code was stopped after 10 s. (sandbox English)")
+        return SandboxResult(False, None, error, 10.0)
+
+    monkeypatch.setattr(sandbox, "run_job", timed_out)
+    at = open_page("views/shapes.py", lang="ko")
+    assert not at.exception
+    assert "코드 실행이 너무 오래 걸렸습니다" in at.error[0].value
+    assert "10초" in at.error[0].value
+    assert "sandbox English" not in at.error[0].value + at.info[0].value
+    assert any("sandbox English" in str(c.value) for c in at.caption)
+
+
+def test_downloads_are_built_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.shapes import draw
+
+    built: list[str] = []
+    monkeypatch.setattr(draw, "csv_bytes", lambda report: built.append("csv") or b"")
+    monkeypatch.setattr(draw, "json_bytes", lambda report: built.append("json") or b"")
+    at = open_page("views/shapes.py")
+    at.run()  # a rerun
+    assert not at.exception and len(at.get("download_button")) == 2
+    assert built == [], "no run builds the files; a press of the button does"

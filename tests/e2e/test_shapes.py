@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.shapes import encode_source
+from components.shapes.state import encode_source
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 from torchatlas.presets import PRESETS
 

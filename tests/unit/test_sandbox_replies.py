@@ -355,7 +355,7 @@ def _report(**fields: Any) -> dict[str, Any]:
         {"error": {"kind": "syntax", "message": "m", "col": 300_000_000}},
         {"error": {"kind": "app.rooms", "message": "m"}},  # picks other translations
         {"error": {"kind": "syntax", "message": "m", "params": {"x": {"nested": 1}}}},
-        {"error": {"kind": "syntax"}},
+        {"error": {"message": "m"}},  # no kind
         {"constraints": [{"layer": "fc"}]},
     ],
 )
@@ -369,7 +369,7 @@ def test_long_texts_in_a_report_are_clipped() -> None:
         _report(
             model="M" * 100_000,
             row_name="n" * 100_000,
-            symbolic_note="s" * 100_000,
+            symbolic_detail="s" * 100_000,
             error={
                 "kind": "internal",
                 "message": "e" * 10**6,
@@ -379,7 +379,7 @@ def test_long_texts_in_a_report_are_clipped() -> None:
         )
     )
     assert len(report.model) <= 1000 and len(report.layers[0].name) <= 2000
-    assert len(report.symbolic_note) <= 4000
+    assert len(report.symbolic_detail) <= 4000
     assert report.error is not None and len(report.error.message) <= 4000
     assert len(report.error.params["detail"]) <= 1000
 
@@ -429,7 +429,8 @@ def test_explore_never_raises_for_a_forged_value(monkeypatch: pytest.MonkeyPatch
 def test_the_largest_report_in_bounds_renders_in_bounded_text() -> None:
     """What the page builds from a report is proportional to the report's JSON: no field can
     be multiplied into a huge string (depth → indentation, column → caret)."""
-    from components import shapes as view
+    from components.shapes import draw as view
+    from components.theme import LIGHT
 
     row = {
         "name": "x" * 200,
@@ -446,14 +447,15 @@ def test_the_largest_report_in_bounds_renders_in_bounded_text() -> None:
     data = _report(
         layers=[row] * 300, error={"kind": "syntax", "message": "m", "line": 1, "col": 50_001}
     )
-    report = ShapeReport.from_dict(data).to_dict()
-    size = len(json.dumps(report))
-    frame = view.layer_frame(report, MAX_DEPTH, symbolic=False)
+    report = ShapeReport.from_dict(data)
+    size = len(json.dumps(report.to_dict()))
+    frame = view.layer_frame(report, MAX_DEPTH, symbolic=False, lang="en")
+    lines = view.code_lines_html("x = 1\n", dark=False)
     texts = [
         frame.to_csv(),
-        view.flow_dot(report, MAX_DEPTH),
+        view.flow_dot(report, MAX_DEPTH, LIGHT, "en"),
         view.csv_bytes(report).decode(),
-        view.source_listing_html("x = 1\n", view.error_marks(report["error"]), col=50_001),
+        view.source_listing_html(lines, view.error_marks(report.error, "en"), LIGHT, col=50_001),
     ]
-    view.activation_figure(report).to_json()
+    view.activation_figure(report, LIGHT, "en").to_json()
     assert sum(map(len, texts)) < 10 * size

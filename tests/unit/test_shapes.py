@@ -14,9 +14,15 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from torchatlas.i18n import LANGUAGES, has_key, translate
 from torchatlas.presets import PRESETS
 from torchatlas.shapes import (
+    ErrorKind,
+    RefusalCode,
+    RowKind,
+    ShapeError,
     ShapeReport,
+    SymbolicIssue,
     analyze_module,
     analyze_namespace,
     format_shape,
@@ -477,6 +483,85 @@ def test_other_failures_still_name_the_op_and_shapes() -> None:
     assert error.params["op"] == "Tensor.view"
     assert error.params["shapes"] == "2×3"
     assert error.line == 7
+
+
+def _model(init: str = "", forward: str = "return x") -> str:
+    """Source of a model ``M`` with these bodies (``init`` after ``super().__init__()``)."""
+    source = "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n"
+    source += "    def __init__(self):\n        super().__init__()\n"
+    source += "".join(f"        {line}\n" for line in init.splitlines())
+    return source + f"\n    def forward(self, x):\n        {forward}\n"
+
+
+ENGINE_ERRORS: dict[str, Any] = {
+    "linear": lambda: preset_report("net_broken").error,
+    "conv": lambda: preset_report("net", [[1, 1, 32, 32]]).error,
+    "embedding": lambda: preset_report("lstm_tagger", [[8, 20]], input_dtypes=["float32"]).error,
+    "inputs": lambda: preset_report("net", [[1, 3, 32, 32], [1, 10]]).error,
+    "not_found": lambda: preset_report("net", model="Nett()").error,
+    "weights": lambda: preset_report("resnet18", model="resnet18(weights='DEFAULT')").error,
+    "no_module": lambda: analyze("import math\n", [[1, 3]]).error,
+    "data_dependent": lambda: analyze(_model(forward="return x[x > 0]"), [[2, 3]]).error,
+    "forward": lambda: analyze(_model(forward="return x.view(5, -1)"), [[2, 3]]).error,
+    "matmul": lambda: analyze(_model(forward="return x @ torch.ones(4, 2)"), [[2, 3]]).error,
+    "constructor_args": lambda: analyze(_model(), [[1, 3]], model="M(3)").error,
+    "constructor_error": lambda: analyze(_model("self.fc = nn.Linear(4, 'two')"), [[1, 4]]).error,
+    "not_a_module": lambda: analyze("def make():\n    return 3\n", [[1, 3]], model="make()").error,
+    "norm": lambda: (
+        analyze(_model("self.bn = nn.BatchNorm2d(16)", "return self.bn(x)"), [[1, 3, 8, 8]]).error
+    ),
+    "bad_shape": lambda: _raised(lambda: parse_shapes("1×a")),
+    "no_shape": lambda: _raised(lambda: parse_shapes(";")),
+    "bad_constructor": lambda: _raised(lambda: parse_constructor("Net(x)")),
+    "too_many_inputs": lambda: analyze_module(nn.Identity(), [[1]] * 9).error,
+    "bad_dtype": lambda: analyze_module(nn.Identity(), [[1]], ["complex"]).error,
+    "too_long": lambda: _raised(lambda: parse_shapes("1" * 501)),
+}
+
+
+def _raised(parse: Any) -> ShapeError:
+    with pytest.raises(AnalysisError) as caught:
+        parse()
+    return caught.value.error
+
+
+@pytest.mark.parametrize("case", sorted(ENGINE_ERRORS))
+def test_every_engine_error_is_a_code_whose_texts_are_complete(case: str) -> None:
+    """The engine says what went wrong with a code and parameters only; the tables turn them
+    into complete sentences in every language (no placeholder left unfilled)."""
+    error = ENGINE_ERRORS[case]()
+    assert isinstance(error, ShapeError) and isinstance(error.kind, ErrorKind), error
+    assert not hasattr(error, "__dict__") or "message" not in vars(error)  # no stored sentence
+    for lang in LANGUAGES:
+        for part in ("title", "message", "hint"):
+            text = error.text(part, lang)
+            assert text and text != f"shapes.errors.{error.kind.value}.{part}", (case, part)
+            assert "{" not in text.replace("{}", ""), (case, lang, part, text)
+    assert str(error).startswith(error.kind.value)  # a notebook reads the English
+
+
+def test_every_code_has_text_in_every_language() -> None:
+    for lang in LANGUAGES:
+        for kind in ErrorKind:
+            for part in ("title", "message", "hint"):
+                assert has_key(f"shapes.errors.{kind.value}.{part}", lang), (lang, kind, part)
+        for code in RefusalCode:
+            assert has_key(f"shapes.refusals.{code.value}", lang), (lang, code)
+        for issue in SymbolicIssue:
+            assert has_key(f"shapes.symbolic.issues.{issue.value}", lang), (lang, issue)
+    assert translate("shapes.errors.bad_shape.message", "en", text="1×a", max_dims=8).startswith(
+        "Could not read “1×a”"
+    )
+
+
+def test_rows_are_frozen_and_their_kinds_are_enums() -> None:
+    report = preset_report("unet", [[1, 3, 32, 32]])
+    assert {row.kind for row in report.layers} == {RowKind.MODULE, RowKind.FUNCTION}
+    with pytest.raises(AttributeError):
+        report.layers[0].name = "changed"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        report.error = None  # type: ignore[misc]
+    assert json.loads(json.dumps(report.to_dict()))["layers"][0]["kind"] == "module"
 
 
 def test_a_job_never_raises() -> None:

@@ -12,8 +12,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from torchatlas.i18n import LANGUAGES
 from torchatlas.presets import PRESETS
-from torchatlas.shapes import explore, parse_shapes, why_meta
+from torchatlas.shapes import (
+    JOBS,
+    Constraint,
+    ErrorKind,
+    RefusalCode,
+    RefusedLine,
+    explore,
+    parse_shapes,
+    why_meta,
+)
+from torchatlas.shapes.report import SANDBOX_KINDS
 
 
 @dataclass
@@ -47,9 +58,13 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     module = types.ModuleType("torchatlas.sandbox")
     module.answer = None  # type: ignore[attr-defined]
 
-    def run_job(source, job, params, *, timeout_s=10.0, session_id=None):
+    def run_job(source, job, params, *, timeout_s=10.0, session_id=None, on_queued=None):
         calls.append((source, job, params, timeout_s, session_id))
+        for position in module.queue:  # type: ignore[attr-defined]
+            on_queued(position)
         return module.answer  # type: ignore[attr-defined]
+
+    module.queue = []  # type: ignore[attr-defined]
 
     module.run_job = run_job  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torchatlas.sandbox", module)
@@ -79,9 +94,62 @@ def test_sandbox_refusals_become_errors_with_lines(fake_sandbox: list) -> None:
     error = report.error
     assert error is not None and error.kind == "refused"
     assert (error.line, error.col) == (7, 19)
-    assert error.refusals == [{"line": 7, "col": 19, "code": "dunder",
-                               "message": "`__class__` is not allowed: …"}]  # fmt: skip
+    assert error.refusals == [
+        RefusedLine(7, 19, RefusalCode.DUNDER, "`__class__` is not allowed: …")
+    ]
     assert "not allowed" in error.hint or "model code" in error.hint
+    assert error.params["detail"] == "not run"  # the sandbox's English, kept as a detail only
+    assert error.params["lines"] == 1
+
+
+def test_unknown_refusal_codes_and_sandbox_kinds_read_as_ours(fake_sandbox: list) -> None:
+    module = fake_sandbox.pop()
+    refusal = FakeRefusal(2, 1, "brand_new_rule", "whatever")
+    module.answer = FakeResult(False, None, FakeError("refused", "m", 2, 1, [refusal]))
+    error = explore("src", [[1, 3]]).error
+    assert error is not None and error.refusals[0].code is RefusalCode.OTHER
+    module.answer = FakeResult(False, None, FakeError("a_kind_from_the_future", "m"))
+    error = explore("src", [[1, 3]]).error
+    assert error is not None and error.kind is ErrorKind.JOB_ERROR
+
+
+@pytest.mark.parametrize("kind", sorted(SANDBOX_KINDS))
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_every_sandbox_kind_has_the_rooms_own_text(
+    fake_sandbox: list, kind: ErrorKind, lang: str
+) -> None:
+    """One source for text: the page's words for what the sandbox reports come from the
+    room's tables in every language; the sandbox's English sentence is only a detail."""
+    module = fake_sandbox.pop()
+    module.answer = FakeResult(False, None, FakeError(kind.value, "Sandbox English."))
+    error = explore("src", [[1, 3]], timeout_s=4).error
+    assert error is not None and error.kind is kind
+    for part in ("title", "message", "hint"):
+        key = f"shapes.errors.{kind.value}.{part}"
+        text = error.text(part, lang)
+        assert text != key and "{" not in text and "Sandbox English." not in text, (key, text)
+
+
+def test_the_waiting_line_reaches_the_caller(fake_sandbox: list) -> None:
+    module = fake_sandbox.pop()
+    module.queue = [3, 2, 1, 0]
+    module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]]}, None)
+    heard: list[int] = []
+    report = explore("src", [[1, 3]], on_queued=heard.append)
+    assert report.error is None and heard == [3, 2, 1, 0]
+
+
+def test_the_rooms_jobs_are_the_ones_the_sandbox_names() -> None:
+    """JOBS is what the sandbox's registry will be handed; until then it must name the same
+    functions the registry names by string."""
+    import importlib
+
+    from torchatlas.sandbox.jobs import JOBS as REGISTRY
+
+    assert set(JOBS) == {"shapes.analyze", "shapes.why_meta"}
+    for name, function in JOBS.items():
+        module_name, _, attribute = REGISTRY[name].partition(":")
+        assert getattr(importlib.import_module(module_name), attribute) is function
 
 
 @pytest.mark.parametrize("kind", ["timeout", "memory", "crashed", "busy", "output_too_large"])
@@ -91,6 +159,7 @@ def test_sandbox_failures_have_hints(fake_sandbox: list, kind: str) -> None:
     error = explore("src", [[1, 3]], timeout_s=4).error
     assert error is not None and error.kind == kind and error.hint
     assert error.params["timeout"] == "4"
+    assert error.params["detail"] == f"{kind} happened"
 
 
 def test_bad_shapes_never_reach_the_sandbox(fake_sandbox: list) -> None:
@@ -153,10 +222,8 @@ def test_errors_that_teach_through_the_sandbox() -> None:
 @needs_sandbox
 def test_symbolic_through_the_sandbox() -> None:
     report = explore(PRESETS["net"].source, [[1, 3, 32, 32]], symbolic=True)
-    assert report.error is None and report.symbolic_note == ""
-    assert {"layer": "fc1", "constraint": "16·((H//4) − 3)·((W//4) − 3) = 400"} in (
-        report.constraints
-    )
+    assert report.error is None and report.symbolic_issue is None
+    assert Constraint("fc1", "16·((H//4) − 3)·((W//4) − 3) = 400") in report.constraints
 
 
 @needs_sandbox

@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from torchatlas.presets import PRESETS
-from torchatlas.shapes import ShapeReport, analysis, analyze_namespace
+from torchatlas.shapes import Constraint, ShapeReport, SymbolicIssue, analysis, analyze_namespace
 from torchatlas.shapes.symbolic import SymbolicInputs, _drop_redundant_parens, dim_names
 
 
@@ -75,7 +75,7 @@ def test_redundant_parentheses_go() -> None:
 
 def test_recipe_net_formulas_and_the_fc1_constraint() -> None:
     report = symbolic_report("net", [[1, 3, 32, 32]])
-    assert report.error is None and report.symbolic_note == ""
+    assert report.error is None and report.symbolic_issue is None
     assert report.dim_names == [["N", "C", "H", "W"]]
     by_name = {(row.name, row.type): row for row in report.layers}
     assert by_name[("conv1", "Conv2d")].symbolic_output_shapes == [["N", "6", "H − 4", "W − 4"]]
@@ -85,10 +85,8 @@ def test_recipe_net_formulas_and_the_fc1_constraint() -> None:
     flatten = by_name[("", "torch.flatten")]
     assert flatten.symbolic_output_shapes == [["N", "16·((H//4) − 3)·((W//4) − 3)"]]
     assert by_name[("fc1", "Linear")].constraints == ["16·((H//4) − 3)·((W//4) − 3) = 400"]
-    assert {"layer": "conv1", "constraint": "C = 3"} in report.constraints
-    assert {"layer": "fc1", "constraint": "16·((H//4) − 3)·((W//4) − 3) = 400"} in (
-        report.constraints
-    )
+    assert Constraint("conv1", "C = 3") in report.constraints
+    assert Constraint("fc1", "16·((H//4) − 3)·((W//4) − 3) = 400") in report.constraints
     assert report.symbolic_outputs == [["N", "10"]]
     # The concrete table is untouched by the symbolic pass.
     assert by_name[("conv1", "Conv2d")].output_shapes == [[1, 6, 28, 28]]
@@ -114,7 +112,7 @@ def _evaluate(formula: str, values: dict[str, int]) -> int:
 def test_builtin_models_get_formulas() -> None:
     report = symbolic_report("unet", [[1, 3, 64, 64]])
     assert report.symbolic_outputs == [["N", "2", "H", "W"]]
-    assert any("H//8" in item["constraint"] for item in report.constraints)
+    assert any("H//8" in item.constraint for item in report.constraints)
 
 
 def test_symbolic_inputs_keep_equal_sizes_apart() -> None:
@@ -131,4 +129,5 @@ def test_symbolic_failure_keeps_the_table(monkeypatch: pytest.MonkeyPatch) -> No
     assert report.error is None
     assert report.layers[1].output_shapes == [[1, 6, 28, 28]]
     assert report.layers[1].symbolic_output_shapes is None
-    assert report.symbolic_note.endswith("RuntimeError: symbolic shapes changed")
+    assert report.symbolic_issue is SymbolicIssue.FAILED
+    assert report.symbolic_detail.endswith("RuntimeError: symbolic shapes changed")

@@ -2,10 +2,13 @@
 
 :func:`explore` is the public entry point. It never runs the pasted source in this process:
 it hands the source to :mod:`torchatlas.sandbox`, whose isolated worker executes it and calls
-the job :func:`analyze_namespace`; the JSON that comes back becomes a :class:`ShapeReport`.
+the job :func:`analyze_namespace`; the JSON that comes back becomes a :class:`ShapeReport`
+(frozen dataclasses; an error is an :class:`ErrorKind` and parameters, whose text is in
+``assets/translations/<lang>/shapes.json``). :data:`JOBS` names the jobs for the sandbox.
 
 >>> report = explore(source, [[1, 1, 32, 32]])            # doctest: +SKIP
 >>> [row.output_shapes for row in report.layers][:2]      # doctest: +SKIP
+>>> report.error.message if report.error else ""          # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -25,24 +28,39 @@ from torchatlas.shapes.analysis import (
     validate_inputs,
     why_meta_namespace,
 )
+from torchatlas.shapes.jobs import ANALYZE, JOBS, WHY_META
 from torchatlas.shapes.report import (
     REPORT_SCHEMA,
+    SANDBOX_KINDS,
     WHY_META_SCHEMA,
+    Constraint,
+    ErrorKind,
     LayerRow,
+    RefusalCode,
+    RefusedLine,
+    RowKind,
     ShapeError,
     ShapeReport,
+    SymbolicIssue,
     WhyMetaPoint,
     WhyMetaReport,
 )
 
 __all__ = [
     "DTYPES",
+    "JOBS",
     "REPORT_SCHEMA",
     "WHY_META_SCHEMA",
     "AnalysisError",
+    "Constraint",
+    "ErrorKind",
     "LayerRow",
+    "RefusalCode",
+    "RefusedLine",
+    "RowKind",
     "ShapeError",
     "ShapeReport",
+    "SymbolicIssue",
     "WhyMetaPoint",
     "WhyMetaReport",
     "analyze_module",
@@ -55,26 +73,7 @@ __all__ = [
     "why_meta_namespace",
 ]
 
-# Hints for what the sandbox itself reports (the job reports its own errors with hints).
-SANDBOX_HINTS = {
-    "refused": "Remove or rewrite the marked lines; only model code (torch, nn, F, math, "
-    "torchvision.models) is accepted here.",
-    "syntax": "Fix the Python syntax at the marked line and column.",
-    "code_error": "Fix the marked line: the code runs once, before the model is analysed.",
-    "timeout": "Look for a very long loop in __init__ or forward; shape analysis of a normal "
-    "model takes well under a second.",
-    "memory": "Something allocated real tensors; build layers and tensors without data, or "
-    "make them smaller.",
-    "crashed": "The worker running your code stopped; simplify the code and try again.",
-    "output_too_large": "The model has too many layers to show; try a smaller one.",
-    "busy": "Many people are analysing models right now; wait a few seconds and try again.",
-    "too_many_jobs": "Wait for your analysis that is already running or queued to finish, then "
-    "press the button once.",
-    "untrusted": "The code's process sent back something other than an analysis, so nothing of "
-    "it is shown. Run the analysis again; if it happens again, simplify the code.",
-    "job_error": "This is a bug in Torch Atlas, not in your code; try another model.",
-    "unavailable": "The isolated worker could not start on this server; try again later.",
-}
+LOG = logging.getLogger(__name__)
 
 
 def _params(
@@ -89,31 +88,35 @@ def _params(
     }
 
 
+def _sandbox_params(timeout_s: float, detail: str = "", lines: int = 1) -> dict[str, Any]:
+    """What the texts of the sandbox's kinds need: the time limit, the number of refused
+    lines, and the sandbox's own English message as a detail."""
+    return {"timeout": f"{timeout_s:g}", "lines": lines, "detail": detail}
+
+
 def _sandbox_error(error: Any, timeout_s: float) -> ShapeError:
-    kind = getattr(error, "kind", "unavailable")
+    """The sandbox's error as the room's: its kind selects our translated text; its English
+    message is kept only as a detail, which the page shows beside that text."""
+    kind = getattr(error, "kind", ErrorKind.UNAVAILABLE.value)
+    kind = ErrorKind(kind) if kind in SANDBOX_KINDS else ErrorKind.JOB_ERROR
     refusals = [
-        {"line": r.line, "col": r.col, "code": r.code, "message": r.message}
+        RefusedLine(r.line, r.col, RefusalCode.of(r.code), r.message)
         for r in getattr(error, "refusals", []) or []
     ]
+    lines = max(1, len({refusal.line for refusal in refusals}))
     return ShapeError(
-        kind=kind,
-        message=getattr(error, "message", str(error)),
+        kind,
+        params=_sandbox_params(timeout_s, str(getattr(error, "message", "") or error), lines),
         line=getattr(error, "line", None),
         col=getattr(error, "col", None),
-        hint=SANDBOX_HINTS.get(kind, ""),
-        params={"timeout": f"{timeout_s:g}"},
         refusals=refusals,
     )
 
 
-LOG = logging.getLogger(__name__)
-UNTRUSTED_MESSAGE = "The worker sent a result that could not be trusted; try again."
-
-
-def _untrusted(exc: Exception) -> ShapeError:
+def _untrusted(exc: Exception, timeout_s: float) -> ShapeError:
     """A reply outside its schema: named for the server log, never echoed to the page."""
     LOG.warning("shape explorer: the sandbox's result was refused: %s", str(exc)[:300])
-    return ShapeError(kind="untrusted", message=UNTRUSTED_MESSAGE, hint=SANDBOX_HINTS["untrusted"])
+    return ShapeError(ErrorKind.UNTRUSTED, params=_sandbox_params(timeout_s))
 
 
 def _run(
@@ -130,11 +133,8 @@ def _run(
 
         run_job = sandbox.run_job
     except (ImportError, AttributeError) as exc:
-        return None, ShapeError(
-            kind="unavailable",
-            message=f"The sandbox that runs pasted code is not available: {exc}",
-            hint=SANDBOX_HINTS["unavailable"],
-        )
+        detail = f"{type(exc).__name__}: {exc}"
+        return None, ShapeError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
     extra = {"on_queued": on_queued} if on_queued is not None else {}
     result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
     if not result.ok or result.value is None:
@@ -166,12 +166,12 @@ def explore(
     except AnalysisError as exc:
         return ShapeReport(error=exc.error)
     params = {**_params(shapes, dtypes, model), "symbolic": bool(symbolic)}
-    value, error = _run(source, "shapes.analyze", params, timeout_s, session_id, on_queued)
+    value, error = _run(source, ANALYZE, params, timeout_s, session_id, on_queued)
     if error is None:
         try:
             return ShapeReport.from_dict(value)
         except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
-            error = _untrusted(exc)
+            error = _untrusted(exc, timeout_s)
     return ShapeReport(model=model or "", input_shapes=shapes, input_dtypes=dtypes, error=error)
 
 
@@ -192,10 +192,10 @@ def why_meta(
     except AnalysisError as exc:
         return WhyMetaReport(error=exc.error)
     params = _params(shapes, dtypes, model)
-    value, error = _run(source, "shapes.why_meta", params, timeout_s, session_id, on_queued)
+    value, error = _run(source, WHY_META, params, timeout_s, session_id, on_queued)
     if error is None:
         try:
             return WhyMetaReport.from_dict(value)
         except (TypeError, KeyError, ValueError) as exc:
-            error = _untrusted(exc)
+            error = _untrusted(exc, timeout_s)
     return WhyMetaReport(error=error)

@@ -8,6 +8,8 @@
   (notebooks, tests, the benchmark's baseline).
 
 Every failure becomes a :class:`ShapeError` in the returned data: a job must never raise.
+Errors are codes and parameters (:class:`~torchatlas.shapes.report.ErrorKind`); their text is
+in the translation tables.
 """
 
 from __future__ import annotations
@@ -20,21 +22,24 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from torchatlas.shapes.hints import attribute_path, explain_layer_failure, shape_text
+from torchatlas.shapes.hints import attribute_path, explain_layer_failure, shapes_text
 from torchatlas.shapes.report import (
-    LayerRow,
+    Constraint,
+    ErrorKind,
     ShapeError,
     ShapeReport,
+    SymbolicIssue,
     WhyMetaPoint,
     WhyMetaReport,
 )
 from torchatlas.shapes.symbolic import SymbolicInputs, dim_names
-from torchatlas.shapes.trace import ShapeTracer, tensors_in, user_line_of
+from torchatlas.shapes.trace import ShapeTracer, TraceRow, tensors_in, user_line_of
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -59,13 +64,20 @@ _BUILDERS_WITH_WEIGHTS = ("weights", "pretrained", "weights_backbone")
 
 
 class AnalysisError(Exception):
+    """Raised by the parsers and the model finder; ``error`` is what the page shows."""
+
     def __init__(self, error: ShapeError) -> None:
         super().__init__(error.message)
         self.error = error
 
 
-def _fail(kind: str, message: str, hint: str = "", **params: Any) -> AnalysisError:
-    return AnalysisError(ShapeError(kind=kind, message=message, hint=hint, params=params))
+def _fail(kind: ErrorKind, line: int | None = None, **params: Any) -> AnalysisError:
+    return AnalysisError(ShapeError(kind=kind, params=params, line=line))
+
+
+def _detail(exc: BaseException) -> str:
+    """An exception as PyTorch or Python wrote it: a detail the page shows beside our text."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -73,13 +85,7 @@ def normalise_dtype(name: str | None) -> str:
     key = (name or "float32").strip().lower()
     key = DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
-        raise _fail(
-            "bad_dtype",
-            f"Unknown dtype {name!r}.",
-            f"Use one of: {', '.join(DTYPES)}.",
-            dtype=str(name),
-            choices=", ".join(DTYPES),
-        )
+        raise _fail(ErrorKind.BAD_DTYPE, dtype=str(name), choices=", ".join(DTYPES))
     return key
 
 
@@ -87,20 +93,9 @@ def validate_inputs(
     input_shapes: Sequence[Sequence[int]], input_dtypes: Sequence[str | None] | None
 ) -> tuple[list[list[int]], list[str]]:
     if not input_shapes:
-        raise _fail(
-            "bad_shape",
-            "No input shape given.",
-            "Type one shape per forward argument, e.g. 1×3×224×224.",
-            text="",
-        )
+        raise _fail(ErrorKind.BAD_SHAPE, text="", max_dims=MAX_DIMS)
     if len(input_shapes) > MAX_INPUTS:
-        raise _fail(
-            "too_many_inputs",
-            f"{len(input_shapes)} inputs given; at most {MAX_INPUTS} are supported.",
-            "Give one shape per forward argument.",
-            count=len(input_shapes),
-            limit=MAX_INPUTS,
-        )
+        raise _fail(ErrorKind.TOO_MANY_INPUTS, count=len(input_shapes), limit=MAX_INPUTS)
     shapes: list[list[int]] = []
     for shape in input_shapes:
         sizes = list(shape)
@@ -108,14 +103,8 @@ def validate_inputs(
             isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_SIZE
             for size in sizes
         ):
-            text = "×".join(str(size) for size in sizes)
-            raise _fail(
-                "bad_shape",
-                f"The shape {text or '()'} is not valid: use up to {MAX_DIMS} whole sizes "
-                f"between 1 and 2^40.",
-                "Type sizes separated by × or commas, e.g. 1×3×224×224.",
-                text=text,
-            )
+            text = "×".join(str(size) for size in sizes) or "()"
+            raise _fail(ErrorKind.BAD_SHAPE, text=text, max_dims=MAX_DIMS)
         shapes.append(sizes)
     dtypes = list(input_dtypes or [])
     dtypes += ["float32"] * (len(shapes) - len(dtypes))
@@ -137,17 +126,11 @@ _INPUT_SPLIT = re.compile(r"[;\n]")
 _DTYPE_SPLIT = re.compile(r"[;,\s]+")
 
 
-def check_length(text: str, limit: int | None, kind: str) -> None:
+def check_length(text: str, limit: int | None, kind: ErrorKind | str) -> None:
     """Refuse ``text`` longer than ``limit`` (None: no limit) with the error ``kind``, before
     any parsing: a parser's cost then never depends on more than ``limit`` characters."""
     if limit is not None and len(text) > limit:
-        raise _fail(
-            kind,
-            f"This box holds {len(text):,} characters; it accepts at most {limit:,}.",
-            f"Shorten it to {limit:,} characters or fewer.",
-            length=f"{len(text):,}",
-            limit=f"{limit:,}",
-        )
+        raise _fail(ErrorKind(kind), length=f"{len(text):,}", limit=f"{limit:,}")
 
 
 def _bracket_groups(text: str) -> list[str]:
@@ -169,7 +152,7 @@ def parse_shapes(text: str, *, max_chars: int | None = MAX_SHAPES_CHARS) -> list
     """``"1×3×224×224; 1×10"`` or ``"(1, 3, 224, 224), (1, 10)"`` → one size list per input.
 
     Linear in the text; text longer than ``max_chars`` is refused (kind ``shapes_too_long``)."""
-    check_length(text, max_chars, "shapes_too_long")
+    check_length(text, max_chars, ErrorKind.SHAPES_TOO_LONG)
     text = text.strip()
     bracketed = "(" in text or "[" in text
     groups = _bracket_groups(text) if bracketed else _INPUT_SPLIT.split(text)
@@ -181,26 +164,16 @@ def parse_shapes(text: str, *, max_chars: int | None = MAX_SHAPES_CHARS) -> list
         try:
             shapes.append([int(part) for part in parts])
         except ValueError:
-            raise _fail(
-                "bad_shape",
-                f"Could not read {group.strip()!r} as a shape.",
-                "Type sizes separated by × or commas, e.g. 1×3×224×224; separate inputs with ;.",
-                text=group.strip(),
-            ) from None
+            raise _fail(ErrorKind.BAD_SHAPE, text=group.strip(), max_dims=MAX_DIMS) from None
     if not shapes:
-        raise _fail(
-            "bad_shape",
-            "No input shape given.",
-            "Type one shape per forward argument, e.g. 1×3×224×224.",
-            text=text,
-        )
+        raise _fail(ErrorKind.BAD_SHAPE, text=text, max_dims=MAX_DIMS)
     return validate_inputs(shapes, None)[0]
 
 
 def parse_dtypes(text: str, *, max_chars: int | None = MAX_DTYPES_CHARS) -> list[str]:
     """``"float32, long"`` → ``["float32", "long"]`` (names are checked by
     :func:`validate_inputs`). Text longer than ``max_chars`` is refused (``dtypes_too_long``)."""
-    check_length(text, max_chars, "dtypes_too_long")
+    check_length(text, max_chars, ErrorKind.DTYPES_TOO_LONG)
     return [part for part in _DTYPE_SPLIT.split(text.strip()) if part]
 
 
@@ -223,31 +196,24 @@ def parse_constructor(
     """``"ResNetGenerator(3, 3, n_blocks=6)"`` → name, literal args, literal kwargs (no eval).
 
     Text longer than ``max_chars`` is refused (``model_too_long``) before it is parsed."""
-    check_length(text, max_chars, "model_too_long")
-    hint = "Write a class name, or a call with literal arguments: ResNetGenerator(n_blocks=6)."
+    check_length(text, max_chars, ErrorKind.MODEL_TOO_LONG)
     # Deep nesting makes Python's parser give up with RecursionError or MemoryError (its own
     # stack, not the process's memory): that is a malformed call like any other.
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        message = f"{text!r} is not a constructor call."
-        raise _fail("bad_constructor", message, hint, text=text) from None
+        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text) from None
     if isinstance(node, ast.Name):
         return node.id, [], {}
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-        raise _fail("bad_constructor", f"{text!r} is not a constructor call.", hint, text=text)
+        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text)
     try:
         args = [ast.literal_eval(arg) for arg in node.args]
         kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
     except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        raise _fail(
-            "bad_constructor",
-            f"The arguments in {text!r} must be literals (numbers, strings, lists, True, None).",
-            hint,
-            text=text,
-        ) from None
-    if any(kw.arg is None for kw in node.keywords):
-        raise _fail("bad_constructor", f"{text!r} uses **kwargs.", hint, text=text)
+        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text) from None
+    if any(kw.arg is None for kw in node.keywords):  # **kwargs
+        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text)
     return node.func.id, args, kwargs
 
 
@@ -310,54 +276,33 @@ def find_model(
         target = namespace.get(name)
         if target is None or not callable(target) or name.startswith("_"):
             available = [key for key, value in namespace.items() if is_user_module_class(value)]
-            raise _fail(
-                "model_not_found",
-                f"There is no class or function named {name!r} in the code.",
-                "Use one of: " + (", ".join(available) or "(no nn.Module classes defined)") + ".",
-                name=name,
-                available=", ".join(available) or "—",
-            )
+            raise _fail(ErrorKind.MODEL_NOT_FOUND, name=name, available=", ".join(available) or "—")
         label = model.strip()
     else:
         classes = [(key, value) for key, value in namespace.items() if is_user_module_class(value)]
         if not classes:
-            raise _fail(
-                "no_module",
-                "The code defines no nn.Module class.",
-                "Define a class that subclasses nn.Module (with __init__ and forward), or name a "
-                "torchvision builder in the model box, e.g. resnet50().",
-            )
+            raise _fail(ErrorKind.NO_MODULE)
         name, target = classes[-1]
         args, kwargs = [], {}
         label = f"{name}()"
     for key in _BUILDERS_WITH_WEIGHTS:
         if kwargs.get(key) not in (None, False):
-            raise _fail(
-                "weights_not_needed",
-                f"{key}={kwargs[key]!r} asks for pretrained weights, which cannot be downloaded "
-                "here and do not change any shape.",
-                f"Remove {key}=… from the model box.",
-                argument=key,
-            )
+            raise _fail(ErrorKind.WEIGHTS_NOT_NEEDED, argument=key)
     try:
         inspect.signature(target).bind(*args, **kwargs)
     except TypeError as exc:
-        signature = _signature_text(name, target)
-        error = _fail(
-            "constructor_args",
-            f"{signature} cannot be called as {label}: {exc}.",
-            f"Give the arguments in the model box, e.g. {_example_call(name, target)}.",
-            signature=signature,
+        raise _fail(
+            ErrorKind.CONSTRUCTOR_ARGS,
+            # Point at the ``def __init__`` (or builder ``def``) whose arguments are missing.
+            line=(
+                _method_line(target, "__init__", user_files)
+                if isinstance(target, type)
+                else _user_def_line(target, user_files)
+            ),
+            signature=_signature_text(name, target),
             example=_example_call(name, target),
             detail=str(exc),
-        )
-        # Point at the ``def __init__`` (or builder ``def``) whose arguments are missing.
-        error.error.line = (
-            _method_line(target, "__init__", user_files)
-            if isinstance(target, type)
-            else _user_def_line(target, user_files)
-        )
-        raise error from None
+        ) from None
     except ValueError:  # builtins without a signature: let the call itself decide
         pass
     return target, args, kwargs, label
@@ -390,9 +335,9 @@ def meta_initialisers_skipped() -> Iterator[None]:
     """Initialisers return meta tensors untouched while a model is built.
 
     A meta tensor has no values, so initialising one computes nothing a shape summary can
-    use, yet it costs most of a model's construction: 64 of 79 ms for torchvision's
-    ResNet-50 here, each init op going through the dispatcher. Real tensors are still
-    initialised, so a notebook thread building a real model meanwhile is unaffected.
+    use, yet it costs most of a model's construction (each init op goes through the
+    dispatcher, for every parameter). Real tensors are still initialised, so a notebook
+    thread building a real model meanwhile is unaffected.
     """
 
     def skip_on_meta(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -422,29 +367,66 @@ def build_on_meta(
         with meta_initialisers_skipped(), torch.device("meta"):
             built = target(*args, **kwargs)
     except Exception as exc:
-        raise AnalysisError(
-            ShapeError(
-                kind="constructor_error",
-                message=f"Building {label} failed: {type(exc).__name__}: {exc}",
-                hint="Fix the line marked in the code; it runs while the model is being built "
-                "(__init__).",
-                line=user_line_of(exc, user_files),
-                params={"model": label, "detail": f"{type(exc).__name__}: {exc}"},
-            )
+        raise _fail(
+            ErrorKind.CONSTRUCTOR_ERROR,
+            line=user_line_of(exc, user_files),
+            model=label,
+            detail=_detail(exc),
         ) from None
     if not isinstance(built, nn.Module):
-        raise _fail(
-            "not_a_module",
-            f"{label} returned a {type(built).__name__}, not an nn.Module.",
-            "Name an nn.Module class or a function that returns one.",
-            model=label,
-            got=type(built).__name__,
-        )
+        raise _fail(ErrorKind.NOT_A_MODULE, model=label, got=type(built).__name__)
     return built
 
 
 # ---------------------------------------------------------------------------- analysis
-def _fold_rows(rows: list[LayerRow]) -> list[LayerRow]:
+@dataclass
+class _Draft:
+    """A report while the analysis fills it in; :meth:`report` freezes it."""
+
+    model: str
+    symbolic: bool
+    rows: list[TraceRow] = field(default_factory=list)
+    outputs: list[list[int]] = field(default_factory=list)
+    total_params: int = 0
+    trainable_params: int = 0
+    param_bytes: int = 0
+    activation_bytes: int = 0
+    flops: int = 0
+    input_shapes: list[list[int]] = field(default_factory=list)
+    input_dtypes: list[str] = field(default_factory=list)
+    dim_names: list[list[str]] = field(default_factory=list)
+    symbolic_inputs: list[list[str]] = field(default_factory=list)
+    symbolic_outputs: list[list[str]] = field(default_factory=list)
+    constraints: list[Constraint] = field(default_factory=list)
+    symbolic_issue: SymbolicIssue | None = None
+    symbolic_detail: str = ""
+    error: ShapeError | None = None
+
+    def report(self, elapsed_s: float) -> ShapeReport:
+        return ShapeReport(
+            layers=[row.freeze() for row in self.rows],
+            outputs=self.outputs,
+            total_params=self.total_params,
+            trainable_params=self.trainable_params,
+            param_bytes=self.param_bytes,
+            activation_bytes=self.activation_bytes,
+            flops=self.flops,
+            model=self.model,
+            input_shapes=self.input_shapes,
+            input_dtypes=self.input_dtypes,
+            symbolic=self.symbolic,
+            dim_names=self.dim_names,
+            symbolic_inputs=self.symbolic_inputs,
+            symbolic_outputs=self.symbolic_outputs,
+            constraints=self.constraints,
+            symbolic_issue=self.symbolic_issue,
+            symbolic_detail=self.symbolic_detail,
+            error=self.error,
+            elapsed_s=elapsed_s,
+        )
+
+
+def _fold_rows(rows: list[TraceRow]) -> list[TraceRow]:
     """Drop the deepest levels until the table fits in MAX_ROWS."""
     depth = max((row.depth for row in rows), default=0)
     while len(rows) > MAX_ROWS and depth > 0:
@@ -453,16 +435,16 @@ def _fold_rows(rows: list[LayerRow]) -> list[LayerRow]:
     return rows[:MAX_ROWS]
 
 
-def _totals(report: ShapeReport, model: nn.Module) -> None:
+def _totals(draft: _Draft, model: nn.Module) -> None:
     seen: set[int] = set()
     for parameter in model.parameters():  # shared parameters count once
         if id(parameter) in seen:
             continue
         seen.add(id(parameter))
-        report.total_params += parameter.numel()
-        report.trainable_params += parameter.numel() if parameter.requires_grad else 0
-        report.param_bytes += parameter.numel() * parameter.element_size()
-    report.activation_bytes = sum(row.activation_bytes for row in report.layers if row.leaf)
+        draft.total_params += parameter.numel()
+        draft.trainable_params += parameter.numel() if parameter.requires_grad else 0
+        draft.param_bytes += parameter.numel() * parameter.element_size()
+    draft.activation_bytes = sum(row.activation_bytes for row in draft.rows if row.leaf)
 
 
 def _check_forward_arguments(
@@ -481,18 +463,13 @@ def _check_forward_arguments(
             if p.default is inspect.Parameter.empty
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
-        text = f"forward{signature}"
-        error = _fail(
-            "inputs_mismatch",
-            f"{type(model).__name__}.{text} takes {len(parameters)} required input(s), "
-            f"but {count} shape(s) were given.",
-            f"Give one shape per argument of {text}, separated by ';'.",
-            signature=text,
+        raise _fail(
+            ErrorKind.INPUTS_MISMATCH,
+            line=_method_line(type(model), "forward", user_files),  # the def line
+            signature=f"forward{signature}",
             expected=len(parameters),
             got=count,
-        )
-        error.error.line = _method_line(type(model), "forward", user_files)  # the def line
-        raise error from None
+        ) from None
 
 
 def analyze_module(
@@ -506,49 +483,43 @@ def analyze_module(
 ) -> ShapeReport:
     """Trace a trusted model (a class, builder, or module already on meta). Never raises."""
     started = time.perf_counter()
-    report = ShapeReport(model=label, symbolic=symbolic)
+    draft = _Draft(model=label, symbolic=symbolic)
     try:
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
-        report.input_shapes, report.input_dtypes = shapes, dtypes
+        draft.input_shapes, draft.input_dtypes = shapes, dtypes
         if isinstance(build, nn.Module):
             model = build
         else:
             model = build_on_meta(build, [], {}, label or getattr(build, "__name__", "model"))
-        report.model = report.model or type(model).__name__
-        _trace_into(report, model, shapes, dtypes, user_files)
-        if symbolic and report.error is None:
-            _symbolic_into(report, model, shapes, dtypes)
+        draft.model = draft.model or type(model).__name__
+        _trace_into(draft, model, shapes, dtypes, user_files)
+        if symbolic and draft.error is None:
+            _symbolic_into(draft, model, shapes, dtypes)
     except AnalysisError as exc:
-        report.error = exc.error
+        draft.error = exc.error
     except Exception as exc:  # a job must return data, never raise
-        report.error = ShapeError(
-            kind="internal",
-            message=f"The analysis stopped unexpectedly: {type(exc).__name__}: {exc}",
-            hint="Try a simpler input, or report this model to the teacher.",
-            params={"detail": f"{type(exc).__name__}: {exc}"},
-        )
-    report.elapsed_s = time.perf_counter() - started
-    return report
+        draft.error = ShapeError(ErrorKind.INTERNAL, params={"detail": _detail(exc)})
+    return draft.report(time.perf_counter() - started)
 
 
 def _trace_into(
-    report: ShapeReport,
+    draft: _Draft,
     model: nn.Module,
     shapes: list[list[int]],
     dtypes: list[str],
     user_files: frozenset[str],
 ) -> None:
-    _check_forward_arguments(model, len(shapes), report.model, user_files)
+    _check_forward_arguments(model, len(shapes), draft.model, user_files)
     model.eval()  # BatchNorm/Dropout in eval mode, as a shape summary expects
     tracer = ShapeTracer(model, user_files=user_files)
     try:
         with torch.no_grad():
             output = tracer.run(meta_inputs(shapes, dtypes))
     except Exception as exc:
-        report.layers = _fold_rows(tracer.rows)
+        draft.rows = _fold_rows(tracer.rows)
         state = tracer.state
         row = tracer.rows[state.failed_row] if state.failed_row is not None else None
-        report.error = explain_layer_failure(
+        draft.error = explain_layer_failure(
             exc,
             layer=row.name if row else "",
             module=state.failed_module if row is not None and row.kind == "module" else None,
@@ -556,23 +527,23 @@ def _trace_into(
             input_shapes=row.input_shapes if row else shapes,
             line=user_line_of(exc, user_files) or (row.line if row else None),
         )
-        _totals(report, model)
+        _totals(draft, model)
         return
-    report.layers = _fold_rows(tracer.rows)
-    report.outputs = [list(tensor.shape) for tensor in tensors_in(output)]
-    report.flops = tracer.total_flops
-    _totals(report, model)
+    draft.rows = _fold_rows(tracer.rows)
+    draft.outputs = [list(tensor.shape) for tensor in tensors_in(output)]
+    draft.flops = tracer.total_flops
+    _totals(draft, model)
 
 
 def _symbolic_into(
-    report: ShapeReport, model: nn.Module, shapes: list[list[int]], dtypes: list[str]
+    draft: _Draft, model: nn.Module, shapes: list[list[int]], dtypes: list[str]
 ) -> None:
     names = dim_names(shapes, dtypes)
-    report.dim_names = names
+    draft.dim_names = names
     try:
         inputs = SymbolicInputs(shapes, [DTYPES[dtype] for dtype in dtypes], names)
         claimed = 0
-        rows: list[LayerRow] = []
+        rows: list[TraceRow] = []
 
         def claim(index: int) -> None:
             nonlocal claimed
@@ -585,28 +556,21 @@ def _symbolic_into(
             output = tracer.run(inputs.tensors, extra_modes=[inputs.mode])
     except Exception as exc:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        report.symbolic_note = (
-            f"Formulas are not available for this model: {type(exc).__name__}: {first_line[:300]}"
-        )
+        draft.symbolic_issue = SymbolicIssue.FAILED
+        draft.symbolic_detail = f"{type(exc).__name__}: {first_line[:300]}"
         return
-    report.symbolic_inputs = [[inputs.size(size) for size in t.shape] for t in inputs.tensors]
-    report.symbolic_outputs = [[inputs.size(size) for size in t.shape] for t in tensors_in(output)]
-    if len(rows) != len(report.layers) or any(
-        (a.name, a.type) != (b.name, b.type) for a, b in zip(rows, report.layers, strict=False)
+    draft.symbolic_inputs = [[inputs.size(size) for size in t.shape] for t in inputs.tensors]
+    draft.symbolic_outputs = [[inputs.size(size) for size in t.shape] for t in tensors_in(output)]
+    if len(rows) != len(draft.rows) or any(
+        (a.name, a.type) != (b.name, b.type) for a, b in zip(rows, draft.rows, strict=False)
     ):
-        report.symbolic_note = (
-            "The model takes a different path when sizes are symbols, so formulas are shown "
-            "for the outputs only."
-        )
+        draft.symbolic_issue = SymbolicIssue.PATH_DIFFERS
         return
-    for concrete, formula in zip(report.layers, rows, strict=True):
+    for concrete, formula in zip(draft.rows, rows, strict=True):
         concrete.symbolic_output_shapes = formula.output_shapes
         concrete.constraints = formula.constraints
-        for constraint in formula.constraints:
-            report.constraints.append(
-                {"layer": attribute_path(concrete.name) if concrete.name else report.model,
-                 "constraint": constraint}
-            )  # fmt: skip
+        layer = attribute_path(concrete.name) if concrete.name else draft.model
+        draft.constraints.extend(Constraint(layer, item) for item in formula.constraints)
 
 
 def analyze_namespace(
@@ -625,19 +589,18 @@ def analyze_namespace(
         validate_inputs(input_shapes, input_dtypes)
         built = build_on_meta(target, args, kwargs, label, user_files)
     except AnalysisError as exc:
-        report = ShapeReport(model=model or "", symbolic=symbolic, error=exc.error)
-        report.elapsed_s = time.perf_counter() - started
-        return report.to_dict()
+        elapsed = time.perf_counter() - started
+        return ShapeReport(
+            model=model or "", symbolic=symbolic, error=exc.error, elapsed_s=elapsed
+        ).to_dict()
     except Exception as exc:
-        report = ShapeReport(
-            error=ShapeError(kind="internal", message=f"{type(exc).__name__}: {exc}")
-        )
-        return report.to_dict()
+        return ShapeReport(
+            error=ShapeError(ErrorKind.INTERNAL, params={"detail": _detail(exc)})
+        ).to_dict()
     report = analyze_module(
         built, input_shapes, input_dtypes, symbolic=symbolic, label=label, user_files=user_files
     )
-    report.elapsed_s = time.perf_counter() - started
-    return report.to_dict()
+    return {**report.to_dict(), "elapsed_s": time.perf_counter() - started}
 
 
 # ---------------------------------------------------------------------------- why meta?
@@ -682,7 +645,8 @@ def why_meta_namespace(
     real_budget_s: float = 3.0,
 ) -> dict[str, Any]:
     """Job ``shapes.why_meta``: the same model timed on real and meta inputs of growing batch."""
-    report = WhyMetaReport()
+    points: list[WhyMetaPoint] = []
+    error: ShapeError | None = None
     user_files = user_files_of(namespace)
     try:
         target, args, kwargs, label = find_model(namespace, model, user_files)
@@ -713,19 +677,13 @@ def why_meta_namespace(
                     real_s = time.perf_counter() - started
                     spent += real_s
                     del tensors
-                report.points.append(WhyMetaPoint(batch, batch_shapes, meta_s, real_s, size))
+                points.append(WhyMetaPoint(batch, batch_shapes, meta_s, real_s, size))
     except AnalysisError as exc:
-        report.error = exc.error
+        error = exc.error
     except Exception as exc:
-        report.error = ShapeError(
-            kind="forward_error",
-            message=f"The comparison stopped: {type(exc).__name__}: {exc}",
-            hint="Run the shape analysis first; it explains errors in detail.",
-            params={
-                "op": "why meta?",
-                "shapes": shape_text(list(input_shapes[0]) if input_shapes else []),
-                "layer": "model",
-                "detail": f"{type(exc).__name__}: {exc}",
-            },
+        shapes_given = [list(shape) for shape in input_shapes] if input_shapes else []
+        error = ShapeError(
+            ErrorKind.COMPARISON_ERROR,
+            params={"shapes": shapes_text(shapes_given), "detail": _detail(exc)},
         )
-    return report.to_dict()
+    return WhyMetaReport(points=points, error=error).to_dict()

@@ -3,6 +3,8 @@
 The layer that was running and the shapes it received are more reliable than PyTorch's message
 text (on meta, ``F.linear`` says "a and b must have same reduction dim", a convolution only
 "Invalid channel dimensions"), so hints come from the module first and the message second.
+Each explanation is a code and the parameters its texts need (the fix as code, the sizes);
+the sentences live in the translation tables under ``shapes.errors.<kind>``.
 """
 
 from __future__ import annotations
@@ -12,18 +14,19 @@ from typing import Any
 
 from torch import nn
 
-from torchatlas.shapes.report import Shape, ShapeError
+from torchatlas.shapes.report import ErrorKind, Shape, ShapeError
 
 _MATMUL = re.compile(r"\((\d+)x(\d+) and (\d+)x(\d+)\)|\[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
+# PyTorch's words for a step that needs values → the code that step is written as.
 _DATA_DEPENDENT = (
     ("item() cannot be called on meta", "Tensor.item() / bool(tensor)"),
     ("Cannot copy out of meta tensor", ".tolist() / .numpy() / .cpu()"),
-    ("torch.nonzero()", "nonzero() / boolean mask"),
-    ("aten::nonzero", "nonzero() / boolean mask"),
+    ("torch.nonzero()", "nonzero() / x[mask]"),
+    ("aten::nonzero", "nonzero() / x[mask]"),
     ("aten::masked_select", "masked_select()"),
     ("aten::_unique", "unique()"),
     ("aten::unique", "unique()"),
-    ("data-dependent", "a value-dependent operation"),
+    ("data-dependent", None),  # the failing op's own name, when known
     ("aten::_local_scalar_dense", "Tensor.item() / bool(tensor)"),
 )
 
@@ -40,11 +43,12 @@ def attribute_path(name: str) -> str:
 
 
 def shape_text(shape: Shape) -> str:
-    return "×".join(str(size) for size in shape) if shape else "scalar"
+    """``2×3``; a scalar is ``()``, as Python writes an empty shape."""
+    return "×".join(str(size) for size in shape) if shape else "()"
 
 
 def shapes_text(shapes: list[Shape]) -> str:
-    return ", ".join(shape_text(shape) for shape in shapes) or "no tensors"
+    return ", ".join(shape_text(shape) for shape in shapes) or "—"
 
 
 def _conv_call(module: nn.modules.conv._ConvNd, in_channels: int) -> str:
@@ -74,45 +78,26 @@ def explain_layer_failure(
     """The most specific explanation we can give for ``exc`` raised inside ``layer``."""
     text = str(exc)
     where = attribute_path(layer)
-    shapes = shapes_text(input_shapes)
-    common: dict[str, Any] = {"layer": where, "shapes": shapes}
+    common: dict[str, Any] = {"layer": where, "shapes": shapes_text(input_shapes)}
 
-    def error(kind: str, message: str, hint: str, **params: Any) -> ShapeError:
+    def error(kind: ErrorKind, **params: Any) -> ShapeError:
         return ShapeError(
             kind=kind,
-            message=message,
-            hint=hint,
+            params={**common, **params},
             line=line,
             layer=where,
-            params={**common, **params},
             input_shapes=input_shapes,
         )
 
     for needle, what in _DATA_DEPENDENT:
         if needle in text:
-            return error(
-                "data_dependent",
-                f"`{where}` uses {what}, which needs the tensor's values; "
-                "meta tensors have shapes but no values.",
-                "Keep forward shape-only: branch on x.shape or x.size(), use torch.where instead "
-                "of boolean masks, and move value checks (if x.sum() > 0, .item()) out of the "
-                "model.",
-                what=what,
-            )
+            return error(ErrorKind.DATA_DEPENDENT, what=what or op or where)
 
     first = input_shapes[0] if input_shapes else []
     if op is None and isinstance(module, nn.Linear) and first and first[-1] != module.in_features:
         got, expected = first[-1], module.in_features
         fix = f"{where} = nn.Linear({got}, {module.out_features})"
-        return error(
-            "linear_in_features",
-            f"`{where}` expects {expected} input features but receives {got} "
-            f"(input {shape_text(first)}).",
-            f"Set `{fix}`, or change the layers before it so they output {expected} features.",
-            got=got,
-            expected=expected,
-            fix=fix,
-        )
+        return error(ErrorKind.LINEAR_IN_FEATURES, got=got, expected=expected, fix=fix)
     if (
         op is None
         and isinstance(module, nn.modules.conv._ConvNd)
@@ -123,51 +108,27 @@ def explain_layer_failure(
         if channels != module.in_channels:
             fix = f"{where} = {_conv_call(module, channels)}"
             return error(
-                "conv_in_channels",
-                f"`{where}` expects {module.in_channels} input channels but receives {channels} "
-                f"(input {shape_text(first)}).",
-                f"Set `{fix}`, or make the layer before it output {module.in_channels} channels.",
-                got=channels,
-                expected=module.in_channels,
-                fix=fix,
+                ErrorKind.CONV_IN_CHANNELS, got=channels, expected=module.in_channels, fix=fix
             )
     if op is None and isinstance(module, nn.modules.batchnorm._NormBase) and len(first) >= 2:
         channels = first[1]
         if channels != module.num_features:
             fix = f"{where} = nn.{type(module).__name__}({channels})"
             return error(
-                "norm_features",
-                f"`{where}` normalises {module.num_features} channels but receives {channels} "
-                f"(input {shape_text(first)}).",
-                f"Set `{fix}` to match the layer before it.",
-                got=channels,
-                expected=module.num_features,
-                fix=fix,
+                ErrorKind.NORM_FEATURES, got=channels, expected=module.num_features, fix=fix
             )
     if op is None and isinstance(module, nn.Embedding) and "scalar types" in text:
-        return error(
-            "embedding_dtype",
-            f"`{where}` looks up token ids, so its input must be integers, not floats.",
-            "Set this input's dtype to long (token ids) in the inputs box.",
-        )
+        return error(ErrorKind.EMBEDDING_DTYPE)
     match = _MATMUL.search(text)
     if match:
         numbers = [int(value) for value in match.groups() if value is not None]
         rows, inner, other_inner, cols = numbers
         return error(
-            "matmul_mismatch",
-            f"`{where}` multiplies a {rows}×{inner} matrix by a {other_inner}×{cols} one: "
-            f"the inner sizes {inner} and {other_inner} must be equal.",
-            f"Make the input's last size {other_inner}, or change the layer to accept {inner}.",
+            ErrorKind.MATMUL_MISMATCH,
             got=inner,
             expected=other_inner,
+            rows=rows,
+            cols=cols,
         )
     summary = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return error(
-        "forward_error",
-        f"{op or where} failed on inputs {shapes}: {type(exc).__name__}: {summary}",
-        "Check the shapes going into this step against what it expects; the table above shows "
-        "every shape up to here.",
-        op=op or where,
-        detail=f"{type(exc).__name__}: {summary}",
-    )
+    return error(ErrorKind.FORWARD_ERROR, op=op or where, detail=f"{type(exc).__name__}: {summary}")

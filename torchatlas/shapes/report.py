@@ -1,21 +1,30 @@
-"""The shape explorer's data model: plain dataclasses that round-trip through JSON.
+"""The shape explorer's data model: frozen dataclasses that cross the sandbox as JSON.
 
 One :class:`LayerRow` per module call or functional op, in execution order, like torchinfo's
-``LayerInfo``; the formatter (components/shapes.py) knows nothing of torch.
+``LayerInfo``; the page's builders (components/shapes/draw.py) know nothing of torch. Kinds are
+enums; errors carry a stable code (:class:`ErrorKind`) and parameters, never a sentence: their
+English and Korean text lives in ``assets/translations/{en,ko}/shapes.json`` under
+``shapes.errors.<kind>``, and :attr:`ShapeError.message` gives a notebook the English of the
+same table.
+
+The fields are frozen; the lists inside them are shared with whoever built the report, so
+treat them as read-only too.
 
 A report arrives as JSON from a sandbox worker that ran hostile code, so :meth:`ShapeReport.
 from_dict` and :meth:`WhyMetaReport.from_dict` first check it against the bounded schemas
 below (:data:`REPORT_SCHEMA`, :data:`WHY_META_SCHEMA`) and raise
 :class:`~torchatlas.sandbox.schema.SchemaError` for anything outside them: every number the
 page formats or repeats (sizes, depths, lines, columns, counts) is bounded, every string and
-list capped.
+list capped, every code one of the enums' values.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
+from enum import Enum, StrEnum
 from typing import Any
 
+from torchatlas.i18n import DEFAULT_LANGUAGE, translate
 from torchatlas.sandbox.schema import (
     Bool,
     Dict,
@@ -45,27 +54,126 @@ MAX_LINE = 50_001  # the pasted source has at most 50,000 characters (policy.MAX
 MAX_SECONDS = 1e6
 MAX_CONSTRAINTS = 3000
 MAX_WHY_POINTS = 64
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses → dicts; much faster than ``asdict`` (no deep copies) for 3000-row reports."""
-    if hasattr(value, "__dataclass_fields__"):
-        return {item.name: _plain(getattr(value, item.name)) for item in fields(value)}
-    if isinstance(value, list) and value and hasattr(value[0], "__dataclass_fields__"):
-        return [_plain(item) for item in value]
-    return value
-
+MAX_REFUSALS = 200
 
 # A shape is a list of sizes; in symbolic mode a size may be a formula such as "(H//4) − 3".
 Shape = list[int]
 SymbolicShape = list[str]
 
 
-@dataclass
+class RowKind(StrEnum):
+    MODULE = "module"  # a module's forward call (hooks)
+    FUNCTION = "function"  # a torch function called from a model's own forward code
+
+
+class ErrorKind(StrEnum):
+    """Why an analysis stopped. Each value selects ``shapes.errors.<value>.{title,message,hint}``
+    in the translation tables; the error's ``params`` fill the placeholders."""
+
+    # The boxes, checked on the server before any worker is asked.
+    SOURCE_TOO_LONG = "source_too_long"
+    SHAPES_TOO_LONG = "shapes_too_long"
+    DTYPES_TOO_LONG = "dtypes_too_long"
+    MODEL_TOO_LONG = "model_too_long"
+    BAD_SHAPE = "bad_shape"
+    TOO_MANY_INPUTS = "too_many_inputs"
+    BAD_DTYPE = "bad_dtype"
+    BAD_CONSTRUCTOR = "bad_constructor"
+    # Finding and building the model (inside the worker).
+    MODEL_NOT_FOUND = "model_not_found"
+    NO_MODULE = "no_module"
+    WEIGHTS_NOT_NEEDED = "weights_not_needed"
+    CONSTRUCTOR_ARGS = "constructor_args"
+    CONSTRUCTOR_ERROR = "constructor_error"
+    NOT_A_MODULE = "not_a_module"
+    INPUTS_MISMATCH = "inputs_mismatch"
+    # The forward pass on meta (torchatlas.shapes.hints).
+    LINEAR_IN_FEATURES = "linear_in_features"
+    CONV_IN_CHANNELS = "conv_in_channels"
+    NORM_FEATURES = "norm_features"
+    EMBEDDING_DTYPE = "embedding_dtype"
+    MATMUL_MISMATCH = "matmul_mismatch"
+    DATA_DEPENDENT = "data_dependent"
+    FORWARD_ERROR = "forward_error"
+    COMPARISON_ERROR = "comparison_error"  # "why meta?" stopped
+    INTERNAL = "internal"
+    # What the sandbox itself reports (torchatlas.sandbox.pool.ERROR_KINDS).
+    REFUSED = "refused"
+    SYNTAX = "syntax"
+    CODE_ERROR = "code_error"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    CRASHED = "crashed"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    BUSY = "busy"
+    TOO_MANY_JOBS = "too_many_jobs"
+    UNTRUSTED = "untrusted"
+    JOB_ERROR = "job_error"
+    UNAVAILABLE = "unavailable"
+
+
+SANDBOX_KINDS = frozenset(
+    {
+        ErrorKind.REFUSED, ErrorKind.SYNTAX, ErrorKind.CODE_ERROR, ErrorKind.TIMEOUT,
+        ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.OUTPUT_TOO_LARGE, ErrorKind.BUSY,
+        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
+    }
+)  # fmt: skip
+
+
+class RefusalCode(StrEnum):
+    """Why the sandbox's allow-list refused a line (torchatlas.sandbox.policy's codes); each
+    selects ``shapes.refusals.<value>``. Codes the room does not know read as OTHER."""
+
+    CONSTRUCT = "construct"
+    IMPORT = "import"
+    DUNDER = "dunder"
+    FORBIDDEN_NAME = "forbidden_name"
+    FORMAT = "format"
+    INTERNALS = "internals"
+    FORBIDDEN_ATTRIBUTE = "forbidden_attribute"
+    SYNTAX = "syntax"
+    EVALUATES_TEXT = "evaluates_text"
+    STRING_DUNDER = "string_dunder"
+    STRING_CODE = "string_code"
+    TYPE = "type"
+    TOO_LARGE = "too_large"
+    TOO_COMPLEX = "too_complex"
+    OTHER = "other"
+
+    @classmethod
+    def of(cls, code: str) -> RefusalCode:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.OTHER
+
+
+class SymbolicIssue(StrEnum):
+    """Why formulas are missing although the concrete table is complete
+    (``shapes.symbolic.issues.<value>``)."""
+
+    FAILED = "failed"  # the symbolic pass raised; ``symbolic_detail`` says what
+    PATH_DIFFERS = "path_differs"  # symbols took another path: formulas for outputs only
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses → dicts, enums → their values; much faster than ``asdict`` (no deep copies)
+    for 3000-row reports."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {item.name: _plain(getattr(value, item.name)) for item in fields(value)}
+    if isinstance(value, list) and value and hasattr(value[0], "__dataclass_fields__"):
+        return [_plain(item) for item in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+@dataclass(frozen=True, slots=True)
 class LayerRow:
     name: str  # dotted module path ("" for the model itself); for an op, the module that called it
     type: str  # module class ("Conv2d") or op ("torch.cat", "Tensor.view", "F.interpolate")
-    kind: str  # "module" | "function"
+    kind: RowKind
     depth: int  # call depth: 0 for the model, 1 for its direct children, …
     input_shapes: list[Shape] = field(default_factory=list)
     output_shapes: list[Shape] = field(default_factory=list)
@@ -80,29 +188,62 @@ class LayerRow:
     constraints: list[str] = field(default_factory=list)  # guards this call put on input dims
 
 
-@dataclass
-class ShapeError:
-    """Why the analysis stopped, in plain words, with a fix.
+@dataclass(frozen=True)
+class RefusedLine:
+    """One line the sandbox's allow-list refused; ``detail`` is the sandbox's own English
+    reason (shown, if at all, only as a detail beside the translated text)."""
 
-    ``kind`` is a stable code (the page translates ``shapes.errors.<kind>.*`` with ``params``);
-    ``message`` and ``hint`` are the English texts, complete on their own.
+    line: int
+    col: int
+    code: RefusalCode
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a layer requires of the input's named dims: ``fc1`` requires
+    ``16·((H//4) − 3)·((W//4) − 3) = 400``."""
+
+    layer: str
+    constraint: str
+
+
+@dataclass(frozen=True)
+class ShapeError:
+    """Why the analysis stopped: a stable code, the parameters its texts need, and where.
+
+    The page shows ``shapes.errors.<kind>.{title,message,hint}`` filled with ``params``;
+    :attr:`message` and :attr:`hint` are the same table's English, for a notebook.
     """
 
-    kind: str
-    message: str
+    kind: ErrorKind
+    params: dict[str, Any] = field(default_factory=dict)
     line: int | None = None
     col: int | None = None
     layer: str | None = None
-    hint: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
     input_shapes: list[Shape] = field(default_factory=list)
-    refusals: list[dict[str, Any]] = field(default_factory=list)
+    refusals: list[RefusedLine] = field(default_factory=list)
+
+    def text(self, part: str, lang: str = DEFAULT_LANGUAGE) -> str:
+        """``part`` ("title", "message" or "hint") of this error in ``lang``."""
+        return translate(f"shapes.errors.{self.kind.value}.{part}", lang, **self.params)
+
+    @property
+    def message(self) -> str:
+        return self.text("message")
+
+    @property
+    def hint(self) -> str:
+        return self.text("hint")
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ShapeReport:
     layers: list[LayerRow] = field(default_factory=list)
     outputs: list[Shape] = field(default_factory=list)
@@ -118,8 +259,9 @@ class ShapeReport:
     dim_names: list[list[str]] = field(default_factory=list)  # per input, e.g. ["N", "C", "H", "W"]
     symbolic_inputs: list[SymbolicShape] = field(default_factory=list)
     symbolic_outputs: list[SymbolicShape] = field(default_factory=list)
-    constraints: list[dict[str, str]] = field(default_factory=list)  # {"layer", "constraint"}
-    symbolic_note: str = ""  # why the symbolic pass could not finish (the table is still valid)
+    constraints: list[Constraint] = field(default_factory=list)
+    symbolic_issue: SymbolicIssue | None = None  # why formulas are missing (the table is valid)
+    symbolic_detail: str = ""  # the exception that stopped the symbolic pass (PyTorch's text)
     error: ShapeError | None = None
     elapsed_s: float = 0.0  # time inside the analysis (the sandbox adds its own round trip)
 
@@ -136,11 +278,30 @@ class ShapeReport:
         """The report in ``data`` (JSON from a worker), checked against :data:`REPORT_SCHEMA`;
         raises :class:`~torchatlas.sandbox.schema.SchemaError` (a ValueError) when any part
         is out of bounds. Unknown keys are dropped."""
-        fields = validate(data, REPORT_SCHEMA)
-        fields["layers"] = [LayerRow(**row) for row in fields.get("layers", [])]
-        error = fields.get("error")
-        fields["error"] = ShapeError(**error) if error else None
-        return cls(**fields)
+        checked = validate(data, REPORT_SCHEMA)
+        kinds = _ROW_KINDS
+        checked["layers"] = [
+            LayerRow(**{**row, "kind": kinds[row["kind"]]}) for row in checked.get("layers", [])
+        ]
+        checked["constraints"] = [Constraint(**item) for item in checked.get("constraints", [])]
+        issue = checked.get("symbolic_issue")
+        checked["symbolic_issue"] = SymbolicIssue(issue) if issue else None
+        checked["error"] = _error_from(checked.get("error"))
+        return cls(**checked)
+
+
+_ROW_KINDS = {kind.value: kind for kind in RowKind}
+
+
+def _error_from(data: dict[str, Any] | None) -> ShapeError | None:
+    """A checked error dict (see :data:`ERROR_SCHEMA`) as a :class:`ShapeError`."""
+    if not data:
+        return None
+    refusals = [
+        RefusedLine(item["line"], item["col"], RefusalCode.of(item["code"]), item.get("detail", ""))
+        for item in data.get("refusals", [])
+    ]
+    return ShapeError(**{**data, "kind": ErrorKind(data["kind"]), "refusals": refusals})
 
 
 # ---------------------------------------------------------------------------- schemas
@@ -162,14 +323,13 @@ _FORMULA = Str(300, clip=True)  # a size as a formula of named dims, "((H − 4)
 _SYMBOLIC_SHAPE = List(OneOf(_FORMULA, _SIZE), MAX_RANK)
 _COUNT = Int(0, MAX_COUNT)
 _LINE = Optional(Int(0, MAX_LINE))
-_TEXT = Str(4000, clip=True)  # messages, hints, exception texts
+_TEXT = Str(4000, clip=True)  # exception texts
 _SHORT = Str(1000, clip=True)  # names, layers, constraints
-_CODE = Str(40, pattern=r"[a-z][a-z0-9_]*")  # error kinds select translations: plain codes only
 _SCALAR = OneOf(Str(1000, clip=True), Int(-MAX_COUNT, MAX_COUNT), Float(-1e300, 1e300), Bool())
 _REFUSAL = Dict(
     {"line": Int(0, MAX_LINE), "col": Int(0, MAX_LINE), "code": Str(40, clip=True),
-     "message": _SHORT},
-    required=("line", "col", "code", "message"),
+     "detail": _SHORT},
+    required=("line", "col", "code"),
 )  # fmt: skip
 _CONSTRAINT = Dict({"layer": _SHORT, "constraint": _SHORT}, required=("layer", "constraint"))
 
@@ -177,7 +337,7 @@ LAYER_SCHEMA = Dict(
     {
         "name": Str(2000, clip=True),
         "type": Str(200, clip=True),
-        "kind": Str(16, choices=("module", "function")),
+        "kind": Str(16, choices=[kind.value for kind in RowKind]),
         "depth": Int(0, MAX_DEPTH),
         "input_shapes": _SHAPES,
         "output_shapes": _SHAPES,
@@ -195,17 +355,16 @@ LAYER_SCHEMA = Dict(
 )
 ERROR_SCHEMA = Dict(
     {
-        "kind": _CODE,
-        "message": _TEXT,
+        # The kind selects translations: one of ours, never another room's key.
+        "kind": Str(40, choices=[kind.value for kind in ErrorKind]),
+        "params": Map(Optional(_SCALAR), 32, key=Str(40, pattern=r"[A-Za-z_][A-Za-z0-9_]*")),
         "line": _LINE,
         "col": Optional(Int(0, MAX_LINE)),
         "layer": Optional(_SHORT),
-        "hint": _TEXT,
-        "params": Map(Optional(_SCALAR), 32, key=Str(40, pattern=r"[A-Za-z_][A-Za-z0-9_]*")),
         "input_shapes": _SHAPES,
-        "refusals": List(_REFUSAL, 200, clip=True),
+        "refusals": List(_REFUSAL, MAX_REFUSALS, clip=True),
     },
-    required=("kind", "message"),
+    required=("kind",),
 )
 REPORT_SCHEMA = Dict(
     {
@@ -224,7 +383,8 @@ REPORT_SCHEMA = Dict(
         "symbolic_inputs": List(_SYMBOLIC_SHAPE, MAX_INPUTS),
         "symbolic_outputs": List(_SYMBOLIC_SHAPE, MAX_TENSORS),
         "constraints": List(_CONSTRAINT, MAX_CONSTRAINTS),
-        "symbolic_note": _TEXT,
+        "symbolic_issue": Optional(Str(32, choices=[issue.value for issue in SymbolicIssue])),
+        "symbolic_detail": _TEXT,
         "error": Optional(ERROR_SCHEMA),
         "elapsed_s": Float(0, MAX_SECONDS),
     }
@@ -249,7 +409,7 @@ WHY_META_SCHEMA = Dict(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class WhyMetaPoint:
     batch: int
     input_shapes: list[Shape]
@@ -258,20 +418,19 @@ class WhyMetaPoint:
     input_bytes: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class WhyMetaReport:
     points: list[WhyMetaPoint] = field(default_factory=list)
     error: ShapeError | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> WhyMetaReport:
         """As :meth:`ShapeReport.from_dict`, against :data:`WHY_META_SCHEMA`."""
         checked = validate(data, WHY_META_SCHEMA)
-        error = checked.get("error")
         return cls(
             points=[WhyMetaPoint(**point) for point in checked.get("points", [])],
-            error=ShapeError(**error) if error else None,
+            error=_error_from(checked.get("error")),
         )

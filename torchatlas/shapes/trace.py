@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
-from torchatlas.shapes.report import LayerRow
+from torchatlas.shapes.report import LayerRow, RowKind, Shape, SymbolicShape
 
 # Calls that only read metadata: never rows, even when they return a tensor-free value.
 _METADATA_OPS = frozenset(
@@ -43,14 +43,15 @@ _METADATA_OPS = frozenset(
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
-    """Every tensor in ``value``, in pytree order (the tracer asks ~2,000 times per ResNet-50)."""
+    """Every tensor in ``value``, in pytree order (the tracer asks for every call it records)."""
     found: list[torch.Tensor] = []
     _collect_tensors(value, found)
     return found
 
 
 def _collect_tensors(value: Any, found: list[torch.Tensor]) -> None:
-    # Plain tuples, lists and dicts walked directly: pytree's generic walk cost 5 % of a trace.
+    # Plain tuples, lists and dicts are walked directly: pytree's generic walk is much slower
+    # for them, and they are nearly every argument a layer receives.
     if isinstance(value, torch.Tensor):
         found.append(value)
     elif type(value) is tuple or type(value) is list:
@@ -90,6 +91,35 @@ def is_builtin_layer(module: nn.Module) -> bool:
     return type(module).__module__.startswith("torch.nn.")
 
 
+@dataclass(slots=True)
+class TraceRow:
+    """A row while the trace fills it in (outputs, FLOPs and leafness arrive after its call
+    starts); :meth:`freeze` gives the report's :class:`LayerRow`. Fields as in LayerRow."""
+
+    name: str
+    type: str
+    kind: RowKind
+    depth: int
+    input_shapes: list[Shape] = field(default_factory=list)
+    output_shapes: list[Shape] = field(default_factory=list)
+    params: int = 0
+    trainable_params: int = 0
+    flops: int = 0
+    activation_bytes: int = 0
+    leaf: bool = True
+    line: int | None = None
+    failed: bool = False
+    symbolic_output_shapes: list[SymbolicShape] | None = None
+    constraints: list[str] = field(default_factory=list)
+
+    def freeze(self) -> LayerRow:
+        return LayerRow(
+            self.name, self.type, self.kind, self.depth, self.input_shapes, self.output_shapes,
+            self.params, self.trainable_params, self.flops, self.activation_bytes, self.leaf,
+            self.line, self.failed, self.symbolic_output_shapes, self.constraints,
+        )  # fmt: skip
+
+
 @dataclass
 class _Frame:
     row: int
@@ -100,14 +130,14 @@ class _Frame:
 class TraceState:
     """What a failed forward left behind: the rows so far and where it stopped."""
 
-    rows: list[LayerRow] = field(default_factory=list)
+    rows: list[TraceRow] = field(default_factory=list)
     failed_row: int | None = None
     failed_module: nn.Module | None = None
     failed_op: str | None = None
 
 
 class ShapeTracer:
-    """Hooks on every module + a function mode; collects :class:`LayerRow` in call order."""
+    """Hooks on every module + a function mode; collects :class:`TraceRow` in call order."""
 
     def __init__(
         self,
@@ -133,7 +163,7 @@ class ShapeTracer:
 
     # ------------------------------------------------------------------ helpers
     @property
-    def rows(self) -> list[LayerRow]:
+    def rows(self) -> list[TraceRow]:
         return self.state.rows
 
     def _flops_now(self) -> int:
@@ -196,13 +226,13 @@ class ShapeTracer:
     def _current_row(self) -> int | None:
         return self._stack[-1].row if self._stack else None
 
-    def _append_row(self, row: LayerRow) -> int:
+    def _append_row(self, row: TraceRow) -> int:
         if self._stack:
             self.rows[self._stack[-1].row].leaf = False
         self.rows.append(row)
         return len(self.rows) - 1
 
-    def _open_row(self, row: LayerRow) -> None:
+    def _open_row(self, row: TraceRow) -> None:
         self._claim(self._current_row())
         index = self._append_row(row)
         self._stack.append(_Frame(index, self._flops_now()))
@@ -218,15 +248,15 @@ class ShapeTracer:
     # ------------------------------------------------------------------ hooks
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # Hooks run inside the function mode: without this, each .shape the tracer reads
-        # would be intercepted as if the model had called it (~10 % of a trace).
+        # would be intercepted as if the model had called it, and cost a recorded call.
         with torch._C.DisableTorchFunction():
             params, trainable = self._params(module)
             self._modules_on_stack.append(module)
             self._open_row(
-                LayerRow(
+                TraceRow(
                     name=self._names.get(id(module), type(module).__name__),
                     type=type(module).__name__,
-                    kind="module",
+                    kind=RowKind.MODULE,
                     depth=len(self._modules_on_stack) - 1,
                     input_shapes=self._shapes((args, kwargs)),
                     params=params,
@@ -256,10 +286,10 @@ class ShapeTracer:
         line = self._user_line()
         self._claim(self._current_row())
         flops_at_start = self._flops_now()
-        row = LayerRow(
+        row = TraceRow(
             name=self._names.get(id(owner), ""),
             type=label,
-            kind="function",
+            kind=RowKind.FUNCTION,
             depth=len(self._modules_on_stack),
             input_shapes=inputs,
             line=line,
@@ -348,7 +378,7 @@ class FlopCounter(TorchDispatchMode):
     """FLOPs with the formulas of ``torch.utils.flop_counter`` (the ones FlopCounterMode uses).
 
     FlopCounterMode itself also tracks modules and tries to decompose every op it has no
-    formula for (batch norm into a dozen prims…), which doubles the cost of a ResNet-50 trace;
+    formula for (batch norm into a dozen prims…), which costs more than the trace itself;
     the tracer attributes FLOPs to rows itself, so only the running total is needed. Tests
     check the totals against FlopCounterMode on every preset.
     """
@@ -377,8 +407,9 @@ def _flops(formula: Callable[..., Any], args: tuple, kwargs: dict, out: Any) -> 
     """``formula(*args, **kwargs, out_val=out)``, with the tensors' shapes mapped directly.
 
     Most formulas are wrapped by ``shape_wrapper``, which maps tensors to shapes with a
-    pytree ``tree_map`` over everything (3 ms of a ResNet-50 trace); plain tuples, lists and
-    dicts are mapped here instead, and anything else takes the wrapper's own path.
+    pytree ``tree_map`` over everything (slow for the many small calls of a trace); plain
+    tuples, lists and dicts are mapped here instead, and anything else takes the wrapper's
+    own path.
     """
     if getattr(formula, "__code__", None) is not _SHAPE_WRAPPER_CODE:
         return formula(*args, **kwargs, out_val=out)
@@ -420,11 +451,11 @@ def eval_batch_norm_on_meta(
     """What ``aten.native_batch_norm`` returns in eval mode on meta, without running it.
 
     Its meta kernel is PyTorch's Python decomposition (a dozen elementwise prims per call):
-    60 % of a ResNet-50 trace here, for an output that is always shaped and laid out like
-    the input. The result is built directly (same shapes, strides and dtypes as the
-    decomposition, checked per preset by the tests) only when every statistic has exactly
-    one value per channel; anything else goes to the real kernel, so a wrong
-    ``num_features`` still raises PyTorch's own error.
+    most of the time of a trace of a model with batch norm, for an output that is always
+    shaped and laid out like the input. The result is built directly (same shapes, strides
+    and dtypes as the decomposition, checked per preset by the tests) only when every
+    statistic has exactly one value per channel; anything else goes to the real kernel, so a
+    wrong ``num_features`` still raises PyTorch's own error.
     """
     if training or input.device.type != "meta" or input.dim() < 2:
         return None

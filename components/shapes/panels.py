@@ -1,0 +1,348 @@
+"""The shape explorer's widgets and output, in the order the page shows them.
+
+Each function draws one part of the page from the state (:mod:`.state`) and the engine's
+frozen dataclasses, with the pure builders of :mod:`.draw`; ``views/shapes.py`` calls them in
+order. Every widget keeps its ``key=`` (the e2e tests select ``.st-key-<key>``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from components.format import format_bytes, format_count
+from components.i18n import language, t
+from components.shapes import draw, state
+from components.theme import is_dark, palette
+from torchatlas.shapes import ShapeError, ShapeReport
+
+EDITOR_HEIGHT = 380
+
+
+def intro() -> None:
+    st.markdown(t("shapes.intro"))
+
+
+def health_slot() -> DeltaGenerator:
+    """A place near the top for the sandbox's health, filled after the analysis (the first
+    one waits for the warm pool; the page does not)."""
+    return st.empty()
+
+
+def health_line(slot: DeltaGenerator) -> None:
+    health = state.sandbox_health()
+    with slot:
+        if health is None:
+            st.caption(t("shapes.health.unavailable"))
+        else:
+            st.caption(t("shapes.health.line", layers=draw.health_text(health, language())))
+
+
+def link_warning() -> None:
+    """Read the URL on a session's first visit; say so when a shared link was damaged."""
+    state.init()
+    if state.take_link_broken():
+        st.warning(t("shapes.link_broken"))
+
+
+# ---------------------------------------------------------------- editor
+def editor() -> tuple[bool, DeltaGenerator]:
+    """The preset picker and the form; whether it was submitted, and the empty place beside
+    the editor where :func:`listing` draws the code after the analysis."""
+    st.selectbox(
+        t("shapes.editor.preset"),
+        options=list(state.preset_labels()),
+        key=state.PRESET,
+        on_change=state.on_preset_change,
+    )
+    # Code in a monospace font, so indentation lines up (Streamlit bundles Source Code Pro).
+    st.markdown(
+        f"<style>.st-key-{state.SOURCE} textarea {{font-family: 'Source Code Pro', ui-monospace, "
+        "monospace; font-size: 0.85rem; line-height: 1.45}</style>",
+        unsafe_allow_html=True,
+    )
+    with st.form("shapes_form", border=False):
+        code_column, listing_column = st.columns(2)
+        code_column.text_area(
+            t("shapes.editor.code"),
+            key=state.SOURCE,
+            height=EDITOR_HEIGHT,
+            max_chars=state.MAX_SOURCE_CHARS,
+            help=t("shapes.editor.code_help"),
+        )
+        listing_slot = listing_column.empty()  # filled after the analysis, with its marks
+        model_column, shapes_column, dtypes_column = st.columns([2, 2, 1])
+        model_column.text_input(
+            t("shapes.editor.model"), key=state.MODEL, max_chars=state.MAX_MODEL_CHARS,
+            help=t("shapes.editor.model_help"),
+        )  # fmt: skip
+        shapes_column.text_input(
+            t("shapes.editor.shapes"), key=state.SHAPES, max_chars=state.MAX_SHAPES_CHARS,
+            help=t("shapes.editor.shapes_help"),
+        )  # fmt: skip
+        dtypes_column.text_input(
+            t("shapes.editor.dtypes"), key=state.DTYPES, max_chars=state.MAX_DTYPES_CHARS,
+            help=t("shapes.editor.dtypes_help"),
+        )  # fmt: skip
+        st.toggle(
+            t("shapes.editor.symbolic"), key=state.SYMBOLIC, help=t("shapes.editor.symbolic_help")
+        )
+        submitted = st.form_submit_button(
+            t("shapes.editor.run"), type="primary", icon=":material/play_arrow:"
+        )
+    return submitted, listing_slot
+
+
+def queue_reporter(slot: DeltaGenerator, lang: str) -> Callable[[int], None]:
+    """``on_queued`` for the engine: while the job waits for a worker, ``slot`` says where it
+    is in line ("Queued: 3rd in line"); once it starts (position 0) the slot is emptied.
+    Called in the script's own thread, so it may write to the page."""
+
+    def report(position: int) -> None:
+        if position > 0:
+            slot.info(draw.queue_text(position, lang), icon=":material/hourglass_top:")
+        else:
+            slot.empty()
+
+    return report
+
+
+def analysis(submitted: bool) -> None:
+    """Analyse on arrival and on every press of the button; while the analysis waits in the
+    sandbox's line, the student sees its place, then the result."""
+    if not (submitted or state.needs_analysis()):
+        return
+    place = st.empty()
+    try:
+        with st.spinner(t("shapes.running")):
+            state.analyse(on_queued=queue_reporter(place, language()))
+    finally:
+        place.empty()
+
+
+def listing(slot: DeltaGenerator) -> None:
+    """Beside the editor: the code with syntax colours and line numbers, and the lines the
+    last analysis failed on marked inline. st.text_area has neither; the Streamlit code-editor
+    components on PyPI were tried and not adopted (unmaintained, or fetching fonts from a CDN
+    with line numbers misaligned without them), so the listing does that part."""
+    source = state.current_source()
+    last = state.last_analysis()
+    error = last.report.error if last.source == source else None
+    with slot, st.container():
+        st.markdown(t("shapes.editor.preview"), help=t("shapes.editor.preview_help"))
+        st.markdown(
+            _listing_html(source, error, window=None, max_height=EDITOR_HEIGHT),
+            unsafe_allow_html=True,
+        )
+
+
+def _listing_html(
+    source: str,
+    error: ShapeError | None,
+    *,
+    window: tuple[int, int] | None,
+    max_height: int | None,
+    testid: str = "shapes-source-listing",
+    marks: dict[int, str] | None = None,
+    col: int | None = None,
+) -> str:
+    dark = is_dark()
+    lines = state.code_lines(source, dark, draw.code_lines_html)
+    if marks is None:
+        marks, col = draw.error_marks(error, language()), error.col if error else None
+    return draw.source_listing_html(
+        lines,
+        marks,
+        palette(),
+        col=col,
+        window=window,
+        max_height=max_height,
+        testid=testid,
+        line_lengths=[len(line) for line in source.splitlines()] or [0],
+        dark=dark,
+    )
+
+
+def how_it_works() -> None:
+    with st.expander(t("shapes.how.title"), icon=":material/help:"):
+        st.markdown(t("shapes.how.body"))
+
+
+# ---------------------------------------------------------------- results
+def results() -> None:
+    last = state.last_analysis()
+    _results(last.source, last.report)
+
+
+@st.fragment
+def _results(source: str, report: ShapeReport) -> None:
+    lang = language()
+    if report.error is not None:
+        error_panel(report.error, source)
+    if not report.layers:
+        return
+    if report.error is not None:
+        st.caption(t("shapes.partial"))
+    else:
+        totals(report)
+    deepest = max(1, draw.max_depth(report))
+    table_tab, chart_tab, flow_tab, why_tab = st.tabs(
+        [
+            t("shapes.tabs.table"),
+            t("shapes.tabs.chart"),
+            t("shapes.tabs.flow"),
+            t("shapes.tabs.why"),
+        ]
+    )
+    with table_tab:
+        depth = deepest
+        if deepest > 1:
+            depth = st.slider(
+                t("shapes.table.depth"), min_value=1, max_value=deepest,
+                value=min(2, deepest), key=state.DEPTH,
+            )  # fmt: skip
+        if report.symbolic:
+            symbolic_notes(report)
+        layer_table(report, depth)
+        st.caption(t("shapes.table.caption"))
+        downloads(report)
+    with chart_tab:
+        st.caption(t("shapes.chart.caption"))
+        figure = draw.activation_figure(report, palette(), lang)
+        st.plotly_chart(figure, theme="streamlit", width="stretch")
+    with flow_tab:
+        flow_depth = 1
+        if deepest > 1:
+            flow_depth = st.slider(
+                t("shapes.flow.depth"), min_value=1, max_value=deepest, value=1,
+                key=state.FLOW_DEPTH,
+            )  # fmt: skip
+        st.graphviz_chart(draw.flow_dot(report, flow_depth, palette(), lang))
+    with why_tab:
+        why_panel(source, report)
+
+
+def totals(report: ShapeReport) -> None:
+    columns = st.columns(5)
+    columns[0].metric(t("shapes.totals.params"), format_count(report.total_params))
+    columns[1].metric(t("shapes.totals.trainable"), format_count(report.trainable_params))
+    columns[2].metric(t("shapes.totals.param_memory"), format_bytes(report.param_bytes))
+    columns[3].metric(t("shapes.totals.activations"), format_bytes(report.activation_bytes))
+    columns[4].metric(t("shapes.totals.flops"), format_count(report.flops))
+    outputs = draw.output_shapes(report)
+    if outputs:
+        shape = f"`{draw.shape_text(outputs, language())}`"
+        st.markdown(t("shapes.totals.output", shape=shape))
+
+
+def layer_table(report: ShapeReport, depth: int) -> None:
+    frame = draw.layer_frame(report, depth, report.symbolic, language())
+    st.dataframe(
+        frame,
+        width="stretch",
+        height=min(38 + 35 * len(frame), 560),
+        column_config={
+            t("shapes.table.params"): st.column_config.NumberColumn(format="compact"),
+            t("shapes.table.flops"): st.column_config.NumberColumn(format="compact"),
+            # Text, not a number column: a row with no line (the model itself) shows an empty
+            # cell, where a number column would print "None".
+            t("shapes.table.line"): st.column_config.TextColumn(width="small"),
+        },
+    )
+
+
+def downloads(report: ShapeReport) -> None:
+    """CSV and JSON of the whole table, built only when a button is pressed (a 3000-row
+    report's files are megabytes; no rerun rebuilds them)."""
+    csv_column, json_column = st.columns(2)
+    csv_column.download_button(
+        t("shapes.download.csv"), functools.partial(draw.csv_bytes, report),
+        file_name="shapes.csv", mime="text/csv", icon=":material/download:",
+    )  # fmt: skip
+    json_column.download_button(
+        t("shapes.download.json"), functools.partial(draw.json_bytes, report),
+        file_name="shapes.json", mime="application/json", icon=":material/download:",
+    )  # fmt: skip
+
+
+def symbolic_notes(report: ShapeReport) -> None:
+    """Why formulas are missing (if they are), the dims' names, and every constraint as one
+    list: one element each, however many constraints there are."""
+    issue, dims, constraints = draw.symbolic_markdown(report, language())
+    if issue:
+        st.warning(issue)
+    if dims:
+        st.caption(dims)
+    if report.constraints:
+        st.markdown(constraints)
+    else:
+        st.caption(constraints)
+
+
+def error_panel(error: ShapeError, source: str) -> None:
+    """The error in plain words, its fix, the refused lines (one list), what the sandbox or
+    PyTorch said (as a detail), and the code around the marked line."""
+    lang = language()
+    st.error(draw.error_markdown(error, lang), icon=":material/error:")
+    hint = draw.error_text(error, "hint", lang)
+    if hint:
+        st.info(hint, icon=":material/lightbulb:")
+    refused = draw.refusals_markdown(error, lang)
+    if refused:
+        st.markdown(refused)
+    detail = draw.error_detail(error, lang)
+    if detail:
+        st.caption(detail)
+    marks = draw.error_marks(error, lang)
+    if marks:
+        line = error.line or min(marks)
+        count = len(source.splitlines()) or 1
+        st.markdown(
+            _listing_html(
+                source,
+                error,
+                window=draw.marker_window(count, line),
+                max_height=None,
+                testid="shapes-source-marker",
+                marks=marks,
+                col=error.col if line == min(marks) else None,
+            ),
+            unsafe_allow_html=True,
+        )
+
+
+# ---------------------------------------------------------------- why meta?
+def why_panel(source: str, report: ShapeReport) -> None:
+    lang = language()
+    st.markdown(t("shapes.why.intro"))
+    pressed = st.button(
+        t("shapes.why.run"), icon=":material/timer:", disabled=report.error is not None
+    )
+    if pressed:
+        place = st.empty()
+        try:
+            with st.spinner(t("shapes.why.running")):
+                state.compare_real_and_meta(
+                    state.Analysis(source, report), on_queued=queue_reporter(place, lang)
+                )
+        finally:
+            place.empty()
+    outcome = state.last_comparison()
+    if outcome is None:
+        return
+    if outcome.error is not None:
+        error_panel(outcome.error, source)
+        return
+    points = outcome.points
+    st.plotly_chart(
+        draw.why_meta_figure(points, palette(), lang), theme="streamlit", width="stretch"
+    )
+    st.dataframe(draw.why_meta_frame(points, lang), width="stretch", hide_index=True)
+    summary, caption = draw.why_meta_summary(points, lang)
+    if summary:
+        st.markdown(summary)
+    if caption:
+        st.caption(caption)

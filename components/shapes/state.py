@@ -1,0 +1,290 @@
+"""The shape explorer's state: session keys, the URL, and the cached engine calls.
+
+Every session key starts with ``shapes_``; the URL keys are ``m_*`` (the editor's code, the
+preset, the model, shapes and dtypes boxes, the formulas toggle). The URL is read once, when
+a session first opens the room, and written after each analysis, only where a value changed.
+
+The analysis runs in the sandbox's worker (``torchatlas.shapes.explore``); its report is kept
+as an :class:`Analysis` (the source it is about and the frozen report) until the next one.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from components.i18n import t
+from torchatlas.cache import BoundedCache
+from torchatlas.presets import DEFAULT_PRESET, PRESETS
+from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
+from torchatlas.shapes import (
+    AnalysisError,
+    ErrorKind,
+    ShapeReport,
+    WhyMetaReport,
+    explore,
+    parse_shapes,
+    why_meta,
+)
+from torchatlas.shapes.analysis import (
+    MAX_DTYPES_CHARS,
+    MAX_MODEL_CHARS,
+    MAX_SHAPES_CHARS,
+    check_length,
+    parse_constructor,
+    parse_dtypes,
+)
+
+# ---------------------------------------------------------------- keys
+SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC, PRESET = (
+    "shapes_source", "shapes_model", "shapes_inputs", "shapes_dtypes", "shapes_symbolic",
+    "shapes_preset",
+)  # fmt: skip
+RESULT, WHY, LINK_BROKEN = "shapes_result", "shapes_why", "shapes_link_broken"
+PRESET_KEY = "shapes_preset_key"  # the chosen preset's key; PRESET holds its translated label
+SESSION_ID = "shapes_session_id"  # the sandbox's fair queue serves sessions in turn
+DEPTH, FLOW_DEPTH = "shapes_depth", "shapes_flow_depth"  # the table's and the flow's sliders
+URL_SOURCE, URL_PRESET, URL_MODEL, URL_SHAPES, URL_DTYPES, URL_SYMBOLIC = (
+    "m_src", "m_preset", "m_model", "m_shapes", "m_dtypes", "m_sym",
+)  # fmt: skip
+# Each text box's limit, also applied to the values a shared link carries.
+URL_LIMITS = {
+    URL_MODEL: MAX_MODEL_CHARS,
+    URL_SHAPES: MAX_SHAPES_CHARS,
+    URL_DTYPES: MAX_DTYPES_CHARS,
+}
+MAX_URL_SOURCE_CHARS = 6000  # browsers and proxies accept URLs far longer; links stay shareable
+ANALYSE_TIMEOUT_S = 10
+WHY_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The last analysis: the source it read (the listing marks errors only while the editor
+    still holds that source) and its report."""
+
+    source: str
+    report: ShapeReport
+
+
+# ---------------------------------------------------------------- shared link
+def encode_source(source: str) -> str:
+    packed = zlib.compress(source.encode("utf-8"), 9)
+    return base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
+
+
+def decode_source(
+    token: str,
+    max_chars: int = MAX_SOURCE_CHARS,
+    max_token_chars: int | None = MAX_URL_SOURCE_CHARS,
+) -> str | None:
+    """The source a shared link carries, or None if the link is damaged or carries more than
+    this app ever puts in a link: a token longer than ``max_token_chars`` (the page never
+    writes one) or a source longer than ``max_chars``. Linear in the token."""
+    if max_token_chars is not None and len(token) > max_token_chars:
+        return None
+    try:
+        packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        decompressor = zlib.decompressobj()
+        # At most 4 bytes per character in UTF-8: decompression stops there, so a small
+        # token that inflates to gigabytes (a "zip bomb") costs no more than a long source.
+        text = decompressor.decompress(packed, 4 * max_chars)
+        if decompressor.unconsumed_tail or not decompressor.eof:  # too long, or cut short
+            return None
+        source = text.decode("utf-8")
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        return None
+    return source if len(source) <= max_chars else None
+
+
+# ---------------------------------------------------------------- presets and the URL
+def preset_labels() -> dict[str, str]:
+    """Translated label → preset key, in the presets' order."""
+    return {t(f"shapes.presets.{key}"): key for key in PRESETS}
+
+
+def load_preset(key: str) -> None:
+    preset = PRESETS[key]
+    st.session_state[PRESET_KEY] = key
+    st.session_state[SOURCE] = preset.source
+    st.session_state[MODEL] = preset.model
+    st.session_state[SHAPES] = preset.shapes
+    st.session_state[DTYPES] = preset.dtypes
+    st.session_state.pop(RESULT, None)
+    st.session_state.pop(WHY, None)
+
+
+def on_preset_change() -> None:
+    """The preset selectbox's callback: load the chosen preset into the editor and boxes."""
+    load_preset(preset_labels().get(st.session_state[PRESET], DEFAULT_PRESET))
+
+
+def init() -> None:
+    """On a session's first visit: the preset, then what a shared link overrides. A value
+    longer than its box (or a source token longer than the page writes) marks the link as
+    damaged, and that part keeps the preset's value."""
+    if SOURCE in st.session_state:
+        return
+    query = st.query_params
+    key = query.get(URL_PRESET, DEFAULT_PRESET)
+    key = key if key in PRESETS else DEFAULT_PRESET
+    st.session_state[PRESET] = t(f"shapes.presets.{key}")
+    load_preset(key)
+    if URL_SOURCE in query:
+        source = decode_source(query[URL_SOURCE])
+        if source is None:
+            st.session_state[LINK_BROKEN] = True
+        else:
+            st.session_state[SOURCE] = source
+    for url_key, state_key in ((URL_MODEL, MODEL), (URL_SHAPES, SHAPES), (URL_DTYPES, DTYPES)):
+        if url_key not in query:
+            continue
+        value = query[url_key]
+        if len(value) > URL_LIMITS[url_key]:  # this app never writes such a link
+            st.session_state[LINK_BROKEN] = True
+        else:
+            st.session_state[state_key] = value
+    st.session_state[SYMBOLIC] = query.get(URL_SYMBOLIC) == "1"
+
+
+def take_link_broken() -> bool:
+    """Whether the shared link was damaged (answered once)."""
+    return bool(st.session_state.pop(LINK_BROKEN, False))
+
+
+def save_to_url(source: str) -> None:
+    """The analysed state as a shareable link; only changed values are written, and only the
+    room's own keys (the language and other rooms' keys stay as they are)."""
+    preset = PRESETS[st.session_state[PRESET_KEY]]
+    encoded = encode_source(source)
+    keep_source = source != preset.source and len(encoded) <= MAX_URL_SOURCE_CHARS
+    wanted = {
+        URL_PRESET: preset.key,
+        URL_SOURCE: encoded if keep_source else None,
+        URL_MODEL: st.session_state[MODEL],
+        URL_SHAPES: st.session_state[SHAPES],
+        URL_DTYPES: st.session_state[DTYPES],
+        URL_SYMBOLIC: "1" if st.session_state[SYMBOLIC] else "0",
+    }
+    query = st.query_params
+    for key, value in wanted.items():
+        if value is None:
+            query.pop(key, None)
+        elif query.get(key) != value:
+            query[key] = value
+
+
+# ---------------------------------------------------------------- the sandbox
+@st.cache_resource(show_spinner=False)
+def sandbox_pool() -> Any:
+    """The process-wide pool of pre-warmed workers (None when the sandbox cannot start)."""
+    try:
+        from torchatlas.sandbox import get_pool
+
+        pool = get_pool()
+        pool.warm_up(wait=False)  # the first analysis waits; the page does not
+        return pool
+    except Exception:  # a missing or broken sandbox is reported on the health line
+        return None
+
+
+def sandbox_health() -> Any:
+    """The sandbox's :class:`~torchatlas.sandbox.SandboxHealth`, or None when it is down."""
+    pool = sandbox_pool()
+    if pool is None:
+        return None
+    try:
+        return pool.health()
+    except Exception:  # reported as "not available"
+        return None
+
+
+def session_id() -> str:
+    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+
+
+# ---------------------------------------------------------------- analysis
+def needs_analysis() -> bool:
+    """A fresh session (or a new preset) is analysed on arrival."""
+    return RESULT not in st.session_state
+
+
+def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
+    """Analyse what the boxes hold, keep it, and put it in the URL. Every box is checked here,
+    before a worker is asked: each parser refuses over-long text at once (the boxes'
+    ``max_chars`` does not bind shared links or scripts). ``on_queued(position)`` hears the
+    analysis's place in the sandbox's line while it waits."""
+    source = st.session_state[SOURCE]
+    model = st.session_state[MODEL].strip()
+    try:
+        check_length(source, MAX_SOURCE_CHARS, ErrorKind.SOURCE_TOO_LONG)
+        shapes = parse_shapes(st.session_state[SHAPES])
+        dtypes = parse_dtypes(st.session_state[DTYPES])
+        if model:
+            parse_constructor(model)
+    except AnalysisError as exc:
+        report = ShapeReport(error=exc.error)
+    else:
+        report = explore(
+            source,
+            shapes,
+            input_dtypes=dtypes or None,
+            model=model or None,
+            symbolic=st.session_state[SYMBOLIC],
+            timeout_s=ANALYSE_TIMEOUT_S,
+            session_id=session_id(),
+            on_queued=on_queued,
+        )
+    analysis = Analysis(source, report)
+    st.session_state[RESULT] = analysis
+    st.session_state.pop(WHY, None)
+    save_to_url(source)
+    return analysis
+
+
+def last_analysis() -> Analysis:
+    return st.session_state[RESULT]
+
+
+def current_source() -> str:
+    return st.session_state[SOURCE]
+
+
+def compare_real_and_meta(
+    analysis: Analysis, on_queued: Callable[[int], None] | None = None
+) -> WhyMetaReport:
+    """Time the analysed model on real and meta inputs (in the sandbox) and keep the result."""
+    report = analysis.report
+    outcome = why_meta(
+        analysis.source,
+        report.input_shapes,
+        input_dtypes=report.input_dtypes,
+        model=report.model or None,
+        timeout_s=WHY_TIMEOUT_S,
+        session_id=session_id(),
+        on_queued=on_queued,
+    )
+    st.session_state[WHY] = outcome
+    return outcome
+
+
+def last_comparison() -> WhyMetaReport | None:
+    return st.session_state.get(WHY)
+
+
+# ---------------------------------------------------------------- listing
+# The coloured lines of a source, per source and theme: lexing a long source is the costly
+# part of the listing, and every rerun shows it. Entries weigh what their source does.
+LISTING_CACHE_BYTES = 16 * 2**20
+_LISTINGS: BoundedCache[tuple[str, bool], tuple[str, ...]] = BoundedCache(LISTING_CACHE_BYTES)
+
+
+def code_lines(source: str, dark: bool, build: Callable[[str, bool], list[str]]) -> tuple[str, ...]:
+    """``build(source, dark)`` (the coloured HTML lines), kept in a byte-bounded cache."""
+    return _LISTINGS.get_or_compute((source, dark), lambda: tuple(build(source, dark)))
