@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+# One runner for tests and benchmarks: a page of the real app through app.py's navigation.
+from bench.harness import APP, open_page
+from bench.harness import APPTEST_TIMEOUT_S as TIMEOUT_S
 
-# The first run imports torch (seconds on a 2-core machine); keep a wide margin.
-TIMEOUT_S = 180
-
-
-def open_page(script: str, lang: str = "en", **session: object) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = lang
-    for key, value in session.items():
-        at.session_state[key] = value
-    at.run()
-    if script != "views/home.py":
-        at.switch_page(script).run()
-    return at
+__all__ = ["APP", "TIMEOUT_S", "open_page", "rendered_text"]
 
 
 def rendered_text(at: AppTest) -> str:
