@@ -44,7 +44,7 @@ def flatten(nested: Any) -> list[Any]:
 
 def unravel(flat: int, size: Sequence[int]) -> tuple[int, ...]:
     """The row-major index of element ``flat`` of a tensor of ``size`` (inside it)."""
-    return tuple(int(i) for i in np.unravel_index(flat, tuple(size)))
+    return tuple(map(int, np.unravel_index(flat, size)))
 
 
 def ravel(index: Sequence[int], size: Sequence[int]) -> int:
