@@ -131,3 +131,25 @@ def test_symbolic_failure_keeps_the_table(monkeypatch: pytest.MonkeyPatch) -> No
     assert report.layers[1].symbolic_output_shapes is None
     assert report.symbolic_issue is SymbolicIssue.FAILED
     assert report.symbolic_detail.endswith("RuntimeError: symbolic shapes changed")
+
+
+def test_a_model_that_takes_another_path_with_symbols_keeps_output_formulas_only() -> None:
+    """A batch of 1 is analysed as N = 2 symbolically (1 would be specialised), so a loop over
+    the batch runs twice: the rows differ, and only the outputs get formulas."""
+
+    class PerSample(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(x.shape[0]):
+                x = self.fc(x)
+            return x
+
+    report = analysis.analyze_module(PerSample, [[1, 4]], symbolic=True)
+    assert report.error is None and report.symbolic_issue is SymbolicIssue.PATH_DIFFERS
+    assert report.symbolic_outputs and all(
+        row.symbolic_output_shapes is None for row in report.layers
+    )
+    assert report.layers[1].output_shapes == [[1, 4]]  # the concrete table is complete
