@@ -20,9 +20,9 @@ import json
 import os
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from bench.harness import timed
 
 SINGLE_TARGET = 1.25
 BATCH_TARGET = 0.8
@@ -34,12 +34,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def timed(function: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
 
 
 def main() -> int:

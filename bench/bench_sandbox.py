@@ -10,12 +10,12 @@ when a target is missed:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import threading
 import time
 from pathlib import Path
 
+from bench.harness import median_time
 from torchatlas.sandbox import SandboxPool
 from torchatlas.sandbox.worker import execute
 
@@ -34,15 +34,6 @@ class Net(nn.Module):
 """
 RESNET = "from torchvision.models import resnet50\n"
 RESNET_PARAMS = {"input_shapes": [[1024, 3, 2048, 2048]], "model": "resnet50()"}
-
-
-def median_time(function, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def memory_kb(pid: int) -> dict[str, int]:

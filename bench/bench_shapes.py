@@ -23,8 +23,9 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from bench.harness import timed
 
 HOOK_TRACE = 3.0  # targets
 TORCHINFO = 20.0
@@ -33,12 +34,6 @@ BIG = [1024, 3, 2048, 2048]
 SMALL = [1, 3, 224, 224]
 SOURCE = "from torchvision.models import resnet50\n"
 RESULTS = Path(__file__).resolve().parent / "results" / "shapes.json"
-
-
-def timed(function: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
 
 
 def rss_mb(pid: int | str = "self") -> float:

@@ -21,8 +21,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import streamlit.testing.v1.app_test as app_test_module
@@ -31,7 +29,7 @@ import torch
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import open_page
+from bench.harness import open_page, timed
 from torchatlas.strides import trace
 
 PAGE_TARGET = 3.0
@@ -57,12 +55,6 @@ def direct_ops(x: torch.Tensor) -> torch.Tensor:
     """The same chain written directly in torch."""
     y = x.t().contiguous().view(64, 64).unsqueeze(0).squeeze(0)[:, ::2].T.clone()
     return y.reshape(64, 32).detach()
-
-
-def timed(function: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
 
 
 def serve_like_a_server() -> None:

@@ -56,3 +56,86 @@ def test_pages_hold_no_torch_logic() -> None:
         if re.search(r"^\s*(import|from)\s+torch\b", path.read_text(), flags=re.M)
     ]
     assert offenders == []
+
+
+def _import_graph():  # noqa: ANN202 - grimp's graph type
+    import grimp
+
+    return grimp.build_graph(
+        "torchatlas", "components", "views", "bench", exclude_type_checking_imports=True
+    )
+
+
+def _cycles(graph) -> list[list[str]]:  # noqa: ANN001
+    """Strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in graph.modules:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        groups.append(sorted(group))
+    return groups
+
+
+def _without_package_inits(groups: list[list[str]], graph) -> list[list[str]]:  # noqa: ANN001
+    """A package's ``__init__`` re-exporting its own modules is not a cycle worth reporting;
+    a cycle between two sibling modules (or across packages) is."""
+    real = []
+    for group in groups:
+        members = set(group)
+        packages = {m for m in members if graph.find_children(m)}
+        rest = members - packages
+        if len(rest) > 1 and any(
+            set(graph.find_modules_directly_imported_by(m)) & (rest - {m}) for m in rest
+        ):
+            real.append(group)
+    return real
+
+
+def test_no_import_cycles() -> None:
+    graph = _import_graph()
+    assert _without_package_inits(_cycles(graph), graph) == []
+
+
+def test_import_contracts_hold() -> None:
+    """.importlinter: views → components → torchatlas, the engine without Streamlit, the
+    sandbox without any room."""
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(ROOT / ".importlinter")) == 0
