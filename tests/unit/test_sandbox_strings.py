@@ -119,6 +119,7 @@ def test_honest_text_is_accepted() -> None:
         ("s = b'__globals__'", 1, "string_dunder"),
         ("s = f'{1}__globals__'", 1, "string_dunder"),
         ("a = '__glo'\nb = 'bals__'", 1, "string_dunder"),
+        ("t = '().\uff3f\uff3fclass\uff3f\uff3f'", 1, "string_dunder"),  # read as `__class__`
         ("t = 'eval'", 1, "string_code"),
         ("t = 'help(\"os\")'", 1, "string_code"),
         ("import torch\nt = torch.zeros(1).untyped_storage().type('os.system')", 2, "string_code"),
@@ -360,7 +361,7 @@ def _guard_outcomes() -> dict[str, str]:
 
     dunder = "_" * 2 + "class" + "_" * 2  # built at run time: no parser sees it
     barry = __import__("__future__").barry_as_FLUFL.compiler_flag
-    sys.modules.pop("colorsys", None)
+    sys.modules.pop("pstats", None)  # its body builds a dataclass, as lazy torch imports do
 
     def annotated(x: Any) -> None:
         pass
@@ -373,13 +374,16 @@ def _guard_outcomes() -> dict[str, str]:
         "get_type_hints": lambda: typing.get_type_hints(annotated),
         "forward ref": lambda: typing.ForwardRef("open('/etc/hostname')"),
         "flag-only syntax": lambda: compile("()." + dunder + " <> 1", "<t>", "eval", barry),
+        "look-alike underscores": lambda: compile(
+            "().\uff3f\uff3fclass\uff3f\uff3f <> 1", "<t>", "eval", barry
+        ),
         "syntax tree": lambda: compile(ast.parse("1"), "<t>", "eval"),
         "code object": lambda: (lambda: 0).__code__.replace(co_name="x"),
         "function": lambda: types.FunctionType((lambda: 0).__code__, {}),
         "marshal": lambda: marshal.loads(marshal.dumps((lambda: 0).__code__)),
         "unpickling": lambda: pickle.loads(pickle.dumps(len)),
         "stdlib namedtuple": lambda: collections.namedtuple("P", "a b"),
-        "module import": lambda: importlib.import_module("colorsys"),
+        "module import": lambda: importlib.import_module("pstats"),
     }
     with text_guard():
         outcomes = {name: _outcome(action) for name, action in actions.items()}
@@ -396,6 +400,7 @@ def test_text_guard_refuses_text_that_becomes_code() -> None:
         "get_type_hints": "refused",
         "forward ref": "refused",
         "flag-only syntax": "refused",
+        "look-alike underscores": "refused",
         "syntax tree": "refused",
         "code object": "refused",
         "function": "refused",

@@ -28,6 +28,7 @@ import re
 import sys
 import types
 import typing
+import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -412,7 +413,10 @@ class TextEvaluationRefused(PermissionError):
 GUARDED_EVENTS = frozenset(
     {"compile", "code.__new__", "function.__new__", "marshal.loads", "pickle.find_class"}
 )
-_IMPORT_FRAMES = "<frozen importlib._bootstrap"  # a module's own code from its own file
+# A module's own code from its own file, while it is imported (lazy imports in torch build
+# dataclasses at import). Code that could call importlib's helpers with text of its own would
+# already have full Python, which is the process layer's case.
+_IMPORT_FRAMES = "<frozen importlib._bootstrap"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REFUSED_WORDS = FORBIDDEN_CALLS | TEXT_FORBIDDEN_NAMES | TEXT_EVALUATING_ATTRIBUTES
 
@@ -437,7 +441,7 @@ def _refusal_for_text(text: str) -> str | None:
     if parse_text(text) is None:
         # Not Python the checker can read (a compiler flag may still accept it): fall back to
         # its words, the way the allow-list reads names.
-        for word in _IDENTIFIER.findall(text):
+        for word in _IDENTIFIER.findall(unicodedata.normalize("NFKC", text)):
             if "__" in word or word in _REFUSED_WORDS or word in FORBIDDEN_ATTRIBUTES:
                 return f"`{word[:40]}` is not allowed here."
     return None
@@ -447,7 +451,7 @@ def _audit(event: str, args: tuple[Any, ...], guard: _GuardState = _GUARD) -> No
     if not guard.armed or guard.checking or event not in GUARDED_EVENTS:
         return
     frame = sys._getframe(1)
-    while frame is not None:
+    while frame is not None:  # a module being imported runs its own code (dataclasses too)
         if frame.f_code.co_filename.startswith(_IMPORT_FRAMES):
             return
         frame = frame.f_back

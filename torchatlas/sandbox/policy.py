@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import sys
 import textwrap
+import unicodedata
 from dataclasses import asdict, dataclass
 from types import CodeType
 
@@ -289,7 +290,7 @@ class _Checker(ast.NodeVisitor):
             value = value.decode("latin-1")
         if not isinstance(value, str):
             return
-        if "__" in value and id(node) not in self.docstrings:
+        if "__" in unicodedata.normalize("NFKC", value) and id(node) not in self.docstrings:
             self.refuse(node, "string_dunder", f"The text {_preview(value)} contains `__`; "
                         "text with double underscores can be turned into attribute look-ups "
                         "(format strings, annotations), so it is not allowed here. Rename or "
