@@ -15,6 +15,7 @@ import streamlit as st
 from components.i18n import t
 from components.rooms import built_rooms
 from components.sidebar import language_switch, torch_box
+from components.warm import warm_server
 
 st.set_page_config(
     page_title="Torch Atlas",
@@ -24,6 +25,9 @@ st.set_page_config(
 )
 
 language_switch()
+# The first visitors of a fresh server arrive together: load every room once, in one order,
+# and start the sandbox and the default classifier before anyone presses a button.
+warm_server()
 
 home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
 sections: dict[str, list[st.Page]] = {t("app.section.start"): [home]}

@@ -1,0 +1,79 @@
+"""Once per server process: load the engine in one order, then warm the slow parts.
+
+Streamlit runs nothing of ours until a visitor arrives, and in a classroom the first visitors
+arrive together. Two script threads importing torch, torchvision and the rooms at the same
+moment, each in its own order, can deadlock Python's per-module import locks (a
+``_DeadlockError`` on a page). So the first run imports every room under one lock, in a fixed
+order; later runs find the modules loaded and pass straight through.
+
+Then a background thread starts the sandbox's zygote (it imports torch in its own process)
+and loads and runs the default classifier once, so no visitor waits for either when they press
+a button a few seconds later.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+from components.rooms import built_rooms
+
+_LOG = logging.getLogger(__name__)
+_IMPORT_LOCK = threading.Lock()
+_started = threading.Event()
+_done = threading.Event()
+
+# torch first: everything below imports it, and its own import is the long one.
+ENGINE_MODULES = ("torch", "torchvision.models", "torchatlas.i18n")
+
+
+def _room_modules() -> list[str]:
+    modules = []
+    for room in built_rooms():
+        modules += [f"torchatlas.{room.key}", f"components.{room.key}.state"]
+        modules += [f"components.{room.key}.draw", f"components.{room.key}.panels"]
+    return modules
+
+
+def import_rooms() -> None:
+    """Import the engine and every built room once, serialised across script threads."""
+    if _done.is_set():
+        return
+    with _IMPORT_LOCK:
+        if _done.is_set():
+            return
+        for name in (*ENGINE_MODULES, *_room_modules()):
+            try:
+                importlib.import_module(name)
+            except ImportError:  # a room without that module: the page reports its own errors
+                _LOG.debug("warm: %s not importable", name, exc_info=True)
+        _done.set()
+
+
+def _warm_slow_parts() -> None:
+    try:
+        from torchatlas.sandbox import get_pool
+
+        get_pool().warm_up(wait=True)
+    except Exception:  # the shapes page shows the sandbox's health itself
+        _LOG.warning("warm: the sandbox did not start", exc_info=True)
+    try:
+        from torchatlas.classify import DEFAULT_MODEL, SAMPLES, classify, images, sample_bytes
+
+        first = next(iter(SAMPLES))
+        classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
+    except Exception:  # the classify page explains a model that cannot load
+        _LOG.warning("warm: the default classifier did not load", exc_info=True)
+
+
+def warm_server() -> None:
+    """Import the rooms (serialised), and start warming the sandbox and the classifier once."""
+    import_rooms()
+    if _started.is_set():
+        return
+    with _IMPORT_LOCK:
+        if _started.is_set():
+            return
+        _started.set()
+    threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=True).start()
