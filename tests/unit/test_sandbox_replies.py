@@ -232,7 +232,8 @@ def test_a_forged_reply_is_an_untrusted_error_in_bounded_time(pool: SandboxPool,
     assert result.error.kind == "untrusted", result.error
     assert result.error.message == UNTRUSTED_MESSAGE
     assert result.error.line is None and result.error.col is None
-    assert result.elapsed_s < timeout_s / 3  # answered, not waited out
+    # answered, not waited out (that takes the timeout plus the exit report's grace)
+    assert result.elapsed_s < timeout_s
     json.dumps(result.to_dict())
     # and the pool goes on serving
     assert pool.run_job("x = 1", "sandbox.echo", {}).ok
