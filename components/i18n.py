@@ -12,7 +12,7 @@ from torchatlas.i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 LANGUAGE_KEY = "lang"
 
 # A page calls t() about a hundred times a run, and each read of st.session_state takes
-# locks and walks widget state (7 % of the strides room's rerun, measured with py-spy).
+# locks and walks widget state, a visible share of a room's rerun.
 # app.py's language switch remembers the choice for the script run in progress; the memo
 # is thread-local and tagged with that run's context, so a fragment rerun, another thread
 # or another session never sees it and reads session state instead.
