@@ -168,13 +168,23 @@ class CacheStats:
     refused: int  # entries larger than the whole budget, handed back but not kept
 
 
+class _Flight:
+    """One computation in progress, shared by every caller that asked for its key meanwhile."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.ok = False
+
+
 class BoundedCache(Generic[K, V]):
     """A least-recently-used mapping whose entries' sizes sum to at most ``max_bytes``.
 
     Thread-safe: every read and write of the mapping holds one lock, and values are computed
     outside it (:meth:`get_or_compute`), so a slow computation never blocks other threads'
-    hits. Two threads that miss the same key at once may both compute it; the second value
-    replaces the first. Values are shared, not copied: callers must not mutate them.
+    hits. Two threads that miss the same key at once in :meth:`get_or_compute` may both compute
+    it (the second value replaces the first); :meth:`get_or_compute_once` shares one
+    computation between them. Values are shared, not copied: callers must not mutate them.
     """
 
     def __init__(self, max_bytes: int, *, sizeof: Callable[[Any], int] = deep_size) -> None:
@@ -186,6 +196,7 @@ class BoundedCache(Generic[K, V]):
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._nbytes = 0
         self._lock = threading.Lock()
+        self._flights: dict[K, _Flight] = {}  # keys being computed by get_or_compute_once
         self._hits = self._misses = self._evictions = self._refused = 0
 
     # ------------------------------------------------------------------ reading
@@ -270,6 +281,44 @@ class BoundedCache(Generic[K, V]):
         value = compute()
         self.put(key, value, None if nbytes is None else nbytes(value))
         return value  # type: ignore[no-any-return]
+
+    def get_or_compute_once(
+        self,
+        key: K,
+        compute: Callable[[], V],
+        *,
+        keep: Callable[[V], bool] = lambda value: True,
+        nbytes: Callable[[V], int] | None = None,
+    ) -> V:
+        """Like :meth:`get_or_compute`, but callers that miss the same key while it is being
+        computed wait for that one computation and share its value (a class pressing the same
+        button at once costs one computation). ``keep(value)`` decides whether the value is
+        cached for later callers (a transient failure should not be); waiters get it either
+        way. If ``compute`` raises, each waiter computes for itself."""
+        value = self.get(key, _MISSING)
+        if value is not _MISSING:
+            return value  # type: ignore[no-any-return]
+        with self._lock:
+            flight = self._flights.get(key)
+            leader = flight is None
+            if leader:
+                flight = self._flights[key] = _Flight()
+        assert flight is not None
+        if not leader:
+            flight.done.wait()
+            if flight.ok:
+                return flight.value  # type: ignore[no-any-return]
+            return compute()
+        try:
+            value = compute()
+            flight.value, flight.ok = value, True
+            if keep(value):
+                self.put(key, value, None if nbytes is None else nbytes(value))
+            return value
+        finally:
+            with self._lock:
+                self._flights.pop(key, None)
+            flight.done.set()
 
     def pop(self, key: K, default: Any = None) -> Any:
         with self._lock:

@@ -220,3 +220,50 @@ def test_decorator_keys_on_arguments() -> None:
     assert make.cache.nbytes <= 100_000  # type: ignore[attr-defined]
     make.cache_clear()  # type: ignore[attr-defined]
     assert len(make.cache) == 0  # type: ignore[attr-defined]
+
+
+def test_concurrent_misses_share_one_computation() -> None:
+    """Thirty callers missing the same key at once: one computation, thirty equal answers."""
+    cache: BoundedCache[str, list[int]] = BoundedCache(max_bytes=1 << 20)
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def compute() -> list[int]:
+        calls.append(1)
+        started.set()
+        release.wait(10)
+        return [1, 2, 3]
+
+    results: list[list[int]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(cache.get_or_compute_once("k", compute)))
+        for _ in range(30)
+    ]
+    for thread in threads:
+        thread.start()
+    assert started.wait(10)
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(calls) == 1
+    assert len(results) == 30 and all(result is results[0] for result in results)
+    assert cache.get("k") == [1, 2, 3]
+
+
+def test_a_value_not_worth_keeping_is_shared_but_not_cached() -> None:
+    cache: BoundedCache[str, str] = BoundedCache(max_bytes=1 << 20)
+    assert cache.get_or_compute_once("k", lambda: "busy", keep=lambda v: v != "busy") == "busy"
+    assert "k" not in cache
+    assert cache.get_or_compute_once("k", lambda: "done", keep=lambda v: v != "busy") == "done"
+    assert cache.get("k") == "done"
+
+
+def test_a_failed_computation_lets_each_caller_try_again() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(max_bytes=1 << 20)
+
+    def fail() -> int:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        cache.get_or_compute_once("k", fail)
+    assert cache.get_or_compute_once("k", lambda: 7) == 7
