@@ -17,7 +17,17 @@ from components.theme import Palette
 from torchatlas.devices.demos import Demonstration, Snapshot, SnapshotKind
 from torchatlas.devices.errors import DevicesError
 from torchatlas.devices.inventory import AcceleratorInfo, BuildInfo, CpuInfo, MetaInfo
-from torchatlas.devices.transfer import PATH_CODE, BenchmarkResult, Progress, TransferPath
+from torchatlas.devices.transfer import (
+    PATH_CODE,
+    BenchmarkConfig,
+    BenchmarkResult,
+    Progress,
+    RunPhase,
+    RunStatus,
+    SharedResult,
+    Ticket,
+    TransferPath,
+)
 from torchatlas.i18n import translate
 
 # One colour per transfer path, chosen to stay distinct on light and dark backgrounds.
@@ -248,6 +258,52 @@ def progress_text(progress: Progress | None, lang: str) -> str:
         size=format_bytes(progress.size_bytes),
         elapsed=f"{progress.elapsed_s:.1f}",
     )
+
+
+def age_text(age_s: float, lang: str) -> str:
+    """How long ago, in whole units a reader takes in at a glance ("2 min ago")."""
+    if age_s < 5:
+        return translate("devices.bench.age.now", lang)
+    if age_s < 60:
+        return translate("devices.bench.age.seconds", lang, count=int(age_s))
+    if age_s < 3600:
+        return translate("devices.bench.age.minutes", lang, count=int(age_s // 60))
+    return translate("devices.bench.age.hours", lang, count=int(age_s // 3600))
+
+
+def settings_params(config: BenchmarkConfig) -> dict[str, str]:
+    """A run's settings as the texts name them: the largest copy and the time budget."""
+    return {"max_size": format_bytes(config.max_bytes), "budget": f"{config.time_budget_s:g}"}
+
+
+def measured_text(shared: SharedResult, lang: str) -> str:
+    """Who measured the shown result, when, and with which settings."""
+    return translate(
+        "devices.bench.measured",
+        lang,
+        age=age_text(shared.age_s, lang),
+        **settings_params(shared.config),
+    )
+
+
+def recent_text(ticket: Ticket, shared: SharedResult, lang: str) -> str:
+    """Why a press showed the latest result instead of measuring again, and when it will."""
+    return translate(
+        "devices.bench.recent",
+        lang,
+        age=age_text(shared.age_s, lang),
+        seconds=ticket.rerun_after_s,
+    )
+
+
+def run_status_text(status: RunStatus, lang: str) -> str:
+    """A watched run in words: the visitor's own run, one they joined, or their place in line."""
+    params = settings_params(status.config)
+    if status.phase is RunPhase.QUEUED:
+        return translate("devices.bench.queued", lang, ahead=status.ahead, **params)
+    if status.mine:
+        return translate("devices.bench.running_mine", lang, **params)
+    return translate("devices.bench.running_joined", lang, **params)
 
 
 def log_ticks(low: float, high: float, most: int = 9) -> list[float]:

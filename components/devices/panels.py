@@ -2,8 +2,9 @@
 
 Widgets and ``st.*`` output only: engine calls and session keys go through ``state``, every
 string, table and figure comes from ``draw``. Demonstrations run on their "run" button; the
-transfer benchmark runs in a background job that a fragment polls, so "stop" can cancel it and
-another visitor is told to wait while it holds the server.
+transfer benchmark is the server's: every visitor sees its latest result, and a press while a
+run goes joins it or waits behind it, watched by a fragment that polls, so "stop" (for the
+run's starter) can cancel it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from components.devices import draw, state
 from components.format import format_bytes, format_seconds
 from components.i18n import language, t
 from components.theme import palette
-from torchatlas.devices import BenchmarkResult, Demonstration, Inventory  # types only
+from torchatlas.devices import (  # types only
+    BenchmarkResult,
+    Demonstration,
+    Inventory,
+    RunPhase,
+    RunStatus,
+)
 
 
 def intro() -> None:
@@ -144,28 +151,46 @@ def benchmark(found: Inventory) -> None:
 
 
 def _watch_job() -> None:
-    """Progress and "stop" for the running job; a fragment Streamlit reruns every
+    """Progress and "stop" for the watched run; a fragment Streamlit reruns every
     ``state.POLL_S``.
 
     Each run returns at once. A run that waited for the job to end would cancel nothing:
     Streamlit handles a click on "stop" (and calls its callback) only after the run in progress
-    has finished. When the job is over, the whole page reruns to show the result."""
+    has finished. When the run is over, the whole page reruns to show the result."""
     if state.collect_finished_job():
         st.rerun(scope="app")
-    job = state.current_job()
-    if job is None:
+    status = state.job_status()
+    if status is None:
         return
-    st.button(
-        t("devices.bench.stop"),
-        icon=":material/stop:",
-        on_click=state.cancel_benchmark,
-        disabled=job.cancelled,
-        key="devices_bench_stop",
-    )
-    progress = job.progress
-    st.progress(
-        progress.fraction if progress else 0.0, text=draw.progress_text(progress, language())
-    )
+    lang = language()
+    if status.mine:
+        st.button(
+            t("devices.bench.stop"),
+            icon=":material/stop:",
+            on_click=state.cancel_benchmark,
+            disabled=status.stopping,
+            key="devices_bench_stop",
+        )
+    else:
+        st.button(
+            t("devices.bench.stop_watching"),
+            icon=":material/visibility_off:",
+            on_click=state.stop_watching,
+            key="devices_bench_leave",
+        )
+    st.caption(draw.run_status_text(status, lang))
+    shown = status if status.phase is RunPhase.RUNNING else state.running_status()
+    if shown is not None:
+        if shown is not status:
+            st.caption(t("devices.bench.running_now", **draw.settings_params(shown.config)))
+        _progress(shown)
+
+
+def _progress(status: RunStatus) -> None:
+    text = draw.progress_text(status.progress, language())
+    if status.stopping:
+        text = f"{text} · {t('devices.bench.stopping')}"
+    st.progress(status.progress.fraction if status.progress else 0.0, text=text)
 
 
 @st.fragment
@@ -174,8 +199,9 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
         st.markdown(t("devices.bench.lesson"))
         if not has_accelerator:
             st.info(t("devices.bench.cpu_only"))
-        running = state.current_job() is not None
-        if running:
+        state.collect_finished_job()  # a run that ended between polls: its result is below
+        watching = state.current_job() is not None
+        if watching:
             st.fragment(_watch_job, run_every=state.POLL_S)()
         sizes, default, cap = state.size_options()
         left, right = st.columns(2)
@@ -185,7 +211,7 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             value=default,
             format_func=format_bytes,
             help=t("devices.bench.max_size_help", cap=format_bytes(cap)),
-            disabled=running,
+            disabled=watching,
             key="devices_bench_max",
         )
         budget = right.slider(
@@ -196,7 +222,7 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             step=1.0,
             format="%.0f s",
             help=t("devices.bench.budget_help"),
-            disabled=running,
+            disabled=watching,
             key="devices_bench_budget",
         )
         st.button(
@@ -205,20 +231,27 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             icon=":material/timer:",
             on_click=state.start_benchmark,
             args=(max_bytes, budget),
-            disabled=running,
+            disabled=watching,
             key="devices_bench_run",
         )
-        if running:  # the result and the chart come back when the job ends
+        if watching:  # the result and the chart come back when the run ends
             return
+        lang = language()
         if (error := state.take_error()) is not None:
-            st.warning(draw.error_text(error, "bench_failed", language()))
-        if (busy := state.take_busy()) is not None:
-            st.warning(draw.error_text(busy, "bench_failed", language()))
-        result = state.last_result()
-        if result is None:
+            st.warning(draw.error_text(error, "bench_failed", lang))
+        elsewhere = state.running_status()
+        if elsewhere is not None:
+            params = draw.settings_params(elsewhere.config)
+            st.caption(t("devices.bench.running_elsewhere", **params))
+        shared = state.latest()
+        recent = state.take_recent()
+        if shared is None:
             st.caption(t("devices.bench.not_run"))
             return
-        _benchmark_result(result, threads)
+        if recent is not None:
+            st.info(draw.recent_text(recent, shared, lang))
+        st.caption(draw.measured_text(shared, lang))
+        _benchmark_result(shared.result, threads)
 
 
 def _benchmark_result(result: BenchmarkResult, threads: int) -> None:

@@ -1,25 +1,31 @@
-"""The devices room's state: its session keys, its cached engine calls, the benchmark's job.
+"""The devices room's state: its session keys, its cached engine calls, the benchmark's ticket.
 
 Every key starts with ``devices_``. The room keeps nothing in the URL: everything it shows is
 measured live on this server, so a shared link could not carry it.
 
-The transfer benchmark runs as a :class:`~torchatlas.devices.BenchmarkJob` (a background
-thread holding the one-per-server lock); the session keeps the job while it runs, then its
-result, or the error that ended it, until the page shows them.
+The transfer benchmark measures the machine, so its result is the server's, not the session's:
+the engine's :data:`~torchatlas.devices.BOARD` keeps the latest one and runs the requests one
+at a time. A session keeps only its ticket (which run it waits for), a name the board knows it
+by (only the visitor who started a run may stop it), and a note or error to show once.
 """
 
 from __future__ import annotations
 
+import uuid
+
 import streamlit as st
 
 from torchatlas.devices import (
+    BOARD,
     DEMONSTRATIONS,
-    BenchmarkBusy,
     BenchmarkConfig,
-    BenchmarkJob,
-    BenchmarkResult,
     Demonstration,
+    DevicesError,
     Inventory,
+    RequestOutcome,
+    RunStatus,
+    SharedResult,
+    Ticket,
     demonstration_code,
     machine_size_cap,
     run_demonstration,
@@ -32,9 +38,9 @@ from torchatlas.devices.transfer import (
     sizes_up_to,
 )
 
-JOB_KEY = "devices_bench_job"
-RESULT_KEY = "devices_bench_result"
-BUSY_KEY = "devices_bench_busy"
+JOB_KEY = "devices_bench_job"  # the Ticket of the run this session watches
+OWNER_KEY = "devices_bench_owner"  # this session's name on the board
+RECENT_KEY = "devices_bench_recent"  # a press answered with a fresh result: its ticket, once
 ERROR_KEY = "devices_bench_error"
 POLL_S = 0.5  # how often the page asks a running job for progress
 # The time budget slider, in seconds: whole seconds from 1 up to the engine's own limit.
@@ -99,51 +105,80 @@ def demo_result(key: str, variant: str) -> Demonstration | None:
 # ---------------------------------------------------------------- transfer benchmark
 
 
-def current_job() -> BenchmarkJob | None:
+def owner() -> str:
+    """This session's name on the board, made once: the board lets only a run's starter stop
+    it."""
+    if OWNER_KEY not in st.session_state:
+        st.session_state[OWNER_KEY] = uuid.uuid4().hex
+    return st.session_state[OWNER_KEY]
+
+
+def current_job() -> Ticket | None:
     return st.session_state.get(JOB_KEY)
 
 
+def job_status() -> RunStatus | None:
+    """The watched run as the board sees it now; None when this session watches none."""
+    ticket = current_job()
+    return None if ticket is None else BOARD.status(ticket.run_id, owner())
+
+
+def running_status() -> RunStatus | None:
+    """The run measuring the server now, whoever started it."""
+    return BOARD.running(owner())
+
+
+def latest() -> SharedResult | None:
+    """The server's latest measurement and its age."""
+    return BOARD.latest()
+
+
 def start_benchmark(max_bytes: int, time_budget_s: float) -> None:
-    """The "run" button's callback: start a job, or note how long another one will hold the
-    server."""
-    st.session_state.pop(BUSY_KEY, None)
+    """The "run" button's callback: start a run, join the one with these settings, queue
+    behind the running one, or be shown a fresh result with these settings."""
+    st.session_state.pop(RECENT_KEY, None)
     config = BenchmarkConfig(max_bytes=max_bytes, time_budget_s=time_budget_s)
     try:
-        st.session_state[JOB_KEY] = BenchmarkJob.start(config)
-    except BenchmarkBusy as busy:
-        st.session_state[BUSY_KEY] = busy.with_traceback(None)
+        ticket = BOARD.request(config, owner())
+    except DevicesError as refused:
+        st.session_state[ERROR_KEY] = refused.with_traceback(None)
+        return
+    if ticket.outcome is RequestOutcome.RECENT:
+        st.session_state[RECENT_KEY] = ticket
+    else:
+        st.session_state[JOB_KEY] = ticket
 
 
 def cancel_benchmark() -> None:
-    """The "stop" button's callback: the job notices between samples and keeps what it has."""
-    job = current_job()
-    if job is not None:
-        job.cancel()
+    """The "stop" button's callback: the board stops the run only for its starter, at the
+    next sample, keeping what it has."""
+    ticket = current_job()
+    if ticket is not None:
+        BOARD.cancel(ticket.run_id, owner())
+
+
+def stop_watching() -> None:
+    """The "stop watching" button's callback: the run goes on for the others."""
+    st.session_state.pop(JOB_KEY, None)
 
 
 def collect_finished_job() -> bool:
-    """If the job has ended, keep its result (or its error) and forget the job; True then."""
-    job = current_job()
-    if job is None or not job.done:
+    """If the watched run has ended, forget it (its result is the board's latest) and keep
+    the error that ended it, if any; True then."""
+    status = job_status()
+    if status is None or status.active:
         return False
     st.session_state.pop(JOB_KEY, None)
-    if job.error is not None:
-        # Kept without its traceback, whose frames would hold the run's locals (tensors too).
-        st.session_state[ERROR_KEY] = job.error.with_traceback(None)
-    elif job.result is not None:
-        st.session_state[RESULT_KEY] = job.result
+    if status.error is not None:
+        st.session_state[ERROR_KEY] = status.error
     return True
 
 
 def take_error() -> BaseException | None:
-    """The error that ended the last job, once: the page shows it a single time."""
+    """The error that ended the last run, or refused the last press, once."""
     return st.session_state.pop(ERROR_KEY, None)
 
 
-def take_busy() -> BenchmarkBusy | None:
-    """The refusal of the last start, once."""
-    return st.session_state.pop(BUSY_KEY, None)
-
-
-def last_result() -> BenchmarkResult | None:
-    return st.session_state.get(RESULT_KEY)
+def take_recent() -> Ticket | None:
+    """The press answered with a fresh result, once."""
+    return st.session_state.pop(RECENT_KEY, None)

@@ -1,9 +1,11 @@
-"""The devices page under AppTest: inventory, a demonstration run, the benchmark, the lock."""
+"""The devices page under AppTest: inventory, a demonstration run, the benchmark shared by the
+server's visitors (its latest result for everyone, a press during a run joins it)."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -14,6 +16,15 @@ from torchatlas.devices.inventory import available_accelerator
 from torchatlas.i18n import translate
 
 KIB = 1024
+
+
+@pytest.fixture(autouse=True)
+def empty_board():
+    """The board is the server's (this process's): each test starts with none of the others'
+    results or runs."""
+    transfer.BOARD.reset()
+    yield
+    transfer.BOARD.reset()
 
 
 def test_inventory_and_honest_no_accelerator_note() -> None:
@@ -75,7 +86,7 @@ def test_benchmark_runs_draws_and_offers_csv() -> None:
     # on its own): wait for the job, then rerun as the poll would.
     job = at.session_state["devices_bench_job"]
     assert at.button(key="devices_bench_run").disabled  # one run at a time from this page
-    assert job.wait(60)
+    assert transfer.BOARD.wait(job.run_id, 60)
     at.run()
     assert not at.exception and not at.error
     assert "devices_bench_job" not in at.session_state
@@ -93,7 +104,7 @@ def test_benchmark_runs_draws_and_offers_csv() -> None:
     assert spec["layout"]["showlegend"] is True
     assert len(at.get("download_button")) == 1
     assert not transfer.is_busy()
-    result = at.session_state["devices_bench_result"]
+    result = transfer.BOARD.latest().result  # the server's, not the session's
     assert len(result.for_path("cpu_to_cpu")) == 3  # and as many per path with an accelerator
     assert len(result.measurements) == 3 * len(result.paths)
 
@@ -136,23 +147,90 @@ def test_cuda_method_shows_what_this_machine_says() -> None:
         assert translate("devices.findings.same_object.no") in rendered_text(at)
 
 
-def test_a_second_benchmark_is_told_to_wait() -> None:
-    at = open_page("views/devices.py")
-    release = threading.Event()
-    started = threading.Event()
+def _chart_x(at) -> list[int]:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
 
-    def hold(_progress) -> None:
-        started.set()
-        release.wait(30)
 
-    small = transfer.BenchmarkConfig(max_bytes=4 * KIB, time_budget_s=20, device="cpu")
-    holder = threading.Thread(target=transfer.run_transfer_benchmark, args=(small, hold))
-    holder.start()
-    try:
-        assert started.wait(10)
-        at.button(key="devices_bench_run").click().run()
-        warnings = [w.value for w in at.warning]
-        assert any("Another visitor's benchmark" in w for w in warnings), warnings
-    finally:
-        release.set()
-        holder.join(10)
+def test_a_second_session_sees_the_first_sessions_result_and_its_age(monkeypatch) -> None:
+    first = open_page("views/devices.py")
+    first.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    first.button(key="devices_bench_run").click().run()
+    assert transfer.BOARD.wait(first.session_state["devices_bench_job"].run_id, 60)
+    measured_at = transfer.BOARD.clock()
+    monkeypatch.setattr(transfer.BOARD, "clock", lambda: measured_at + 125)
+    second = open_page("views/devices.py", "ko")  # never pressed "run"
+    assert not second.exception and not second.warning
+    text = rendered_text(second)
+    assert translate("devices.bench.not_run", "ko") not in text
+    age = translate("devices.bench.age.minutes", "ko", count=2)
+    expected = translate("devices.bench.measured", "ko", age=age, max_size="16 KiB", budget="5")
+    assert expected in text
+    assert _chart_x(second) == [4 * KIB, 16 * KIB]
+    assert len(second.get("download_button")) == 1
+    # Pressing "run" with the same settings soon after: that result, said so, no new run.
+    runs = transfer.BOARD.latest().run_id
+    monkeypatch.setattr(transfer.BOARD, "clock", lambda: measured_at + 10)
+    second.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    second.button(key="devices_bench_run").click().run()
+    assert "devices_bench_job" not in second.session_state
+    assert transfer.BOARD.latest().run_id == runs
+    notes = [info.value for info in second.info]
+    assert any(note.startswith(translate("devices.bench.recent", "ko", age="X", seconds=20)
+                               .split("X")[0]) for note in notes), notes  # fmt: skip
+    assert any("20" in note for note in notes)
+
+
+def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> None:
+    """While one visitor's run measures, a second visitor's press joins it (the same
+    settings) or waits behind it (others): progress and their place, never a refusal; "stop"
+    belongs to the starter alone; and everyone gets the run's result."""
+    finish = threading.Event()
+    real = transfer._measure_all
+
+    def slow(config, progress, should_stop):
+        progress(transfer.Progress(0, 3, transfer.TransferPath.CPU_TO_CPU, 4 * KIB, 0.0))
+        while not finish.wait(0.01) and not should_stop():
+            pass
+        return real(config, progress, should_stop)
+
+    monkeypatch.setattr(transfer, "_measure_all", slow)
+    starter = open_page("views/devices.py")
+    starter.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    starter.button(key="devices_bench_run").click().run()
+    run_id = starter.session_state["devices_bench_job"].run_id
+    deadline = time.monotonic() + 20
+    while transfer.BOARD.status(run_id, "").progress is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+    joiner = open_page("views/devices.py")
+    elsewhere = translate("devices.bench.running_elsewhere", max_size="16 KiB", budget="5")
+    assert elsewhere in rendered_text(joiner)  # told before pressing
+    joiner.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    joiner.button(key="devices_bench_run").click().run()
+    assert not joiner.exception and not joiner.error and not joiner.warning
+    assert joiner.session_state["devices_bench_job"].run_id == run_id
+    text = rendered_text(joiner)
+    assert translate("devices.bench.running_joined", max_size="16 KiB", budget="5") in text
+    progress = joiner.get("progress")
+    assert len(progress) == 1 and "0/3" in progress[0].proto.text
+    # Only the starter may stop the run; the joiner may stop watching.
+    assert not joiner.button(key="devices_bench_leave").disabled
+    assert not any(b.key == "devices_bench_stop" for b in joiner.button)
+    assert any(b.key == "devices_bench_stop" for b in starter.run().button)
+
+    waiter = open_page("views/devices.py")  # other settings: in line behind it
+    waiter.select_slider(key="devices_bench_max").set_value(64 * KIB).run()
+    waiter.button(key="devices_bench_run").click().run()
+    assert not waiter.exception and not waiter.error and not waiter.warning
+    queued = translate("devices.bench.queued", max_size="64 KiB", budget="5", ahead=1)
+    assert queued in rendered_text(waiter)
+    assert len(waiter.get("progress")) == 1  # the run ahead, as its starter sees it
+
+    finish.set()
+    assert transfer.BOARD.wait(run_id, 60)
+    charts = [_chart_x(page.run()) for page in (starter, joiner)]
+    assert charts == [[4 * KIB, 16 * KIB]] * 2  # the same result for both
+    assert not joiner.warning and "devices_bench_job" not in joiner.session_state
+    assert transfer.BOARD.wait(waiter.session_state["devices_bench_job"].run_id, 60)
+    assert _chart_x(waiter.run()) == [4 * KIB, 16 * KIB, 64 * KIB]

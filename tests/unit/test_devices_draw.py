@@ -112,3 +112,42 @@ def test_an_unnamed_cpu_is_unknown_in_the_readers_language() -> None:
     text = draw.cpu_lines(CpuInfo(None, 2, 2, 2, 1, None, None), "ko")
     model, unknown = (translate(f"devices.inventory.{key}", "ko") for key in ("model", "unknown"))
     assert f"{model}: **{unknown}**" in text
+
+
+@pytest.mark.parametrize(
+    ("age_s", "key", "count"),
+    [(0.0, "now", None), (4.9, "now", None), (42.7, "seconds", 42), (125, "minutes", 2),
+     (7300, "hours", 2)],
+)  # fmt: skip
+def test_a_measurements_age_in_whole_units(age_s, key, count) -> None:
+    for lang in ("en", "ko"):
+        params = {} if count is None else {"count": count}
+        assert draw.age_text(age_s, lang) == translate(f"devices.bench.age.{key}", lang, **params)
+    assert draw.age_text(125, "en") == "2 min ago"
+
+
+def test_the_shared_result_names_its_age_and_settings() -> None:
+    config = transfer.BenchmarkConfig(max_bytes=16 * KIB, time_budget_s=7)
+    shared = transfer.SharedResult(_result(TransferPath.CPU_TO_CPU), config, 3, 130.0)
+    text = draw.measured_text(shared, "en")
+    assert text.startswith("Measured 2 min ago by this server") and "16 KiB" in text
+    assert "7 s" in text
+    ticket = transfer.Ticket(3, "bob", transfer.RequestOutcome.RECENT, rerun_after_s=11)
+    assert draw.recent_text(ticket, shared, "ko") == translate(
+        "devices.bench.recent", "ko", age=translate("devices.bench.age.minutes", "ko", count=2),
+        seconds=11,
+    )  # fmt: skip
+
+
+def test_a_watched_run_says_whose_it_is_and_the_place_in_line() -> None:
+    config = transfer.BenchmarkConfig(max_bytes=64 * KIB, time_budget_s=5)
+    params = {"max_size": "64 KiB", "budget": "5"}
+    phase = transfer.RunPhase
+    mine = transfer.RunStatus(1, phase.RUNNING, config, mine=True)
+    joined = transfer.RunStatus(1, phase.RUNNING, config, mine=False)
+    waiting = transfer.RunStatus(2, phase.QUEUED, config, mine=True, ahead=2)
+    assert draw.run_status_text(mine, "en") == translate("devices.bench.running_mine", **params)
+    assert draw.run_status_text(joined, "en") == translate("devices.bench.running_joined", **params)
+    assert draw.run_status_text(waiting, "ko") == translate(
+        "devices.bench.queued", "ko", ahead=2, **params
+    )

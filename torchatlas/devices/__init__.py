@@ -3,7 +3,8 @@
 - :mod:`.inventory`: the torch build, CPU, accelerators and ``meta`` as plain dataclasses.
 - :mod:`.demos`: ``.to()`` / ``.cpu()`` / ``.numpy()`` snippets run as shown, with findings
   computed from the live objects.
-- :mod:`.transfer`: copy bandwidth and latency per path and size, one run per server.
+- :mod:`.transfer`: copy bandwidth and latency per path and size, one run per server at a
+  time; :data:`~.transfer.BOARD` shares the latest result and queues the requests.
 - :mod:`.errors`: what the engine raises: a code and parameters, the text in the tables.
 """
 
@@ -18,29 +19,45 @@ from torchatlas.devices.demos import (
     demonstration_code,
     run_demonstration,
 )
-from torchatlas.devices.errors import BenchmarkBusy, DevicesError, DevicesValueError, ErrorCode
+from torchatlas.devices.errors import (
+    BenchmarkBusy,
+    BenchmarkQueueFull,
+    DevicesError,
+    DevicesValueError,
+    ErrorCode,
+)
 from torchatlas.devices.inventory import Inventory, available_accelerator, take_inventory
 from torchatlas.devices.transfer import (
+    BOARD,
     PATHS,
     SIZES,
+    BenchmarkBoard,
     BenchmarkConfig,
     BenchmarkJob,
     BenchmarkResult,
     Measurement,
     Progress,
+    RequestOutcome,
+    RunPhase,
+    RunStatus,
+    SharedResult,
     StopReason,
+    Ticket,
     TransferPath,
     machine_size_cap,
     run_transfer_benchmark,
 )
 
 __all__ = [
+    "BOARD",
     "DEMONSTRATIONS",
     "PATHS",
     "SIZES",
+    "BenchmarkBoard",
     "BenchmarkBusy",
     "BenchmarkConfig",
     "BenchmarkJob",
+    "BenchmarkQueueFull",
     "BenchmarkResult",
     "Demonstration",
     "DevicesError",
@@ -51,10 +68,15 @@ __all__ = [
     "Measurement",
     "Progress",
     "RaisedError",
+    "RequestOutcome",
+    "RunPhase",
+    "RunStatus",
+    "SharedResult",
     "Snapshot",
     "SnapshotKind",
     "StepResult",
     "StopReason",
+    "Ticket",
     "TransferPath",
     "available_accelerator",
     "demonstration_code",

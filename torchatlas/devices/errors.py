@@ -15,6 +15,7 @@ from torchatlas.i18n import translate
 
 class ErrorCode(StrEnum):
     BUSY = "busy"
+    QUEUE_FULL = "queue_full"
     MAX_BYTES_TOO_SMALL = "max_bytes_too_small"
     TIME_BUDGET_OUT_OF_RANGE = "time_budget_out_of_range"
     REPEATS_OUT_OF_RANGE = "repeats_out_of_range"
@@ -43,6 +44,14 @@ class BenchmarkBusy(DevicesError, RuntimeError):
     def __init__(self, retry_after_s: int) -> None:
         super().__init__(ErrorCode.BUSY, seconds=retry_after_s)
         self.retry_after_s = retry_after_s
+
+
+class BenchmarkQueueFull(DevicesError, RuntimeError):
+    """So many runs with other settings already wait that a new one would wait too long."""
+
+    def __init__(self, waiting: int) -> None:
+        super().__init__(ErrorCode.QUEUE_FULL, waiting=waiting)
+        self.waiting = waiting
 
 
 def choices(names: Iterable[object]) -> str:

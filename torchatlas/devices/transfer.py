@@ -8,23 +8,36 @@ with the accelerator synchronised before the clock starts and before it stops.
 A benchmark saturates the machine's memory bus, so one runs per process at a time
 (:data:`_LOCK`); it has a total time budget, checks a cancel flag between measurements, and
 stops early (keeping what it measured) rather than overrun its budget or memory.
+
+The benchmark measures the machine, not the visitor, so a server shares it: :data:`BOARD` (a
+:class:`BenchmarkBoard`) keeps the latest result and runs requests one at a time, first come
+first served. A request with the settings of the run in progress joins it; other settings wait
+their turn; the same settings soon after a complete run get that run's result.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import statistics
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 import torch
 
-from torchatlas.devices.errors import BenchmarkBusy, DevicesValueError, ErrorCode, choices
+from torchatlas.devices.errors import (
+    BenchmarkBusy,
+    BenchmarkQueueFull,
+    DevicesValueError,
+    ErrorCode,
+    choices,
+)
 from torchatlas.devices.inventory import accelerators, available_accelerator, host_memory
 
 KIB = 1024
@@ -91,6 +104,13 @@ PCIE_PATHS = (
 PINNED_PATHS = (HOST_TO_DEVICE_PINNED, HOST_TO_DEVICE_NON_BLOCKING)
 HOST_BUFFERS = 3  # pageable source, pageable destination, pinned source
 DEVICE_BUFFERS = 2
+
+# The board: a press with the settings of a complete result younger than this gets that result
+# (a class pressing "run" together measures the machine once); more requests with distinct
+# settings than MAX_WAITING are refused, since each may take up to the longest budget.
+RERUN_AFTER_S = 30.0
+MAX_WAITING = 8
+LOCK_POLL_S = 0.1  # a run waiting for a direct caller's lock looks at its cancel flag this often
 
 _LOCK = threading.Lock()
 _active: dict[str, float] = {}  # started (monotonic) and budget of the benchmark holding _LOCK
@@ -539,6 +559,15 @@ class BenchmarkJob:
         finally:
             _release()
 
+    def run_when_free(self) -> None:
+        """Run in this thread once the server lock is free (a direct caller may hold it);
+        a cancel while waiting ends the job without measuring."""
+        while not _LOCK.acquire(timeout=LOCK_POLL_S):
+            if self._cancel.is_set():
+                return
+        _active.update(started=time.monotonic(), budget=self.config.time_budget_s)
+        self._run()
+
     def _on_progress(self, progress: Progress) -> None:
         self.progress = progress
 
@@ -556,3 +585,225 @@ class BenchmarkJob:
     def wait(self, timeout_s: float | None = None) -> bool:
         self._thread.join(timeout_s)
         return self.done
+
+
+# ---------------------------------------------------------------- the server's shared run
+
+
+class RunPhase(StrEnum):
+    QUEUED = "queued"  # waits for the runs ahead of it
+    RUNNING = "running"
+    FINISHED = "finished"  # measured (fully or until stopped), or withdrawn before it started
+    FAILED = "failed"  # ended by an unexpected error: ``RunStatus.error``
+
+
+class RequestOutcome(StrEnum):
+    """What a press of "run" did."""
+
+    STARTED = "started"  # a new run, measuring now
+    JOINED = "joined"  # a run with the same settings was running or waiting: its result is yours
+    QUEUED = "queued"  # a new run with these settings, after the ones ahead of it
+    RECENT = "recent"  # a complete result with these settings is fresh: that one, no new run
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A visitor's claim on a run: the id to ask the board about, and who asked."""
+
+    run_id: int
+    owner: str
+    outcome: RequestOutcome
+    rerun_after_s: int = 0  # RECENT: seconds until the same settings start a new run
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One run as a watcher sees it, at the moment it was asked."""
+
+    run_id: int
+    phase: RunPhase
+    config: BenchmarkConfig
+    mine: bool  # the asking visitor started it: only they may stop it
+    ahead: int = 0  # QUEUED: runs that start before it, the running one included
+    progress: Progress | None = None  # RUNNING: the runner's latest progress
+    stopping: bool = False  # its starter pressed "stop"; it ends at the next sample
+    error: BaseException | None = None  # FAILED: what ended it
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (RunPhase.QUEUED, RunPhase.RUNNING)
+
+
+@dataclass(frozen=True)
+class SharedResult:
+    """The server's latest measurement, with its settings and its age when asked."""
+
+    result: BenchmarkResult
+    config: BenchmarkConfig
+    run_id: int
+    age_s: float
+
+
+@dataclass(eq=False)
+class _Run:
+    run_id: int
+    owner: str
+    job: BenchmarkJob
+
+
+class BenchmarkBoard:
+    """A process-wide, thread-safe holder of the latest result and the running job.
+
+    Requests run one at a time in the order they came, in a worker thread that lives while
+    there is work. It keeps one result (the newest run's, stopped runs included), the running
+    and waiting runs, and the ends (phase and error, no result) of the last
+    ``remembered`` runs, so a watcher who looks late still learns how its run ended.
+    ``clock`` is monotonic seconds, and replaceable to test ages."""
+
+    def __init__(
+        self,
+        rerun_after_s: float = RERUN_AFTER_S,
+        max_waiting: int = MAX_WAITING,
+        remembered: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rerun_after_s = rerun_after_s
+        self.max_waiting = max_waiting
+        self.remembered = remembered
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+        self._latest: tuple[BenchmarkResult, BenchmarkConfig, int, float] | None = None
+        self._running: _Run | None = None
+        self._waiting: deque[_Run] = deque()
+        self._ended: OrderedDict[int, RunStatus] = OrderedDict()
+        self._worker: threading.Thread | None = None
+
+    # ------------------------------------------------------------ reading
+    def latest(self) -> SharedResult | None:
+        with self._cond:
+            if self._latest is None:
+                return None
+            result, config, run_id, finished = self._latest
+            return SharedResult(result, config, run_id, max(0.0, self.clock() - finished))
+
+    def status(self, run_id: int, owner: str) -> RunStatus:
+        """How the run stands for ``owner``; a run the board no longer remembers has ended."""
+        with self._cond:
+            return self._status(run_id, owner)
+
+    def running(self, owner: str) -> RunStatus | None:
+        """The run measuring now, as ``owner`` sees it; None when the machine is idle."""
+        with self._cond:
+            run = self._running
+            return None if run is None else self._status(run.run_id, owner)
+
+    def _status(self, run_id: int, owner: str) -> RunStatus:
+        run = self._running
+        if run is not None and run.run_id == run_id:
+            job = run.job
+            return RunStatus(run_id, RunPhase.RUNNING, job.config, run.owner == owner,
+                             progress=job.progress, stopping=job.cancelled)  # fmt: skip
+        for place, waiting in enumerate(self._waiting):
+            if waiting.run_id == run_id:
+                ahead = place + (self._running is not None)
+                return RunStatus(run_id, RunPhase.QUEUED, waiting.job.config,
+                                 waiting.owner == owner, ahead=ahead)  # fmt: skip
+        if (ended := self._ended.get(run_id)) is not None:
+            return RunStatus(run_id, ended.phase, ended.config, False, error=ended.error)
+        config = self._latest[1] if self._latest and self._latest[2] == run_id else None
+        return RunStatus(run_id, RunPhase.FINISHED, config or BenchmarkConfig(), False)
+
+    # ------------------------------------------------------------ asking
+    def request(self, config: BenchmarkConfig, owner: str) -> Ticket:
+        """A press of "run": join the run (running or waiting) with these settings, get a
+        fresh complete result with them, or queue a new run. Raises
+        :class:`BenchmarkQueueFull` when ``max_waiting`` runs with other settings wait."""
+        with self._cond:
+            running = self._running
+            if running is not None and running.job.config == config and not running.job.cancelled:
+                return Ticket(running.run_id, owner, RequestOutcome.JOINED)
+            for waiting in self._waiting:
+                if waiting.job.config == config:
+                    return Ticket(waiting.run_id, owner, RequestOutcome.JOINED)
+            if running is None and not self._waiting and self._latest is not None:
+                result, latest_config, run_id, finished = self._latest
+                age = self.clock() - finished
+                if result.complete and latest_config == config and age < self.rerun_after_s:
+                    wait_s = max(1, math.ceil(self.rerun_after_s - age))
+                    return Ticket(run_id, owner, RequestOutcome.RECENT, wait_s)
+            if len(self._waiting) >= self.max_waiting:
+                raise BenchmarkQueueFull(len(self._waiting))
+            run = _Run(next(self._ids), owner, BenchmarkJob(config))
+            self._waiting.append(run)
+            outcome = RequestOutcome.STARTED if running is None else RequestOutcome.QUEUED
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._work, name="transfer-benchmark-board", daemon=True
+                )
+                self._worker.start()
+            self._cond.notify_all()
+            return Ticket(run.run_id, owner, outcome)
+
+    def cancel(self, run_id: int, owner: str) -> bool:
+        """Stop a run (running or waiting) that ``owner`` started; False for anyone else's:
+        a watcher may stop watching, never stop the run for the others."""
+        with self._cond:
+            if self._running is not None and self._running.run_id == run_id:
+                run = self._running
+            else:
+                run = next((w for w in self._waiting if w.run_id == run_id), None)
+            if run is None or run.owner != owner:
+                return False
+            run.job.cancel()
+            if run in self._waiting:  # never started: withdrawn, nothing measured
+                self._waiting.remove(run)
+                self._end(run, RunPhase.FINISHED, None)
+            return True
+
+    def wait(self, run_id: int, timeout_s: float | None = None) -> bool:
+        """Block until the run has ended (tests, notebooks); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._status(run_id, "").active, timeout=timeout_s
+            )
+
+    def reset(self, timeout_s: float = 30.0) -> None:
+        """Stop every run and forget everything (tests start from an empty board)."""
+        with self._cond:
+            for run in [*self._waiting, *([self._running] if self._running else [])]:
+                run.job.cancel()
+            self._waiting.clear()
+            self._cond.wait_for(lambda: self._worker is None, timeout=timeout_s)
+            self._latest = None
+            self._ended.clear()
+
+    # ------------------------------------------------------------ the worker
+    def _end(self, run: _Run, phase: RunPhase, error: BaseException | None) -> None:
+        self._ended[run.run_id] = RunStatus(run.run_id, phase, run.job.config, False, error=error)
+        while len(self._ended) > self.remembered:
+            self._ended.popitem(last=False)
+        self._cond.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                if not self._waiting:
+                    self._worker = None
+                    self._cond.notify_all()
+                    return
+                run = self._running = self._waiting.popleft()
+                self._cond.notify_all()
+            run.job.run_when_free()
+            with self._cond:
+                self._running = None
+                job = run.job
+                if job.result is not None:
+                    self._latest = (job.result, job.config, run.run_id, self.clock())
+                # Kept without its traceback, whose frames would hold the run's tensors.
+                error = job.error.with_traceback(None) if job.error is not None else None
+                self._end(run, RunPhase.FAILED if error else RunPhase.FINISHED, error)
+
+
+BOARD = BenchmarkBoard()
+"""The server's one board: every session of this process shares it."""
