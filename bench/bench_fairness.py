@@ -22,17 +22,18 @@ import sys
 import threading
 import time
 
+from bench import sandbox_jobs
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool
 from torchatlas.sandbox import pool as pool_module
-from torchatlas.shapes import explore, parse_shapes
+from torchatlas.shapes import explore, parse_shapes, register_jobs
 
 RATIO_TARGET = 3.0
 SECONDS_TARGET = 3.0
 FLOOD_TIMEOUT_S = 10  # the shape explorer's own limit for one analysis
 FLOOD_SOURCES = {
     "spin": "while True:\n    pass\n",
-    "sleep": None,  # the sandbox's test job that sleeps
+    "sleep": None,  # the benchmark's own job that sleeps
 }
 
 
@@ -81,12 +82,12 @@ class Flood:
         while not self.stop.is_set():
             if self.kind == "sleep":
                 result = self.sandbox.run_job(
-                    "x = 1", "sandbox.sleep", {"seconds": FLOOD_TIMEOUT_S},
+                    "x = 1", sandbox_jobs.SLEEP, {"seconds": FLOOD_TIMEOUT_S},
                     timeout_s=FLOOD_TIMEOUT_S + 2, session_id="flooder",
                 )  # fmt: skip
             else:
                 result = self.sandbox.run_job(
-                    FLOOD_SOURCES["spin"], "sandbox.echo", {},
+                    FLOOD_SOURCES["spin"], sandbox_jobs.ECHO, {},
                     timeout_s=FLOOD_TIMEOUT_S, session_id="flooder",
                 )  # fmt: skip
             answer = "ok" if result.ok else result.error.kind
@@ -104,6 +105,14 @@ class Flood:
         self.stop.set()
 
 
+def pool_for_bench() -> SandboxPool:
+    """The page's pool (its jobs, its production limits) plus the benchmark's own jobs, all
+    registered before it starts; except the per-session rate limit: the flood must be held by
+    the fair queue itself, not by the flooder's rate running out."""
+    pool = SandboxPool(rate_limit=0, jobs=sandbox_jobs.JOBS, warm_up_requests=sandbox_jobs.WARM_UP)
+    return register_jobs(pool)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="honest requests per condition")
@@ -111,9 +120,7 @@ def main() -> int:
     parser.add_argument("--flood-threads", type=int, default=6)
     args = parser.parse_args()
 
-    # The page's pool with its production limits, except the per-session rate limit: the
-    # flood must be held by the fair queue itself, not by the flooder's rate running out.
-    sandbox = SandboxPool(rate_limit=0)
+    sandbox = pool_for_bench()
     pool_module._POOL = sandbox  # explore() reaches it through get_pool(), as the page does
     started = time.perf_counter()
     sandbox.warm_up()
@@ -151,7 +158,7 @@ def main() -> int:
 
     # The same request on an idle pool again, after the flood (a fresh pool: the old one's
     # zygote was stopped to end the flood), completes the baseline.
-    after = SandboxPool(rate_limit=0)
+    after = pool_for_bench()
     pool_module._POOL = after
     after.warm_up()
     for _ in range(3):

@@ -15,9 +15,12 @@ import threading
 import time
 from pathlib import Path
 
+from bench import sandbox_jobs
 from bench.harness import median_time
 from torchatlas.sandbox import SandboxPool
-from torchatlas.sandbox.worker import execute
+from torchatlas.sandbox.worker import execute, use_jobs
+from torchatlas.shapes import JOBS as SHAPES_JOBS
+from torchatlas.shapes import register_jobs
 
 TRIVIAL_TARGET_S = 0.1
 RESNET_RATIO_TARGET = 3.0
@@ -52,7 +55,7 @@ def memory_kb(pid: int) -> dict[str, int]:
 def child_memory(pool: SandboxPool, zygote_pid: int) -> dict[str, int]:
     """Memory of a child while it runs a job (it sleeps, so it can be measured)."""
     runner = threading.Thread(
-        target=pool.run_job, args=(SMALL_MODEL, "sandbox.sleep", {"seconds": 1.5}), daemon=True
+        target=pool.run_job, args=(SMALL_MODEL, sandbox_jobs.SLEEP, {"seconds": 1.5}), daemon=True
     )
     runner.start()
     figures = {"rss": 0, "pss": 0}
@@ -72,7 +75,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
 
-    pool = SandboxPool(rate_limit=0)
+    jobs, warm_up = sandbox_jobs.JOBS, sandbox_jobs.WARM_UP
+    pool = register_jobs(SandboxPool(rate_limit=0, jobs=jobs, warm_up_requests=warm_up))
+    use_jobs({**jobs, **SHAPES_JOBS})  # the same jobs in this process, for the comparison
     started = time.perf_counter()
     pool.warm_up()
     start_s = time.perf_counter() - started
@@ -80,11 +85,11 @@ def main() -> int:
     assert zygote is not None and zygote.info, "the sandbox did not start"
     print(f"zygote start (import torch + warm-up): {start_s:.2f} s; layers: {pool.health()}")
 
-    trivial = {"source": SMALL_MODEL, "job": "sandbox.echo", "params": {}}
-    pool.run_job(SMALL_MODEL, "sandbox.echo", {})
+    trivial = {"source": SMALL_MODEL, "job": sandbox_jobs.ECHO, "params": {}}
+    pool.run_job(SMALL_MODEL, sandbox_jobs.ECHO, {})
     execute(trivial)
     in_process = median_time(lambda: execute(trivial), args.runs)
-    sandboxed = median_time(lambda: pool.run_job(SMALL_MODEL, "sandbox.echo", {}), args.runs)
+    sandboxed = median_time(lambda: pool.run_job(SMALL_MODEL, sandbox_jobs.ECHO, {}), args.runs)
     print(
         f"trivial job   in-process {in_process * 1000:7.1f} ms   sandbox {sandboxed * 1000:7.1f} ms"
         f"   overhead {(sandboxed - in_process) * 1000:6.1f} ms   (target < {TRIVIAL_TARGET_S} s)"

@@ -95,7 +95,7 @@ def main() -> int:
     import torchinfo
     from torchvision.models import resnet50
 
-    from torchatlas.shapes import explore
+    from torchatlas.shapes import explore, register_jobs
 
     try:
         from torchatlas.sandbox import get_pool
@@ -104,7 +104,7 @@ def main() -> int:
         return 1
 
     rss_before_pool = rss_mb()
-    pool = get_pool()
+    pool = register_jobs(get_pool())  # the zygote starts once, with the room's jobs
     started = time.perf_counter()
     pool.warm_up()
     warm_up_s = time.perf_counter() - started

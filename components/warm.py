@@ -54,8 +54,10 @@ def import_rooms() -> None:
 def _warm_slow_parts() -> None:
     try:
         from torchatlas.sandbox import get_pool
+        from torchatlas.shapes import register_jobs
 
-        get_pool().warm_up(wait=True)
+        # The jobs first, so the zygote starts once, with the jobs the shapes page runs.
+        register_jobs(get_pool()).warm_up(wait=True)
     except Exception:  # the shapes page shows the sandbox's health itself
         _LOG.warning("warm: the sandbox did not start", exc_info=True)
     try:
@@ -76,4 +78,6 @@ def warm_server() -> None:
         if _started.is_set():
             return
         _started.set()
-    threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=True).start()
+    # Not a daemon: the interpreter waits for it at exit instead of tearing torch down under a
+    # thread that is still loading a model (a C++ "terminate called" abort).
+    threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()

@@ -139,3 +139,31 @@ def test_import_contracts_hold() -> None:
     from importlinter.cli import lint_imports
 
     assert lint_imports(config_filename=str(ROOT / ".importlinter")) == 0
+
+
+def test_the_sandbox_names_no_room_and_no_test_job() -> None:
+    """The import contract cannot see a job named by string ("torchatlas.shapes:…",
+    "shapes.analyze"): no file of the sandbox may name a room, and the tests' jobs live in
+    tests/, so the page's pool cannot run them."""
+    from tests.sandbox_jobs import JOBS as TEST_JOBS
+
+    rooms = sorted(
+        path.name
+        for path in (ROOT / "torchatlas").iterdir()
+        if (path / "__init__.py").exists() and path.name != "sandbox"
+    )
+    assert "shapes" in rooms
+    forbidden = re.compile(
+        "|".join(
+            [rf"\btorchatlas\.{room}\b|\b{room}\.\w" for room in rooms]
+            + [re.escape(name) for name in TEST_JOBS]
+            + ["testing_jobs", "sandbox_jobs"]
+        )
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "torchatlas" / "sandbox").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if forbidden.search(line)
+    ]
+    assert found == []

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_jobs import make_pool
 from torchatlas.sandbox import SandboxPool, SandboxResult
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,7 @@ class Net(nn.Module):
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
     os.environ["SECRET_TOKEN"] = SECRET  # as Streamlit Cloud maps secrets to variables
-    sandbox = SandboxPool(test_hooks=True, rate_limit=0, memory_mb=512)
+    sandbox = make_pool(test_hooks=True, rate_limit=0, memory_mb=512)
     sandbox.warm_up()
     yield sandbox
     sandbox.shutdown()

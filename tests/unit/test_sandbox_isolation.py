@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from tests.sandbox_jobs import make_pool
 from torchatlas.sandbox import SandboxPool, SandboxResult
 from torchatlas.sandbox.worker import child_id
 
@@ -393,7 +394,7 @@ class _Recorder:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
-    sandbox = SandboxPool(test_hooks=True, rate_limit=0, concurrency=3, memory_mb=512)
+    sandbox = make_pool(test_hooks=True, rate_limit=0, concurrency=3, memory_mb=512)
     try:
         sandbox.warm_up()
         yield sandbox
@@ -648,7 +649,7 @@ def test_a_non_root_server_is_out_of_reach() -> None:
 def driver() -> dict[str, Any]:
     """The non-root server: a pool of its own, attacked by its jobs; returns the report."""
     report: dict[str, Any] = {"uid": os.getuid(), "euid": os.geteuid()}
-    pool = SandboxPool(test_hooks=True, rate_limit=0, concurrency=3, memory_mb=512)
+    pool = make_pool(test_hooks=True, rate_limit=0, concurrency=3, memory_mb=512)
     try:
         pool.warm_up()
         report["probe"] = pool._zygote.info.get("probe", {})

@@ -11,13 +11,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.sandbox_jobs import JOBS as TEST_JOBS
+from tests.sandbox_jobs import make_pool
 from torchatlas.presets import PRESETS
-from torchatlas.sandbox import JOBS, SandboxPool, get_pool, run_job
+from torchatlas.sandbox import SandboxPool, get_pool, run_job
 from torchatlas.sandbox.pool import FairQueue
-from torchatlas.shapes import parse_shapes
+from torchatlas.shapes import parse_shapes, register_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +42,10 @@ class Net(nn.Module):
 
 
 @contextlib.contextmanager
-def warm_pool(**options: object) -> Iterator[SandboxPool]:
-    """A pool of its own (for a test that tunes, fills or kills it): warmed up, always shut
-    down."""
-    sandbox = SandboxPool(**options)
+def warm_pool(**options: Any) -> Iterator[SandboxPool]:
+    """A pool of its own (for a test that tunes, fills or kills it) with the tests' jobs and
+    the shape explorer's, or ``jobs`` only: warmed up, always shut down."""
+    sandbox = SandboxPool(**options) if "jobs" in options else make_pool(**options)
     try:
         sandbox.warm_up()
         yield sandbox
@@ -130,7 +133,7 @@ def test_unknown_job_and_bad_params(pool: SandboxPool) -> None:
 
 
 def test_layers_can_be_switched_off_only_in_tests() -> None:
-    production = SandboxPool()
+    production = make_pool()
     result = production.run_job(MODEL, "sandbox.echo", {}, layers_off=("static",))
     assert not result.ok and "only be switched off in tests" in result.error.message
     production.shutdown()
@@ -388,17 +391,45 @@ def test_zygote_is_restarted_after_it_dies() -> None:
 
 
 def test_after_shutdown_jobs_are_unavailable() -> None:
-    sandbox = SandboxPool()
+    sandbox = make_pool()
     sandbox.shutdown()
     result = sandbox.run_job(MODEL, "sandbox.echo", {})
     assert result.error.kind == "unavailable"
 
 
 def test_module_level_singleton() -> None:
+    """The page's pool runs the jobs its rooms registered, never the tests' own."""
     assert get_pool() is get_pool()
+    register_jobs(get_pool())
+    assert set(get_pool().jobs) >= {"shapes.analyze", "shapes.why_meta"}
+    assert not set(get_pool().jobs) & set(TEST_JOBS)
     result = run_job(MODEL, "sandbox.echo", {}, session_id="singleton")
-    assert result.ok
-    assert set(JOBS) >= {"shapes.analyze", "shapes.why_meta", "sandbox.echo"}
+    assert result.error.kind == "job_error" and "Unknown sandbox job" in result.error.message
+
+
+def test_a_job_is_registered_by_the_name_it_is_defined_with() -> None:
+    sandbox = SandboxPool()
+    with pytest.raises(ValueError, match="module-level"):
+        sandbox.register({"x.lambda": lambda namespace: {}})
+    with pytest.raises(ValueError, match="registered"):
+        sandbox.register({"x.job": TEST_JOBS["sandbox.echo"]}, [{"source": "", "job": "x.other"}])
+    assert sandbox.jobs == {}  # a refused registration leaves nothing behind
+    sandbox.register({"x.job": TEST_JOBS["sandbox.echo"]})
+    sandbox.register({"x.job": TEST_JOBS["sandbox.echo"]})  # the same again: nothing changes
+    with pytest.raises(ValueError, match="already registered"):
+        sandbox.register({"x.job": TEST_JOBS["sandbox.call"]})
+    assert sandbox.jobs == {"x.job": "tests.sandbox_jobs:echo"}
+
+
+def test_a_registration_after_the_start_restarts_the_zygote_with_it() -> None:
+    with warm_pool(jobs={"sandbox.echo": TEST_JOBS["sandbox.echo"]}, rate_limit=0) as sandbox:
+        first = sandbox._zygote.process.pid
+        assert sandbox.run_job(MODEL, "sandbox.echo", {}).ok
+        assert sandbox.run_job(MODEL, "sandbox.fail", {}).error.message.startswith("Unknown")
+        sandbox.register({"sandbox.fail": TEST_JOBS["sandbox.fail"]})
+        result = sandbox.run_job(MODEL, "sandbox.fail", {})
+        assert result.error.kind == "job_error" and "always fails" in result.error.message
+        assert sandbox._zygote.process.pid != first
 
 
 @pytest.mark.parametrize("key", sorted(PRESETS))
@@ -421,7 +452,7 @@ def test_every_preset_analyses_inside_the_confined_worker(pool: SandboxPool, key
 
 def test_zygote_outlives_the_thread_that_started_it() -> None:
     """Streamlit starts it from a script-run thread that ends soon after."""
-    sandbox = SandboxPool(rate_limit=0)
+    sandbox = make_pool(rate_limit=0)
     try:
         starter = threading.Thread(target=sandbox.warm_up)
         starter.start()

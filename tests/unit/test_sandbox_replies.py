@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.sandbox_jobs import make_pool
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, protocol
 from torchatlas.sandbox.pool import MAX_MESSAGE_CHARS, MAX_REFUSALS, UNTRUSTED_MESSAGE, check_reply
@@ -201,7 +202,7 @@ FORGED_BODIES = {
 
 @contextlib.contextmanager
 def _pool() -> Iterator[SandboxPool]:
-    sandbox = SandboxPool(test_hooks=True, rate_limit=0)
+    sandbox = make_pool(test_hooks=True, rate_limit=0)
     try:
         sandbox.warm_up()
         yield sandbox

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.sandbox_jobs import make_pool
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, SandboxResult, check_source
 from torchatlas.sandbox.facade import (
@@ -429,7 +430,7 @@ def test_presets_compile_and_define_under_the_guard(key: str) -> None:
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
     os.environ["SECRET_TOKEN"] = SECRET
-    sandbox = SandboxPool(test_hooks=True, rate_limit=0, memory_mb=512)
+    sandbox = make_pool(test_hooks=True, rate_limit=0, memory_mb=512)
     try:
         sandbox.warm_up()
         yield sandbox

@@ -67,6 +67,15 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     module.queue = []  # type: ignore[attr-defined]
 
     module.run_job = run_job  # type: ignore[attr-defined]
+    registered: list[dict] = []
+
+    class FakePool:
+        def register(self, jobs, warm_up_requests=(), spare_warm_up=None):
+            registered.append(dict(jobs))
+            return self
+
+    module.get_pool = FakePool  # type: ignore[attr-defined]
+    module.registered = registered  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torchatlas.sandbox", module)
     import torchatlas
 
@@ -139,17 +148,18 @@ def test_the_waiting_line_reaches_the_caller(fake_sandbox: list) -> None:
     assert report.error is None and heard == [3, 2, 1, 0]
 
 
-def test_the_rooms_jobs_are_the_ones_the_sandbox_names() -> None:
-    """JOBS is what the sandbox's registry will be handed; until then it must name the same
-    functions the registry names by string."""
-    import importlib
+def test_the_rooms_jobs_are_registered_before_they_run(fake_sandbox: list) -> None:
+    """explore() registers this room's jobs on the pool it runs them in (the sandbox names
+    none), and every job travels to the zygote by the name it is defined with."""
+    from torchatlas.sandbox.jobs import target_of
 
-    from torchatlas.sandbox.jobs import JOBS as REGISTRY
-
+    module = fake_sandbox.pop()
+    module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]]}, None)
+    explore("src", [[1, 3]])
+    assert module.registered == [JOBS]
     assert set(JOBS) == {"shapes.analyze", "shapes.why_meta"}
-    for name, function in JOBS.items():
-        module_name, _, attribute = REGISTRY[name].partition(":")
-        assert getattr(importlib.import_module(module_name), attribute) is function
+    for function in JOBS.values():
+        assert target_of(function).startswith("torchatlas.shapes.")
 
 
 @pytest.mark.parametrize("kind", ["timeout", "memory", "crashed", "busy", "output_too_large"])

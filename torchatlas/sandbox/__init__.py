@@ -1,4 +1,4 @@
-"""Isolated, resource-limited execution of pasted model code (the shape explorer's sandbox).
+"""Isolated, resource-limited execution of pasted model code, for the rooms that need it.
 
 Four layers, each meant to hold on its own:
 1. :mod:`.policy` — a static allow-list over the AST (a courtesy: clear, line-numbered refusals);
@@ -9,10 +9,13 @@ Four layers, each meant to hold on its own:
    file owners are pinned to itself), whether the server runs as root or not;
 4. :mod:`.pool` — a warm zygote, a concurrency cap, a queue, a per-session rate limit, health.
 
->>> result = run_job(source, "shapes.analyze", {"input_shapes": [[1, 1, 32, 32]]})  # doctest: +SKIP
+It knows nothing of those rooms: each registers its own jobs (trusted functions called on
+the names the pasted code defined) with the pool that will run them.
+
+>>> pool = SandboxPool(jobs={"room.job": job_function})  # doctest: +SKIP
+>>> result = pool.run_job(source, "room.job", {"some": "params"})  # doctest: +SKIP
 """
 
-from torchatlas.sandbox.jobs import JOBS
 from torchatlas.sandbox.policy import Refusal, check_source
 from torchatlas.sandbox.pool import (
     SandboxError,
@@ -24,7 +27,6 @@ from torchatlas.sandbox.pool import (
 )
 
 __all__ = [
-    "JOBS",
     "Refusal",
     "SandboxError",
     "SandboxHealth",

@@ -30,13 +30,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchatlas.sandbox import protocol
-from torchatlas.sandbox.jobs import JOBS
+from torchatlas.sandbox.jobs import Job, target_of
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS, Refusal
 from torchatlas.sandbox.schema import (
     AnyJSON,
@@ -51,6 +51,7 @@ from torchatlas.sandbox.schema import (
     validate,
 )
 from torchatlas.sandbox.worker import DEFAULT_MEMORY_MB, MAX_RESULT_BYTES, TEST_LAYERS
+from torchatlas.sandbox.zygote import CONTROL_MESSAGE_BYTES
 
 LOG = logging.getLogger(__name__)
 
@@ -355,7 +356,8 @@ class FairQueue:
 class _Zygote:
     """One running zygote process and the thread that reads its control messages."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, registry: dict[str, Any]) -> None:
+        """``registry``: the jobs message (see SandboxPool.register), sent before anything."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         environment = {
             "PATH": "/usr/bin:/bin",
@@ -379,6 +381,8 @@ class _Zygote:
             )
         theirs.close()
         self.control = ours
+        with contextlib.suppress(OSError):  # a zygote that died at once: the reader sees it
+            ours.send(json.dumps(registry).encode())
         self.send_lock = threading.Lock()
         self.waiters: dict[int, dict[str, Any]] = {}
         self.waiters_lock = threading.Lock()
@@ -466,6 +470,9 @@ class SandboxPool:
         memory_mb: int = DEFAULT_MEMORY_MB,
         max_result_bytes: int = MAX_RESULT_BYTES,
         test_hooks: bool = False,
+        jobs: Mapping[str, Job] | None = None,
+        warm_up_requests: Sequence[Mapping[str, Any]] = (),
+        spare_warm_up: Mapping[str, Any] | None = None,
     ) -> None:
         """``queue_limit``: jobs that may wait in all (a class of 30, one job each, fits);
         ``session_queue_limit``: jobs one session may have waiting besides its running one;
@@ -473,7 +480,10 @@ class SandboxPool:
         (a safety net: with the queue bounded and every job time-limited, honest load never
         reaches it). ``concurrency`` defaults to the cores, between 2 and 4: with one running
         job per session, a second slot is what keeps one session's slow job from holding up
-        everyone else, even on a single core (the two children then share it)."""
+        everyone else, even on a single core (the two children then share it).
+
+        ``jobs``, ``warm_up_requests``, ``spare_warm_up``: what :meth:`register` takes; the pool
+        runs no job that its callers did not register."""
         self.concurrency = concurrency or max(2, min(os.cpu_count() or 1, 4))
         self.queue_limit = queue_limit
         self.session_queue_limit = session_queue_limit
@@ -489,6 +499,14 @@ class SandboxPool:
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._closed = False
+        # The registry the next zygote starts with: job names → "module:qualname".
+        self._jobs: dict[str, Job] = {}
+        self._targets: dict[str, str] = {}
+        self._warm_requests: list[dict[str, Any]] = []
+        self._spare_warm_up: dict[str, Any] | None = None
+        self._registry_changed = False  # the running zygote has an older registry
+        if jobs or warm_up_requests or spare_warm_up:
+            self.register(jobs or {}, warm_up_requests, spare_warm_up)
         self.log_path = Path(tempfile.gettempdir()) / f"torchatlas-sandbox-{os.getpid()}.log"
 
     @property
@@ -501,15 +519,84 @@ class SandboxPool:
         """Jobs waiting for a slot now."""
         return self._queue.waiting_count
 
+    # ------------------------------------------------------------------ jobs registry
+    def register(
+        self,
+        jobs: Mapping[str, Job],
+        warm_up_requests: Sequence[Mapping[str, Any]] = (),
+        spare_warm_up: Mapping[str, Any] | None = None,
+    ) -> SandboxPool:
+        """Let this pool run ``jobs`` (name → a module-level function called in the worker as
+        ``fn(namespace, **params)``); returns the pool.
+
+        ``warm_up_requests`` (``{"source", "job", "params"}`` each, for registered jobs) run
+        once in the zygote before it forks, so children find everything imported and touched;
+        ``spare_warm_up`` is the request each spare child runs while it waits (it replaces an
+        earlier one). Registering the same again changes nothing; a name already registered to
+        another function raises ValueError. Call it before the first job: a registration that
+        changes anything after the zygote started makes the next job start a new zygote (jobs
+        running in the old one then end as crashed).
+        """
+        with self._zygote_lock:
+            new_jobs = dict(self._jobs)
+            targets = dict(self._targets)
+            for name, function in jobs.items():
+                if not isinstance(name, str) or not name:
+                    raise ValueError(f"A sandbox job's name must be a non-empty string: {name!r}")
+                known = new_jobs.get(name)
+                if known is function:
+                    continue
+                if known is not None:
+                    raise ValueError(
+                        f"The sandbox job {name!r} is already registered as {targets[name]}; "
+                        "give the new job another name."
+                    )
+                targets[name] = target_of(function)
+                new_jobs[name] = function
+            requests = list(self._warm_requests)
+            for request in warm_up_requests:
+                clean = _warm_request(request, new_jobs)
+                if clean not in requests:
+                    requests.append(clean)
+            spare = self._spare_warm_up
+            if spare_warm_up is not None:
+                spare = _warm_request(spare_warm_up, new_jobs)
+            registry = {"op": "jobs", "jobs": targets, "warm_up": requests, "spare_warm_up": spare}
+            if len(json.dumps(registry).encode()) > CONTROL_MESSAGE_BYTES:
+                raise ValueError(
+                    "The sandbox's jobs and warm-up requests do not fit in one control message "
+                    f"({CONTROL_MESSAGE_BYTES} bytes); use shorter warm-up sources."
+                )
+            old = (self._targets, self._warm_requests, self._spare_warm_up)
+            if (targets, requests, spare) != old:
+                self._jobs, self._targets = new_jobs, targets
+                self._warm_requests, self._spare_warm_up = requests, spare
+                self._registry_changed = self._zygote is not None
+        return self
+
+    @property
+    def jobs(self) -> dict[str, str]:
+        """The registered jobs: name → ``"module:qualname"`` (a copy)."""
+        return dict(self._targets)
+
+    def _registry(self) -> dict[str, Any]:
+        return {
+            "op": "jobs",
+            "jobs": self._targets,
+            "warm_up": self._warm_requests,
+            "spare_warm_up": self._spare_warm_up,
+        }
+
     # ------------------------------------------------------------------ zygote
     def _zygote_ready(self, wait: bool = True) -> _Zygote | None:
         with self._zygote_lock:
             if self._closed:
                 return None
-            if self._zygote is None or not self._zygote.alive():
+            if self._zygote is None or not self._zygote.alive() or self._registry_changed:
                 if self._zygote is not None:
                     self._zygote.stop()
-                self._zygote = _Zygote(self.log_path)
+                self._zygote = _Zygote(self.log_path, self._registry())
+                self._registry_changed = False
             zygote = self._zygote
         if wait:
             zygote.ready.wait(ZYGOTE_START_TIMEOUT_S)
@@ -577,7 +664,7 @@ class SandboxPool:
         an ``untrusted`` error, never an exception.
         """
         started = time.perf_counter()
-        if job not in JOBS:
+        if not isinstance(job, str) or job not in self._jobs:
             return _error("job_error", f"Unknown sandbox job {job!r}.", started)
         if layers_off and not self.test_hooks:
             return _error("job_error", "Layers can only be switched off in tests.", started)
@@ -753,6 +840,20 @@ class SandboxPool:
             "crashes the interpreter or runs out of memory does this; simplify it and try again.",
             started,
         )
+
+
+def _warm_request(request: Mapping[str, Any], jobs: Mapping[str, Job]) -> dict[str, Any]:
+    """A warm-up request, checked (a registered job, a source, JSON parameters) and copied."""
+    source, job, params = request.get("source"), request.get("job"), request.get("params", {})
+    known = isinstance(job, str) and job in jobs
+    if not isinstance(source, str) or not isinstance(params, dict) or not known:
+        raise ValueError(
+            f"A warm-up request needs a source, a registered job and a dict of params: {job!r}"
+        )
+    try:
+        return json.loads(json.dumps({"source": source, "job": job, "params": params}))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"The warm-up request's params for {job!r} are not JSON: {exc}") from exc
 
 
 def _busy_message() -> str:

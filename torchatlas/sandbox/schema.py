@@ -9,7 +9,7 @@ size, nesting of bounded depth, and a budget on the number of values a check may
 checking is linear in the reply and never slow.
 
 The sandbox knows nothing of what its jobs return: a caller supplies the schema of its own
-job's value (:mod:`torchatlas.shapes.report` does for the shape explorer).
+job's value (each room keeps the schema of its jobs' replies with its own data model).
 
 >>> validate({"depth": 3, "name": "fc"}, Dict({"depth": Int(0, 256), "name": Str(100)}))
 {'depth': 3, 'name': 'fc'}

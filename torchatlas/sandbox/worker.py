@@ -52,7 +52,6 @@ import ctypes
 import dataclasses
 import errno
 import functools
-import importlib
 import io
 import json
 import os
@@ -63,11 +62,12 @@ import socket
 import sys
 import tempfile
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.facade import USER_MODULE_NAME, capability_namespace, text_guard
-from torchatlas.sandbox.jobs import JOBS
+from torchatlas.sandbox.jobs import Job
 from torchatlas.sandbox.policy import (
     MAX_SOURCE_CHARS,
     check_source,
@@ -91,6 +91,17 @@ PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 
 PR_GET_SECCOMP, PR_GET_TIMERSLACK, PR_GET_NO_NEW_PRIVS = 21, 30, 39
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CLONE_THREAD = 0x00010000
+
+# The jobs this process may run, by name: the zygote fills it from what the pool registered
+# before it forks any child (use_jobs), so every child inherits it and imports nothing.
+_JOBS: dict[str, Job] = {}
+
+
+def use_jobs(jobs: Mapping[str, Job]) -> None:
+    """Make ``jobs`` the registry :func:`execute` looks job names up in (replacing it)."""
+    _JOBS.clear()
+    _JOBS.update(jobs)
+
 
 # What a spare child answers the zygote when a job is handed to it (see spare_main).
 SPARE_ACCEPTED = b"accepted"
@@ -193,7 +204,8 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
     source = request.get("source")
     job = request.get("job")
     params = request.get("params") or {}
-    if not isinstance(source, str) or not isinstance(params, dict) or job not in JOBS:
+    function = _JOBS.get(job) if isinstance(job, str) else None
+    if not isinstance(source, str) or not isinstance(params, dict) or function is None:
         return _error("job_error", f"Malformed sandbox request (job {job!r}).")
     if len(source) > MAX_SOURCE_CHARS:
         return _error(
@@ -249,10 +261,8 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
         )
     del printed  # what user code prints is not shown; it only must not reach the server's log
 
-    module_name, _, function_name = JOBS[job].partition(":")
     user_names = {key: value for key, value in namespace.items() if not key.startswith("__")}
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
         with text_guard():  # the job calls the user's classes and reads their objects
             value = function(user_names, **params)
     except BaseException as exc:

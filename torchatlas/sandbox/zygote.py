@@ -1,7 +1,7 @@
 """The zygote: a separate process that imports torch once, then forks one fresh child per job.
 
-One child is always forked ahead (the spare): it confines itself, warms up on a small model
-of its own and waits for a job, so a request pays neither the fork, the confinement nor the
+One child is always forked ahead (the spare): it confines itself, warms up on the caller's
+request and waits for a job, so a request pays neither the fork, the confinement nor the
 child's first page faults. Every job still gets its own new process; jobs that switch a
 layer off (tests only) get a child forked on the spot instead. When a job is handed to the
 spare, the spare first checks that nothing outside changed it while it waited (its uid,
@@ -10,18 +10,21 @@ forked on the spot for the same job, so the job never runs in a process another 
 
 Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatlas.sandbox.zygote
 FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
-FD is a SOCK_SEQPACKET control socket. The pool sends ``{"op": "run", "id", "timeout_s", ...}``
-with one file descriptor attached: the job socket, on which the pool and the child exchange the
-request and the reply directly, so user code and results never pass through the zygote's memory
-(a later child, forked from it, could otherwise find traces of an earlier user's request).
-The zygote answers ``ready`` once, then ``exit`` for every job (how the child ended).
+FD is a SOCK_SEQPACKET control socket. The pool's first message names the jobs the caller
+registered (``{"op": "jobs", "jobs": {name: "module:qualname"}, "warm_up": [request, ...],
+"spare_warm_up": request}``): the zygote imports them, runs the warm-up requests, and each spare
+runs the spare's request; this module names no job of its own. The pool then sends ``{"op":
+"run", "id", "timeout_s", ...}`` with one file descriptor attached: the job socket, on which the
+pool and the child exchange the request and the reply directly, so user code and results never
+pass through the zygote's memory (a later child, forked from it, could otherwise find traces of
+an earlier user's request). The zygote answers ``ready`` once, then ``exit`` for every job (how
+the child ended).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import json
 import os
 import selectors
@@ -37,44 +40,6 @@ CONTROL_MESSAGE_BYTES = 65536
 HANDOVER_TIMEOUT_S = 2.0
 NOBODY = 65534
 CLONE_NEWUSER = 0x10000000
-
-WARM_UP_SOURCE = """
-import math
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-from collections import OrderedDict
-from torchvision.models import resnet18
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5)
-        self.pool = nn.MaxPool2d(2, 2)
-        self.norm = nn.BatchNorm2d(6)
-        self.fc1 = nn.Linear(6 * 14 * 14, 10)
-        self.attention = nn.MultiheadAttention(10, 2, batch_first=True)
-        self.lstm = nn.LSTM(10, 10, batch_first=True)
-
-    def forward(self, x):
-        x = self.pool(F.relu(self.norm(self.conv1(x))))
-        x = F.interpolate(x, scale_factor=1.0)
-        x = torch.cat([x, x], dim=1)[:, :6]
-        x = self.fc1(torch.flatten(x, 1)).unsqueeze(1)
-        x, _ = self.attention(x, x, x)
-        x, _ = self.lstm(x)
-        return x.view(x.size(0), -1) * math.sqrt(2)
-"""
-
-
-# What each spare child runs while it waits (see worker.spare_main): the common job on a
-# small model (~40 ms) whose layers most pasted models share.
-SPARE_WARM_UP = {
-    "source": "from torchvision.models import resnet18\n",
-    "job": "shapes.analyze",
-    "params": {"input_shapes": [[1, 3, 64, 64]], "model": "resnet18()"},
-}
 
 
 def unprivileged_user_namespaces() -> bool:
@@ -99,50 +64,53 @@ def _send(control: socket.socket, message: dict[str, Any]) -> None:
     control.send(json.dumps(message).encode())
 
 
-def warm_up() -> dict[str, Any]:
-    """Import and exercise everything a job touches, so children never need to open a file."""
-    from torchatlas.sandbox import (
-        testing_jobs,  # noqa: F401 - preloaded for the children
-        worker,
-    )
+def receive_jobs(control: socket.socket) -> dict[str, Any]:
+    """The pool's first control message: the jobs to run by ``"module:qualname"``, the
+    warm-up requests and the spare's warm-up request (see SandboxPool.register)."""
+    message = json.loads(control.recv(CONTROL_MESSAGE_BYTES) or b"null")
+    if not isinstance(message, dict) or message.get("op") != "jobs":
+        raise SystemExit("the pool did not send the jobs first")
+    jobs = message.get("jobs") or {}
+    requests = message.get("warm_up") or []
+    spare = message.get("spare_warm_up")
+    if not all(isinstance(name, str) and isinstance(target, str) for name, target in jobs.items()):
+        raise SystemExit("malformed job registry")
+    if not isinstance(requests, list) or not all(isinstance(item, dict) for item in requests):
+        raise SystemExit("malformed warm-up requests")
+    if spare is not None and not isinstance(spare, dict):
+        raise SystemExit("malformed spare warm-up request")
+    return {"jobs": jobs, "warm_up": requests, "spare_warm_up": spare}
+
+
+def warm_up(jobs: dict[str, str], requests: list[dict[str, Any]]) -> dict[str, str]:
+    """Import every job and run the caller's warm-up requests, so children never need to open
+    a file; the jobs that failed to import or to warm up, and why."""
+    from torchatlas.sandbox import worker
     from torchatlas.sandbox.facade import facade_modules
-    from torchatlas.sandbox.jobs import JOBS
+    from torchatlas.sandbox.jobs import load_target
 
     facade_modules()
     failures: dict[str, str] = {}
-    for job, target in JOBS.items():
-        module_name = target.partition(":")[0]
+    loaded = {}
+    for job, target in jobs.items():
         try:
-            importlib.import_module(module_name)
+            loaded[job] = load_target(target)
         except Exception as exc:  # a missing job module makes only its own jobs fail
             failures[job] = f"{type(exc).__name__}: {exc}"
-    warm_requests = [
-        {"job": "shapes.analyze", "params": {"input_shapes": [[2, 1, 32, 32]]}},
-        {"job": "shapes.analyze", "params": {"input_shapes": [[2, 1, 32, 32]], "symbolic": True}},
-        {"job": "shapes.why_meta", "params": {"input_shapes": [[1, 1, 32, 32]],
-                                              "batches": [1, 2], "real_budget_s": 0.5}},
-        {"job": "sandbox.echo", "params": {}},
-    ]  # fmt: skip
-    for request in warm_requests:
-        if request["job"] in failures:
+    worker.use_jobs(loaded)
+    for request in requests:
+        if request.get("job") not in loaded or request.get("job") in failures:
             continue
-        reply = worker.execute({"source": WARM_UP_SOURCE, **request})
+        reply = worker.execute(request)
         worker.encode_reply(reply)
         if not reply.get("ok"):
             failures[request["job"]] = json.dumps(reply.get("error"))[:500]
-    # Error paths import their own modules (traceback formatting, difflib in hints, …).
-    worker.execute({"source": "import torch\nx = (", "job": "sandbox.echo", "params": {}})
-    worker.execute({"source": "raise ValueError('warm')", "job": "sandbox.echo", "params": {}})
-    for broken in ("self.fc1 = nn.Linear(6 * 14 * 14, 10)", "self.conv1 = nn.Conv2d(1, 6, 5)"):
-        source = WARM_UP_SOURCE.replace(broken, broken.replace("(", "(3 + ", 1))
-        if "shapes.analyze" not in failures:
-            worker.execute(
-                {
-                    "source": source,
-                    "job": "shapes.analyze",
-                    "params": {"input_shapes": [[2, 1, 32, 32]]},
-                }
-            )
+    if loaded:
+        # Error paths import their own modules (traceback formatting, difflib in hints, …);
+        # the job is never reached, so any registered one will do.
+        any_job = next(iter(loaded))
+        worker.execute({"source": "import torch\nx = (", "job": any_job, "params": {}})
+        worker.execute({"source": "raise ValueError('warm')", "job": any_job, "params": {}})
     return failures
 
 
@@ -156,8 +124,9 @@ class _Spare:
 
 
 class Zygote:
-    def __init__(self, control: socket.socket) -> None:
+    def __init__(self, control: socket.socket, spare_warm_up: dict[str, Any] | None) -> None:
         self.control = control
+        self.spare_warm_up = spare_warm_up  # the caller's request each spare runs while it waits
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
         # Forking this process (torch imported: ~400 MB of private pages to map) takes
@@ -181,7 +150,7 @@ class Zygote:
         if pid == 0:
             ours.close()
             self._in_child()
-            spare_main(theirs, SPARE_WARM_UP)  # never returns
+            spare_main(theirs, self.spare_warm_up)  # never returns
         theirs.close()
         self.spare = _Spare(pid, ours)
         self.selector.register(ours, selectors.EVENT_READ, "spare")
@@ -336,6 +305,7 @@ def main() -> None:
     # stream (the kernel closes it when the server dies) stops the zygote instead.
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal is its own
     started = time.perf_counter()
+    registry = receive_jobs(control)
     with contextlib.suppress(ImportError, OSError):  # without it, health() shows seccomp off
         import pyseccomp  # noqa: F401 - loads libseccomp now; children cannot open it later
     user_namespaces = unprivileged_user_namespaces()  # asked before torch makes forks slow
@@ -346,7 +316,7 @@ def main() -> None:
     from torchatlas.sandbox.worker import probe_layers
 
     import_s = time.perf_counter() - started
-    failures = warm_up()
+    failures = warm_up(registry["jobs"], registry["warm_up"])
     probe = probe_layers()
     probe["unprivileged_user_namespaces"] = user_namespaces  # for the record; not relied on
     _send(
@@ -360,7 +330,7 @@ def main() -> None:
             "job_failures": failures,
         },
     )
-    Zygote(control).serve()
+    Zygote(control, registry["spare_warm_up"]).serve()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 it hands the source to :mod:`torchatlas.sandbox`, whose isolated worker executes it and calls
 the job :func:`analyze_namespace`; the JSON that comes back becomes a :class:`ShapeReport`
 (frozen dataclasses; an error is an :class:`ErrorKind` and parameters, whose text is in
-``assets/translations/<lang>/shapes.json``). :data:`JOBS` names the jobs for the sandbox.
+``assets/translations/<lang>/shapes.json``). :data:`JOBS` names the jobs for the sandbox, and
+:func:`register_jobs` registers them (with their warm-up) on a sandbox pool.
 
 >>> report = explore(source, [[1, 1, 32, 32]])            # doctest: +SKIP
 >>> [row.output_shapes for row in report.layers][:2]      # doctest: +SKIP
@@ -28,7 +29,7 @@ from torchatlas.shapes.analysis import (
     validate_inputs,
     why_meta_namespace,
 )
-from torchatlas.shapes.jobs import ANALYZE, JOBS, WHY_META
+from torchatlas.shapes.jobs import ANALYZE, JOBS, WHY_META, register_jobs
 from torchatlas.shapes.report import (
     REPORT_SCHEMA,
     SANDBOX_KINDS,
@@ -69,6 +70,7 @@ __all__ = [
     "format_shape",
     "parse_constructor",
     "parse_shapes",
+    "register_jobs",
     "why_meta",
     "why_meta_namespace",
 ]
@@ -132,6 +134,7 @@ def _run(
         from torchatlas import sandbox
 
         run_job = sandbox.run_job
+        register_jobs(sandbox.get_pool())  # the process-wide pool runs only registered jobs
     except (ImportError, AttributeError) as exc:
         detail = f"{type(exc).__name__}: {exc}"
         return None, ShapeError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))

@@ -1,12 +1,19 @@
-"""Jobs the sandbox's tests and benchmark run (trusted code inside the worker)."""
+"""Jobs only the sandbox's tests run (trusted code inside the worker), and their pools.
+
+They are registered with the tests' own pools (:func:`make_pool`), never with the page's: the
+zygote imports this module by name (``tests.sandbox_jobs``, the repository root is on its path).
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from torchatlas.sandbox import SandboxPool
 
 
 def echo(namespace: dict[str, Any], **params: Any) -> dict[str, Any]:
@@ -61,3 +68,27 @@ def call(namespace: dict[str, Any], *, name: str) -> dict[str, Any]:
     """Call the user's function ``name`` (so attacks run at job time, after the namespace)."""
     result = namespace[name]()
     return {"result": result}
+
+
+JOBS = {
+    "sandbox.echo": echo,
+    "sandbox.meta_forward": meta_forward,
+    "sandbox.allocate": allocate,
+    "sandbox.sleep": sleep,
+    "sandbox.huge_output": huge_output,
+    "sandbox.not_json": not_json,
+    "sandbox.fail": fail,
+    "sandbox.call": call,
+}
+
+WARM_UP = [{"source": "import torch\n", "job": "sandbox.echo", "params": {}}]
+
+
+def make_pool(**options: Any) -> SandboxPool:
+    """A pool of the tests' own (``options`` as SandboxPool takes them) with these jobs and the
+    shape explorer's registered (imported here, not at the top: the zygote imports this module
+    for its jobs and needs neither the pool nor the room)."""
+    from torchatlas.sandbox import SandboxPool
+    from torchatlas.shapes import register_jobs
+
+    return register_jobs(SandboxPool(jobs=JOBS, warm_up_requests=WARM_UP, **options))
