@@ -58,7 +58,7 @@ def test_pages_hold_no_torch_logic() -> None:
     assert offenders == []
 
 
-def _import_graph():  # noqa: ANN202 - grimp's graph type
+def _import_graph():
     import grimp
 
     return grimp.build_graph(
@@ -66,7 +66,7 @@ def _import_graph():  # noqa: ANN202 - grimp's graph type
     )
 
 
-def _cycles(graph) -> list[list[str]]:  # noqa: ANN001
+def _cycles(graph) -> list[list[str]]:
     """Strongly connected groups of more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -92,7 +92,9 @@ def _cycles(graph) -> list[list[str]]:  # noqa: ANN001
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
                     break
                 if child in on_stack:
                     low[node] = min(low[node], index[child])
@@ -113,7 +115,7 @@ def _cycles(graph) -> list[list[str]]:  # noqa: ANN001
     return groups
 
 
-def _without_package_inits(groups: list[list[str]], graph) -> list[list[str]]:  # noqa: ANN001
+def _without_package_inits(groups: list[list[str]], graph) -> list[list[str]]:
     """A package's ``__init__`` re-exporting its own modules is not a cycle worth reporting;
     a cycle between two sibling modules (or across packages) is."""
     real = []
