@@ -7,6 +7,8 @@ rest run the real sandbox end to end and are skipped only where it is not instal
 from __future__ import annotations
 
 import sys
+import threading
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -118,7 +120,7 @@ def test_unknown_refusal_codes_and_sandbox_kinds_read_as_ours(fake_sandbox: list
     error = explore("src", [[1, 3]]).error
     assert error is not None and error.refusals[0].code is RefusalCode.OTHER
     module.answer = FakeResult(False, None, FakeError("a_kind_from_the_future", "m"))
-    error = explore("src", [[1, 3]]).error
+    error = explore("other src", [[1, 3]]).error  # another source: the first report is shared
     assert error is not None and error.kind is ErrorKind.JOB_ERROR
 
 
@@ -274,3 +276,48 @@ def test_why_meta_through_the_sandbox() -> None:
     assert result.error is None, result.error
     assert result.points[0].real_s is not None
     assert result.points[-1].real_s is None
+
+
+def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> None:
+    """Thirty sessions asking for the same analysis at the same moment share one sandbox job,
+    and a later press is answered from the shared report."""
+    module = fake_sandbox.pop()
+    release = threading.Event()
+    answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]], "flops": 5}, None)
+
+    def slow_answer(*args: object, **kwargs: object) -> FakeResult:
+        fake_sandbox.append(args)
+        release.wait(10)
+        return answer
+
+    module.run_job = slow_answer
+    reports: list = []
+
+    def press(student: int) -> None:
+        reports.append(explore("src", [[1, 3, 32, 32]], session_id=f"s{student}"))
+
+    threads = [threading.Thread(target=press, args=(n,)) for n in range(30)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while not fake_sandbox and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # let every student reach the shared computation
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(fake_sandbox) == 1
+    assert len(reports) == 30 and all(r.outputs == [[1, 10]] for r in reports)
+    explore("src", [[1, 3, 32, 32]], session_id="late")
+    assert len(fake_sandbox) == 1
+    explore("src", [[2, 3, 32, 32]], session_id="other input")
+    assert len(fake_sandbox) == 2
+
+
+def test_a_busy_or_timed_out_analysis_is_not_kept(fake_sandbox: list) -> None:
+    module = fake_sandbox.pop()
+    module.answer = FakeResult(False, None, FakeError("timeout", "stopped after 10 s"))
+    assert explore("src", [[1, 4]]).error.kind == "timeout"
+    module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 2]], "flops": 1}, None)
+    assert explore("src", [[1, 4]]).error is None
+    assert len(fake_sandbox) == 2

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from torchatlas.cache import BoundedCache
 from torchatlas.shapes.analysis import (
     DTYPES,
     AnalysisError,
@@ -145,6 +146,24 @@ def _run(
     return result.value, None
 
 
+# Reports shared by every caller in this process, keyed by everything that decides them: a
+# class analysing the same preset at once runs it once, and later presses are answered at once.
+REPORT_CACHE_BYTES = 64 << 20
+REPORTS: BoundedCache[tuple[Any, ...], ShapeReport] = BoundedCache(REPORT_CACHE_BYTES)
+# Outcomes of the moment (a full line, a loaded server's timeout, a crash, an unreadable reply)
+# are shared with whoever asked at the same time but not kept: the next press may succeed.
+TRANSIENT_KINDS = frozenset(
+    {
+        ErrorKind.TIMEOUT, ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.BUSY,
+        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
+    }
+)  # fmt: skip
+
+
+def _worth_keeping(report: ShapeReport) -> bool:
+    return report.error is None or report.error.kind not in TRANSIENT_KINDS
+
+
 def explore(
     source: str,
     input_shapes: Sequence[Sequence[int]],
@@ -169,13 +188,18 @@ def explore(
     except AnalysisError as exc:
         return ShapeReport(error=exc.error)
     params = {**_params(shapes, dtypes, model), "symbolic": bool(symbolic)}
-    value, error = _run(source, ANALYZE, params, timeout_s, session_id, on_queued)
-    if error is None:
-        try:
-            return ShapeReport.from_dict(value)
-        except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
-            error = _untrusted(exc, timeout_s)
-    return ShapeReport(model=model or "", input_shapes=shapes, input_dtypes=dtypes, error=error)
+    key = (source, tuple(map(tuple, shapes)), tuple(dtypes), model or None, bool(symbolic))
+
+    def analyse() -> ShapeReport:
+        value, error = _run(source, ANALYZE, params, timeout_s, session_id, on_queued)
+        if error is None:
+            try:
+                return ShapeReport.from_dict(value)
+            except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
+                error = _untrusted(exc, timeout_s)
+        return ShapeReport(model=model or "", input_shapes=shapes, input_dtypes=dtypes, error=error)
+
+    return REPORTS.get_or_compute_once(key, analyse, keep=_worth_keeping)
 
 
 def why_meta(
