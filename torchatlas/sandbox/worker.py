@@ -583,8 +583,8 @@ def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) ->
 
     ``warm_up`` (a trusted request, run once, its reply dropped) takes the child's first
     touches off the request: a forked child pays a page fault for every page it first
-    writes, copy-on-write pages of the zygote and fresh heap alike. A ResNet-50 analysis
-    made ~2,300 of them in a cold child (25 ms of its 100) and ~230 after a small warm-up.
+    writes, copy-on-write pages of the zygote and fresh heap alike; a small warm-up on a
+    model like the ones visitors paste leaves a tenth of them for the real job.
 
     The spare waits while other jobs run, so when a job arrives it first checks that nothing
     outside changed it meanwhile (:func:`process_state`): it answers ``SPARE_ACCEPTED`` and

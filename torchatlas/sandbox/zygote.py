@@ -129,9 +129,9 @@ class Zygote:
         self.spare_warm_up = spare_warm_up  # the caller's request each spare runs while it waits
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
-        # Forking this process (torch imported: ~400 MB of private pages to map) takes
-        # 15–20 ms, confining a child 5 ms and its first page faults ~25 ms more; a spare
-        # prepared while the previous job runs takes all three off each request.
+        # Forking this process (torch imported: hundreds of MB of private pages to map),
+        # confining a child and its first page faults all take time; a spare prepared while
+        # the previous job runs takes all three off each request.
         self.spare: _Spare | None = None
         self.fork_spare()
 
