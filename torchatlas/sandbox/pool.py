@@ -781,8 +781,7 @@ class SandboxPool:
             ours.close()
         # A child that answered needs no exit report to be understood: answer now (its
         # exit, the teardown of a large address space and the reaping, happens meanwhile).
-        # Without an
-        # answer, only the exit report says what happened (timeout, crash, memory).
+        # Without an answer, only the exit report says what happened (timeout, crash, memory).
         answered = too_large is None and (reply is not None or untrusted is not None)
         handed_over = answered and zygote.when_exited(job_id, waiter, release)
         if not handed_over:
