@@ -3,6 +3,8 @@ Korean, light and dark, and on a phone-sized screen; screenshots for the README.
 
 from __future__ import annotations
 
+from playwright.sync_api import expect
+
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 from torchatlas.i18n import translate
 
@@ -91,3 +93,46 @@ def test_stop_a_long_benchmark(app_page) -> None:
     assert_no_error(page)
     assert page.locator(".st-key-devices_bench_stop").count() == 0
     assert page.locator(".st-key-devices_bench_run button").first.is_enabled()
+
+
+def _largest_and_longest(page) -> None:
+    for key in ("devices_bench_max", "devices_bench_budget"):
+        page.locator(f".st-key-{key} input[type='range']").first.press("End")
+        wait_for_app(page)
+
+
+def _run_and_wait_for_its_end(page) -> None:
+    """Press "run", then wait until no run is watched any more (a page left polling a run
+    when its browser closes is not a clean end) and the result is shown."""
+    page.locator(".st-key-devices_bench_run button").first.click()
+    wait_for_app(page)
+    for watching in ("[data-testid='stProgress']", ".st-key-devices_bench_stop",
+                     ".st-key-devices_bench_leave"):  # fmt: skip
+        expect(page.locator(watching)).to_have_count(0, timeout=120_000)
+    wait_for_app(page)
+    expect(page.locator(".st-key-devices_bench_run button").first).to_be_enabled()
+    page.get_by_text("by this server").first.wait_for(timeout=30_000)
+
+
+def test_a_second_visitor_sees_the_servers_result_at_once(app_page) -> None:
+    """The benchmark measures the server: a visitor who never pressed "run" sees the latest
+    result, its age and settings, as the page opens; pressing "run" with the same settings
+    right after shares that result (or joins the run) instead of refusing."""
+    first = app_page("devices", height=1500)
+    _largest_and_longest(first)
+    _run_and_wait_for_its_end(first)
+
+    second = app_page("devices", height=1500)  # fresh: no press, no waiting for a run
+    # The chart draws in the browser after the run: wait for it, never for a measurement.
+    second.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=30_000)
+    second.get_by_text(translate("devices.bench.download")).first.wait_for(timeout=30_000)
+    wait_for_app(second)
+    assert "by this server" in _body(second)
+    _largest_and_longest(second)
+    _run_and_wait_for_its_end(second)
+    assert_no_error(second)
+    body = _body(second)
+    assert "Another visitor" not in body
+    # Moments after the first run, the same settings share its result; on a machine slow
+    # enough to pass the rerun interval, a new run of this visitor's own ends the same way.
+    assert "This server measured these settings" in body or "Measured just now" in body
