@@ -237,3 +237,27 @@ def test_a_run_waits_for_a_direct_caller_and_really_measures(board) -> None:
     result = board.latest().result
     assert result.complete and [m.size_bytes for m in result.measurements] == [4 * KIB, 16 * KIB]
     assert not transfer.is_busy()
+
+
+def test_a_class_pressing_together_measures_once(board, machine) -> None:
+    """Thirty presses at the same moment: one run, everyone else joins it, nobody refused."""
+    barrier = threading.Barrier(30)
+    tickets: list[transfer.Ticket] = []
+
+    def press(student: int) -> None:
+        barrier.wait(10)
+        tickets.append(board.request(DEFAULT, f"student-{student}"))
+
+    threads = [threading.Thread(target=press, args=(i,)) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    outcomes = sorted(ticket.outcome for ticket in tickets)
+    assert outcomes.count(RequestOutcome.STARTED) == 1
+    assert outcomes.count(RequestOutcome.JOINED) == 29
+    assert len({ticket.run_id for ticket in tickets}) == 1
+    machine.finish.set()
+    assert board.wait(tickets[0].run_id, 20)
+    assert machine.ran == [DEFAULT]
+    assert {board.status(t.run_id, t.owner).phase for t in tickets} == {RunPhase.FINISHED}

@@ -726,7 +726,7 @@ class BenchmarkBoard:
             for waiting in self._waiting:
                 if waiting.job.config == config:
                     return Ticket(waiting.run_id, owner, RequestOutcome.JOINED)
-            if running is None and not self._waiting and self._latest is not None:
+            if self._latest is not None:
                 result, latest_config, run_id, finished = self._latest
                 age = self.clock() - finished
                 if result.complete and latest_config == config and age < self.rerun_after_s:
@@ -786,23 +786,33 @@ class BenchmarkBoard:
         self._cond.notify_all()
 
     def _work(self) -> None:
-        while True:
+        try:
+            while True:
+                with self._cond:
+                    if not self._waiting:  # decided under the lock a request takes
+                        self._worker = None
+                        self._cond.notify_all()
+                        return
+                    run = self._running = self._waiting.popleft()
+                    self._cond.notify_all()
+                try:
+                    run.job.run_when_free()
+                finally:
+                    with self._cond:
+                        self._running = None
+                        job = run.job
+                        if job.result is not None:
+                            self._latest = (job.result, job.config, run.run_id, self.clock())
+                        # Kept without its traceback, whose frames would hold the run's tensors.
+                        error = job.error.with_traceback(None) if job.error is not None else None
+                        self._end(run, RunPhase.FAILED if error else RunPhase.FINISHED, error)
+        finally:
+            # Even if the thread dies, the next request starts a worker instead of waiting
+            # forever for this one.
             with self._cond:
-                if not self._waiting:
+                if self._worker is threading.current_thread():
                     self._worker = None
                     self._cond.notify_all()
-                    return
-                run = self._running = self._waiting.popleft()
-                self._cond.notify_all()
-            run.job.run_when_free()
-            with self._cond:
-                self._running = None
-                job = run.job
-                if job.result is not None:
-                    self._latest = (job.result, job.config, run.run_id, self.clock())
-                # Kept without its traceback, whose frames would hold the run's tensors.
-                error = job.error.with_traceback(None) if job.error is not None else None
-                self._end(run, RunPhase.FAILED if error else RunPhase.FINISHED, error)
 
 
 BOARD = BenchmarkBoard()
