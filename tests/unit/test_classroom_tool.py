@@ -12,6 +12,7 @@ import random
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,26 @@ import pytest
 from bench import classroom as tool
 
 # ---------------------------------------------------------------------------- percentiles
+
+
+def run_coroutine(coroutine):
+    """``asyncio.run`` on a thread of its own: the e2e tests' Playwright keeps an event loop
+    running on the main thread for the whole session, and asyncio.run refuses to nest."""
+    results: list = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            results.append(asyncio.run(coroutine))
+        except BaseException as error:  # re-raised in the test's own thread
+            errors.append(error)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(60)
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 def test_percentile_matches_numpy_linear() -> None:
@@ -312,7 +333,7 @@ def test_polling_timers_live_until_a_full_run_starts() -> None:
         await student.close()
         return seen
 
-    assert asyncio.run(scenario()) == [["watch"], ["watch"], []]
+    assert run_coroutine(scenario()) == [["watch"], ["watch"], []]
 
 
 def _alert(path: list[int], body: str, kind: str) -> object:
@@ -353,16 +374,16 @@ def test_an_action_is_judged_by_the_run_that_finishes_after_it() -> None:
         return result
 
     full = _finished(done.FINISHED_SUCCESSFULLY)
-    seconds, error = asyncio.run(act([_delta([0, 0], "Report"), full]))
+    seconds, error = run_coroutine(act([_delta([0, 0], "Report"), full]))
     assert error is None and seconds < 5
     rerun = _finished(done.FINISHED_EARLY_FOR_RERUN)  # st.rerun(): the next run decides
-    _, error = asyncio.run(act([rerun, _delta([0, 0], "Report"), full]))
+    _, error = run_coroutine(act([rerun, _delta([0, 0], "Report"), full]))
     assert error is None
-    _, error = asyncio.run(act([_alert([0, 0], "The sandbox is busy", "WARNING"), full]))
+    _, error = run_coroutine(act([_alert([0, 0], "The sandbox is busy", "WARNING"), full]))
     assert error == "warning: The sandbox is busy"
-    _, error = asyncio.run(act([_alert([0, 0], "Busy: try again in 5 s", "INFO"), full]))
+    _, error = run_coroutine(act([_alert([0, 0], "Busy: try again in 5 s", "INFO"), full]))
     assert error == "note: Busy: try again in 5 s"
-    _, error = asyncio.run(act([_delta([0, 0], "Something else"), full]))
+    _, error = run_coroutine(act([_delta([0, 0], "Something else"), full]))
     assert error == "the run finished without the result"
-    _, error = asyncio.run(act([_delta([0, 0], "Report")], timeout_s=0.5))  # never finishes
+    _, error = run_coroutine(act([_delta([0, 0], "Report")], timeout_s=0.5))  # never finishes
     assert error is not None and error.startswith("timeout")
