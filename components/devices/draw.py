@@ -25,7 +25,6 @@ from torchatlas.devices.transfer import (
     RunPhase,
     RunStatus,
     SharedResult,
-    Ticket,
     TransferPath,
 )
 from torchatlas.i18n import translate
@@ -286,13 +285,13 @@ def measured_text(shared: SharedResult, lang: str) -> str:
     )
 
 
-def recent_text(ticket: Ticket, shared: SharedResult, lang: str) -> str:
+def recent_text(shared: SharedResult, lang: str) -> str:
     """Why a press showed the latest result instead of measuring again, and when it will."""
     return translate(
         "devices.bench.recent",
         lang,
         age=age_text(shared.age_s, lang),
-        seconds=ticket.rerun_after_s,
+        seconds=shared.rerun_after_s,
     )
 
 

@@ -244,12 +244,11 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             params = draw.settings_params(elsewhere.config)
             st.caption(t("devices.bench.running_elsewhere", **params))
         shared = state.latest()
-        recent = state.take_recent()
         if shared is None:
             st.caption(t("devices.bench.not_run"))
             return
-        if recent is not None:
-            st.info(draw.recent_text(recent, shared, lang))
+        if state.answered_with(shared):
+            st.info(draw.recent_text(shared, lang))
         st.caption(draw.measured_text(shared, lang))
         _benchmark_result(shared.result, threads)
 

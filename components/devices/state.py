@@ -40,7 +40,7 @@ from torchatlas.devices.transfer import (
 
 JOB_KEY = "devices_bench_job"  # the Ticket of the run this session watches
 OWNER_KEY = "devices_bench_owner"  # this session's name on the board
-RECENT_KEY = "devices_bench_recent"  # a press answered with a fresh result: its ticket, once
+RECENT_KEY = "devices_bench_recent"  # the last press was answered with a fresh result: its ticket
 ERROR_KEY = "devices_bench_error"
 POLL_S = 0.5  # how often the page asks a running job for progress
 # The time budget slider, in seconds: whole seconds from 1 up to the engine's own limit.
@@ -179,6 +179,9 @@ def take_error() -> BaseException | None:
     return st.session_state.pop(ERROR_KEY, None)
 
 
-def take_recent() -> Ticket | None:
-    """The press answered with a fresh result, once."""
-    return st.session_state.pop(RECENT_KEY, None)
+def answered_with(shared: SharedResult) -> bool:
+    """Whether this session's last press got ``shared`` instead of a new run, and pressing
+    again would still get it: the page says so, and when a press will measure again. Kept
+    across reruns (any widget reruns the page) until the result is no longer fresh."""
+    ticket: Ticket | None = st.session_state.get(RECENT_KEY)
+    return ticket is not None and ticket.run_id == shared.run_id and shared.rerun_after_s > 0

@@ -174,10 +174,15 @@ def test_a_second_session_sees_the_first_sessions_result_and_its_age(monkeypatch
     second.button(key="devices_bench_run").click().run()
     assert "devices_bench_job" not in second.session_state
     assert transfer.BOARD.latest().run_id == runs
-    notes = [info.value for info in second.info]
-    assert any(note.startswith(translate("devices.bench.recent", "ko", age="X", seconds=20)
-                               .split("X")[0]) for note in notes), notes  # fmt: skip
-    assert any("20" in note for note in notes)
+    said = translate("devices.bench.recent", "ko", age="X", seconds=20).split("X")[0]
+
+    def notes(at) -> list[str]:
+        return [info.value for info in at.info if info.value.startswith(said)]
+
+    assert notes(second) and "20" in notes(second)[0], [info.value for info in second.info]
+    assert "20" in notes(second.run())[0]  # said on every rerun until it is stale…
+    monkeypatch.setattr(transfer.BOARD, "clock", lambda: measured_at + 40)
+    assert notes(second.run()) == []  # …then a press measures again, and the note is gone
 
 
 def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> None:

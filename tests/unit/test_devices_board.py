@@ -135,6 +135,7 @@ def test_a_fresh_result_is_shared_with_its_age(board, machine) -> None:
     assert board.wait(ticket.run_id, 20)
     now[0] += 12
     assert board.latest().age_s == pytest.approx(12)
+    assert board.latest().rerun_after_s == pytest.approx(board.rerun_after_s - 12, abs=1)
     recent = board.request(DEFAULT, "bob")  # younger than rerun_after_s: no new run
     assert recent.outcome is RequestOutcome.RECENT and recent.run_id == ticket.run_id
     assert recent.rerun_after_s == pytest.approx(board.rerun_after_s - 12, abs=1)
@@ -155,6 +156,7 @@ def test_only_the_starter_stops_a_run(board, machine) -> None:
     assert board.wait(ticket.run_id, 20)
     latest = board.latest()
     assert latest.result.stop_reason is StopReason.CANCELLED  # kept, and shown as stopped
+    assert latest.rerun_after_s == 0
     # A stopped run is not fresh: the same settings start a new run at once.
     assert board.request(DEFAULT, "bob").outcome is RequestOutcome.STARTED
 

@@ -128,12 +128,11 @@ def test_a_measurements_age_in_whole_units(age_s, key, count) -> None:
 
 def test_the_shared_result_names_its_age_and_settings() -> None:
     config = transfer.BenchmarkConfig(max_bytes=16 * KIB, time_budget_s=7)
-    shared = transfer.SharedResult(_result(TransferPath.CPU_TO_CPU), config, 3, 130.0)
+    shared = transfer.SharedResult(_result(TransferPath.CPU_TO_CPU), config, 3, 130.0, 11)
     text = draw.measured_text(shared, "en")
     assert text.startswith("Measured 2 min ago by this server") and "16 KiB" in text
     assert "7 s" in text
-    ticket = transfer.Ticket(3, "bob", transfer.RequestOutcome.RECENT, rerun_after_s=11)
-    assert draw.recent_text(ticket, shared, "ko") == translate(
+    assert draw.recent_text(shared, "ko") == translate(
         "devices.bench.recent", "ko", age=translate("devices.bench.age.minutes", "ko", count=2),
         seconds=11,
     )  # fmt: skip

@@ -642,6 +642,7 @@ class SharedResult:
     config: BenchmarkConfig
     run_id: int
     age_s: float
+    rerun_after_s: int = 0  # until then, a press with these settings gets this result
 
 
 @dataclass(eq=False)
@@ -685,7 +686,9 @@ class BenchmarkBoard:
             if self._latest is None:
                 return None
             result, config, run_id, finished = self._latest
-            return SharedResult(result, config, run_id, max(0.0, self.clock() - finished))
+            age = max(0.0, self.clock() - finished)
+            wait_s = math.ceil(self.rerun_after_s - age) if result.complete else 0
+            return SharedResult(result, config, run_id, age, max(0, wait_s))
 
     def status(self, run_id: int, owner: str) -> RunStatus:
         """How the run stands for ``owner``; a run the board no longer remembers has ended."""
