@@ -162,6 +162,10 @@ def wait_for_app(page: Page, timeout_ms: int = 120_000) -> None:
             0, timeout=timeout_ms
         )
     expect(page.locator("[data-stale='true']")).to_have_count(0, timeout=timeout_ms)
+    # Streamlit loads each element type's code on first use and shows a skeleton meanwhile.
+    expect(
+        page.locator("[data-testid='stSkeleton'], [data-testid='stSkeletonElement']")
+    ).to_have_count(0, timeout=timeout_ms)
 
 
 def assert_no_error(page: Page) -> None:
