@@ -15,6 +15,19 @@ import torch
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
+# The honest model the attack tests run before and after each attack: the pool still serves.
+GOOD_MODEL = """
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
 
 def echo(namespace: dict[str, Any], **params: Any) -> dict[str, Any]:
     """The user-defined names and the params, plus facts about the process the job ran in."""

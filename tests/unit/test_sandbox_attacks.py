@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox_jobs import make_pool
+from tests.sandbox_jobs import GOOD_MODEL, make_pool
 from torchatlas.sandbox import SandboxPool, SandboxResult
 
 pytestmark = pytest.mark.slow
@@ -26,17 +26,6 @@ pytestmark = pytest.mark.slow
 SECRET = "s3cr3t-token-for-the-sandbox-tests"
 STATIC_OFF = ("static",)
 BARE_PYTHON = ("static", "facade")  # full Python: builtins, real imports; only process layers
-GOOD_MODEL = """
-import torch.nn as nn
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.fc(x)
-"""
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from tests.sandbox_jobs import make_pool
+from tests.sandbox_jobs import GOOD_MODEL, make_pool
 from torchatlas.sandbox import SandboxPool, SandboxResult
 from torchatlas.sandbox.worker import child_id
 
@@ -50,17 +50,6 @@ pytestmark = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BARE_PYTHON = ("static", "facade")  # full Python: builtins, real imports, ctypes
 IS_ROOT = os.geteuid() == 0
-GOOD_MODEL = """
-import torch.nn as nn
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.fc(x)
-"""
 
 # The attack, pasted as a model: it runs at job time (sandbox.call) with the targets' pids
 # filled in. Every call returns its result or minus the errno. Pointers are built in the job.

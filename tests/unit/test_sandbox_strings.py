@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.sandbox_jobs import make_pool
+from tests.sandbox_jobs import GOOD_MODEL, make_pool
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, SandboxResult, check_source
 from torchatlas.sandbox.facade import (
@@ -38,17 +38,6 @@ from torchatlas.sandbox.policy import TYPING_NAMES, check_text, compile_model
 STATIC_OFF = ("static",)
 BARE_PYTHON = ("static", "facade")  # real builtins and modules: only the worker's own defences
 SECRET = "s3cr3t-token-for-the-string-tests"
-GOOD_MODEL = """
-import torch.nn as nn
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.fc(x)
-"""
 
 
 def codes(source: str) -> list[tuple[int, str]]:
