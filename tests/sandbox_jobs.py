@@ -6,8 +6,10 @@ zygote imports this module by name (``tests.sandbox_jobs``, the repository root 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -105,3 +107,17 @@ def make_pool(**options: Any) -> SandboxPool:
     from torchatlas.shapes import register_jobs
 
     return register_jobs(SandboxPool(jobs=JOBS, warm_up_requests=WARM_UP, **options))
+
+
+@contextlib.contextmanager
+def warm_pool(**options: Any) -> Iterator[SandboxPool]:
+    """A pool of its own (for a test that tunes, fills or kills it) with the tests' jobs and
+    the shape explorer's, or ``jobs`` only: warmed up, always shut down."""
+    from torchatlas.sandbox import SandboxPool
+
+    sandbox = SandboxPool(**options) if "jobs" in options else make_pool(**options)
+    try:
+        sandbox.warm_up()
+        yield sandbox
+    finally:
+        sandbox.shutdown()

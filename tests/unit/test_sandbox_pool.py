@@ -3,7 +3,6 @@ restarts."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -11,12 +10,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.sandbox_jobs import JOBS as TEST_JOBS
-from tests.sandbox_jobs import make_pool
+from tests.sandbox_jobs import make_pool, warm_pool
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, get_pool, run_job
 from torchatlas.sandbox.pool import FairQueue
@@ -39,18 +37,6 @@ class Net(nn.Module):
         x = F.relu(self.conv(x))
         return self.fc(x.mean(dim=(2, 3)))
 """
-
-
-@contextlib.contextmanager
-def warm_pool(**options: Any) -> Iterator[SandboxPool]:
-    """A pool of its own (for a test that tunes, fills or kills it) with the tests' jobs and
-    the shape explorer's, or ``jobs`` only: warmed up, always shut down."""
-    sandbox = SandboxPool(**options) if "jobs" in options else make_pool(**options)
-    try:
-        sandbox.warm_up()
-        yield sandbox
-    finally:
-        sandbox.shutdown()
 
 
 @pytest.fixture(scope="module")

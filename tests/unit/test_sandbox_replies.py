@@ -8,14 +8,13 @@ well-formed reply on the job descriptor itself, then exit.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.sandbox_jobs import make_pool
+from tests.sandbox_jobs import warm_pool
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, protocol
 from torchatlas.sandbox.pool import MAX_MESSAGE_CHARS, MAX_REFUSALS, UNTRUSTED_MESSAGE, check_reply
@@ -200,19 +199,9 @@ FORGED_BODIES = {
 }
 
 
-@contextlib.contextmanager
-def _pool() -> Iterator[SandboxPool]:
-    sandbox = make_pool(test_hooks=True, rate_limit=0)
-    try:
-        sandbox.warm_up()
-        yield sandbox
-    finally:
-        sandbox.shutdown()
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
-    with _pool() as sandbox:
+    with warm_pool(test_hooks=True, rate_limit=0) as sandbox:
         yield sandbox
 
 
