@@ -28,7 +28,10 @@ class Room:
 
 
 ROOMS: tuple[Room, ...] = (
+    Room("basics", ":material/calculate:", "app.section.tensors"),
     Room("strides", ":material/grid_on:", "app.section.tensors"),
+    Room("autograd", ":material/account_tree:", "app.section.training"),
+    Room("modules", ":material/widgets:", "app.section.training"),
     Room("shapes", ":material/schema:", "app.section.models"),
     Room("classify", ":material/image_search:", "app.section.models"),
     Room("devices", ":material/memory:", "app.section.hardware"),
