@@ -53,11 +53,10 @@ def import_rooms() -> None:
 
 def _warm_slow_parts() -> None:
     try:
-        from torchatlas.sandbox import get_pool
-        from torchatlas.shapes import register_jobs
+        from torchatlas.sandboxed import shared_pool
 
-        # The jobs first, so the zygote starts once, with the jobs the shapes page runs.
-        register_jobs(get_pool()).warm_up(wait=True)
+        # Every room's jobs first, so the zygote starts once, with all the jobs pages run.
+        shared_pool().warm_up(wait=True)
     except Exception:  # the shapes page shows the sandbox's health itself
         _LOG.warning("warm: the sandbox did not start", exc_info=True)
     try:

@@ -185,10 +185,9 @@ def save_to_url(source: str) -> None:
 def sandbox_pool() -> Any:
     """The process-wide pool of pre-warmed workers (None when the sandbox cannot start)."""
     try:
-        from torchatlas.sandbox import get_pool
-        from torchatlas.shapes import register_jobs
+        from torchatlas.sandboxed import shared_pool
 
-        pool = register_jobs(get_pool())  # before it starts: the zygote imports these jobs
+        pool = shared_pool()  # every room's jobs, before it starts: the zygote imports them
         pool.warm_up(wait=False)  # the first analysis waits; the page does not
         return pool
     except Exception:  # a missing or broken sandbox is reported on the health line

@@ -133,9 +133,10 @@ def _run(
     """The job's JSON result from the sandbox, or why there is none."""
     try:
         from torchatlas import sandbox
+        from torchatlas.sandboxed import shared_pool
 
         run_job = sandbox.run_job
-        register_jobs(sandbox.get_pool())  # the process-wide pool runs only registered jobs
+        shared_pool()  # the process-wide pool runs only registered jobs, every room's at once
     except (ImportError, AttributeError) as exc:
         detail = f"{type(exc).__name__}: {exc}"
         return None, ShapeError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
