@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 def register_room_jobs(pool: SandboxPool) -> SandboxPool:
     """Register every room's jobs and warm-up with ``pool`` (again: a no-op); returns it."""
+    from torchatlas.modules.jobs import register_jobs as register_modules
     from torchatlas.shapes.jobs import register_jobs as register_shapes
 
-    return register_shapes(pool)
+    return register_modules(register_shapes(pool))
 
 
 def shared_pool() -> SandboxPool:

@@ -1,0 +1,189 @@
+"""nn.Module from the inside: parameters, buffers and plain tensors, modes, one training step,
+saving and loading.
+
+- :func:`inspect_module` for pasted code: it never runs the source in this process; the
+  sandbox's worker builds the model on the meta device and runs the job ``modules.inspect``
+  (:mod:`.inspector`); the JSON that comes back is checked against
+  :data:`~torchatlas.modules.report.REPORT_SCHEMA` and becomes a :class:`ModuleReport`.
+- :func:`train_steps`, :func:`modes`, :func:`save_load`, :func:`uninitialised_memory` run the
+  room's built-in tiny models on the server (trusted code, bounded work).
+
+Errors and findings are codes and parameters; their text is in
+``assets/translations/<lang>/modules.json``.
+
+>>> report = inspect_module(PRESETS["mylinear_plain"].source, model="MyLinear(3, 2)")  # doctest: +SKIP
+>>> [(row.name, row.in_parameters) for row in report.tensors]  # doctest: +SKIP
+[('W', False), ('b', False)]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from torchatlas.cache import BoundedCache
+from torchatlas.modules.jobs import INSPECT, JOBS, WARM_UP, register_jobs
+from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS, Preset
+from torchatlas.modules.report import (
+    REPORT_SCHEMA,
+    SANDBOX_KINDS,
+    TRANSIENT_KINDS,
+    Container,
+    ErrorKind,
+    Finding,
+    FindingCode,
+    ModuleError,
+    ModuleReport,
+    ModuleRow,
+    RefusedLine,
+    Severity,
+    TensorKind,
+    TensorRow,
+)
+from torchatlas.modules.serialization import (
+    SAVE_MODELS,
+    LoadAttempt,
+    LoadCase,
+    SerializationReport,
+    save_load,
+)
+from torchatlas.modules.training import (
+    MAX_STEPS,
+    TRAINABLE,
+    InitReport,
+    ModeModel,
+    ModelsError,
+    ModeReport,
+    StepRecord,
+    TrainingError,
+    TrainingTrace,
+    modes,
+    train_steps,
+    uninitialised_memory,
+)
+
+__all__ = [
+    "DEFAULT_PRESET", "INSPECT", "JOBS", "MAX_STEPS", "PRESETS", "REPORT_SCHEMA", "SAVE_MODELS",
+    "TRAINABLE", "WARM_UP", "Container", "ErrorKind", "Finding", "FindingCode", "InitReport",
+    "LoadAttempt", "LoadCase", "ModeModel", "ModeReport", "ModelsError", "ModuleError",
+    "ModuleReport", "ModuleRow", "Preset", "RefusedLine", "SerializationReport", "Severity",
+    "StepRecord", "TensorKind", "TensorRow", "TrainingError", "TrainingTrace", "inspect_module",
+    "modes", "register_jobs", "save_load", "train_steps", "uninitialised_memory",
+]  # fmt: skip
+
+LOG = logging.getLogger(__name__)
+# The shape explorer's limits for pasted code: the same source length and constructor box.
+MAX_MODEL_CHARS = 500
+
+
+def _sandbox_params(timeout_s: float, detail: str = "", lines: int = 1) -> dict[str, Any]:
+    """What the texts of the sandbox's kinds need: the time limit, the number of refused
+    lines, and the sandbox's own English message as a detail."""
+    return {"timeout": f"{timeout_s:g}", "lines": lines, "detail": detail}
+
+
+def _sandbox_error(error: Any, timeout_s: float) -> ModuleError:
+    """The sandbox's error as the room's: its kind selects our translated text; its English
+    message is kept only as a detail."""
+    kind = getattr(error, "kind", ErrorKind.UNAVAILABLE.value)
+    kind = ErrorKind(kind) if kind in SANDBOX_KINDS else ErrorKind.JOB_ERROR
+    refusals = [
+        RefusedLine(r.line, r.col, str(r.code), str(r.message))
+        for r in getattr(error, "refusals", []) or []
+    ]
+    lines = max(1, len({refusal.line for refusal in refusals}))
+    return ModuleError(
+        kind,
+        params=_sandbox_params(timeout_s, str(getattr(error, "message", "") or error), lines),
+        line=getattr(error, "line", None),
+        col=getattr(error, "col", None),
+        refusals=refusals,
+    )
+
+
+def _run(
+    source: str,
+    params: dict[str, Any],
+    timeout_s: float,
+    session_id: str | None,
+    on_queued: Callable[[int], None] | None,
+) -> tuple[dict[str, Any] | None, ModuleError | None]:
+    """The job's JSON result from the process-wide sandbox, or why there is none."""
+    try:
+        from torchatlas import sandbox
+        from torchatlas.sandboxed import shared_pool
+
+        run_job = sandbox.run_job
+        shared_pool()  # the process-wide pool runs only registered jobs, every room's at once
+    except (ImportError, AttributeError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        return None, ModuleError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
+    extra = {"on_queued": on_queued} if on_queued is not None else {}
+    result = run_job(source, INSPECT, params, timeout_s=timeout_s, session_id=session_id, **extra)
+    if not result.ok or result.value is None:
+        return None, _sandbox_error(result.error, timeout_s)
+    return result.value, None
+
+
+# Reports shared by every caller in this process, keyed by the source and the constructor: a
+# class inspecting the same preset at once runs one job, and later presses are answered at once.
+REPORT_CACHE_BYTES = 32 << 20
+REPORTS: BoundedCache[tuple[Any, ...], ModuleReport] = BoundedCache(REPORT_CACHE_BYTES)
+
+
+def _worth_keeping(report: ModuleReport) -> bool:
+    return report.error is None or report.error.kind not in TRANSIENT_KINDS
+
+
+def check_boxes(source: str, model: str | None) -> ModuleError | None:
+    """The server's own checks of the two boxes, before any worker is asked."""
+    from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
+
+    if len(source) > MAX_SOURCE_CHARS:
+        return ModuleError(
+            ErrorKind.SOURCE_TOO_LONG,
+            params={"length": f"{len(source):,}", "limit": f"{MAX_SOURCE_CHARS:,}"},
+        )
+    if model and len(model) > MAX_MODEL_CHARS:
+        return ModuleError(
+            ErrorKind.MODEL_TOO_LONG,
+            params={"length": f"{len(model):,}", "limit": f"{MAX_MODEL_CHARS:,}"},
+        )
+    return None
+
+
+def inspect_module(
+    source: str,
+    *,
+    model: str | None = None,
+    timeout_s: float = 10,
+    session_id: str | None = None,
+    on_queued: Callable[[int], None] | None = None,
+) -> ModuleReport:
+    """Every module, parameter, buffer and plain tensor of the model ``source`` defines.
+
+    ``source`` runs only inside the sandbox, where the model is built on the meta device;
+    ``model`` is the constructor call ("MyLinear(3, 2)"; default: the last nn.Module class
+    the source defines). Never raises for bad code: the report's ``error`` says what went
+    wrong and how to fix it. The worker's reply is checked against :data:`REPORT_SCHEMA`
+    before it becomes a report (error kind ``untrusted`` when it does not match).
+    ``on_queued(position)`` hears the job's place in the sandbox's line (0: it starts).
+    """
+    model = (model or "").strip() or None
+    error = check_boxes(source, model)
+    if error is not None:
+        return ModuleReport(model=model or "", error=error)
+    key = (source, model)
+
+    def compute() -> ModuleReport:
+        value, error = _run(source, {"model": model}, timeout_s, session_id, on_queued)
+        if error is None:
+            try:
+                return ModuleReport.from_dict(value)
+            except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
+                LOG.warning("module room: the sandbox's result was refused: %s", str(exc)[:300])
+                error = ModuleError(ErrorKind.UNTRUSTED, params=_sandbox_params(timeout_s))
+        return ModuleReport(model=model or "", error=error)
+
+    return REPORTS.get_or_compute_once(key, compute, keep=_worth_keeping)
