@@ -9,19 +9,34 @@ order; later runs find the modules loaded and pass straight through.
 Then a background thread starts the sandbox's zygote (it imports torch in its own process)
 and loads and runs the default classifier once, so no visitor waits for either when they press
 a button a few seconds later.
+
+Garbage collection. Python's cycle collector walks every tracked object on a full collection,
+with the GIL held: after torch, torchvision, pandas, Plotly and a model are loaded that is
+several hundred thousand objects, and every visitor waits while it runs. Streamlit runs such a
+collection after every script run by default (``runner.postScriptGC``), so in a busy classroom
+those collections alone serialise everyone. So the app switches that off (.streamlit/config.toml)
+and instead (1) moves everything loaded at start-up, which lives as long as the process, into
+the collector's permanent generation (``gc.freeze``), and (2) collects on a timer from one
+background thread, so cyclic garbage from visitors' runs is still returned within a minute.
+Reference counting, which frees almost everything, is unaffected by either.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import threading
+import time
 
 from components.rooms import built_rooms
 
 _LOG = logging.getLogger(__name__)
 _IMPORT_LOCK = threading.Lock()
 _started = threading.Event()
+_warmed = threading.Event()
+# How often the background collector runs a full collection (see the module's docstring).
+COLLECT_EVERY_S = 20.0
 _done = threading.Event()
 
 # torch first: everything below imports it, and its own import is the long one.
@@ -48,7 +63,20 @@ def import_rooms() -> None:
                 importlib.import_module(name)
             except ImportError:  # a room without that module: the page reports its own errors
                 _LOG.debug("warm: %s not importable", name, exc_info=True)
+        freeze_long_lived()
         _done.set()
+
+
+def freeze_long_lived() -> None:
+    """Collect once, then exempt every object alive now from later full collections."""
+    gc.collect()
+    gc.freeze()
+
+
+def _collect_periodically() -> None:
+    while True:
+        time.sleep(COLLECT_EVERY_S)
+        gc.collect()
 
 
 def _warm_slow_parts() -> None:
@@ -66,6 +94,13 @@ def _warm_slow_parts() -> None:
         classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
     except Exception:  # the classify page explains a model that cannot load
         _LOG.warning("warm: the default classifier did not load", exc_info=True)
+    freeze_long_lived()  # the model and what loading it imported live as long as the server
+    _warmed.set()
+
+
+def wait_until_warm(timeout_s: float) -> bool:
+    """Block until the background warm-up has finished (True) or ``timeout_s`` passed."""
+    return _warmed.wait(timeout_s)
 
 
 def warm_server() -> None:
@@ -80,3 +115,5 @@ def warm_server() -> None:
     # Not a daemon: the interpreter waits for it at exit instead of tearing torch down under a
     # thread that is still loading a model (a C++ "terminate called" abort).
     threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()
+    # A daemon: it holds nothing that needs tearing down.
+    threading.Thread(target=_collect_periodically, name="torchatlas-gc", daemon=True).start()
