@@ -1,0 +1,287 @@
+"""einsum, read by torch: each letter's size, which letters are summed, the output shape, the
+loop nest it means, the broadcast-multiply-sum that computes the same, and its FLOPs.
+
+torch judges the equation first (``torch.einsum`` on meta tensors of the given shapes), so a
+bad equation gets torch's own words; only an equation torch accepted is read here. When the
+whole loop nest is small, the broadcast-multiply-sum runs on real numbers beside
+``torch.einsum`` and the two results are compared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.limits import MAX_EINSUM_OPERANDS, MAX_EINSUM_RUN, MAX_EINSUM_TEXT
+
+ELLIPSIS = "..."
+
+
+@dataclass(frozen=True)
+class OperandPlan:
+    name: str  # x0, x1, … in the code
+    shape: tuple[int, ...]
+    labels: tuple[str, ...]  # one per dimension; ellipsis dimensions are "…0", "…1", …
+    diagonals: tuple[tuple[int, int], ...]  # torch.diagonal(dim1, dim2) taken in turn
+    permute: tuple[int, ...] | None  # after the diagonals; None when already in order
+    index: tuple[str, ...] | None  # ":" or "None" per full-order label; None when not needed
+
+
+@dataclass(frozen=True)
+class EinsumPlan:
+    equation: str
+    shapes: tuple[tuple[int, ...], ...]
+    torch_message: str | None = None  # torch refused the equation: its words
+    operands: tuple[OperandPlan, ...] = ()
+    sizes: tuple[tuple[str, int], ...] = ()  # each label's size, in order of appearance
+    output: tuple[str, ...] = ()  # the output's labels
+    summed: tuple[str, ...] = ()  # labels summed away
+    output_shape: tuple[int, ...] = ()  # torch's own result shape
+    explicit: bool = True  # the equation names its output with "->"
+    products: int = 0  # terms of the loop nest: the product of every label's size
+    multiplies: int = 0
+    additions: int = 0
+    counted_flops: int | None = None  # torch.utils.flop_counter.FlopCounterMode's total
+    checked: bool | None = None  # the broadcast-multiply-sum equals torch.einsum (None: too big)
+
+    @property
+    def ok(self) -> bool:
+        return self.torch_message is None
+
+    @property
+    def size_of(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+    def variable(self, label: str) -> str:
+        return "e" + label[1:] if label.startswith("…") else label
+
+    @property
+    def loop_code(self) -> str:
+        """The loop nest einsum means, as runnable Python over tensors x0, x1, …"""
+        size = self.size_of
+        lines = [f"out = torch.zeros({', '.join(str(size[k]) for k in self.output)})"]
+        if not self.output:
+            lines = ["out = torch.zeros(())"]
+        depth = 0
+
+        def emit(text: str) -> None:
+            lines.append("    " * depth + text)
+
+        for label in self.output:
+            emit(f"for {self.variable(label)} in range({size[label]}):")
+            depth += 1
+        terms = " * ".join(self._element(operand) for operand in self.operands)
+        target = "out[" + ", ".join(self.variable(k) for k in self.output) + "]"
+        if not self.output:
+            target = "out[()]"
+        if self.summed:
+            emit("total = 0")
+            for label in self.summed:
+                emit(f"for {self.variable(label)} in range({size[label]}):")
+                depth += 1
+            emit(f"total += {terms}")
+            depth -= len(self.summed)
+            emit(f"{target} = total")
+        else:
+            emit(f"{target} = {terms}")
+        return "\n".join(lines)
+
+    def _element(self, operand: OperandPlan) -> str:
+        size = self.size_of
+        parts = []
+        for label, dim in zip(operand.labels, operand.shape, strict=True):
+            parts.append("0" if dim == 1 and size[label] != 1 else self.variable(label))
+        return f"{operand.name}[{', '.join(parts)}]" if parts else f"{operand.name}"
+
+    @property
+    def broadcast_code(self) -> str:
+        """The same result without einsum: line each operand up on every label (diagonals,
+        permute, None for the labels it lacks), multiply, then sum the summed labels."""
+        lines = []
+        names = []
+        for operand in self.operands:
+            expression = operand.name
+            for dim1, dim2 in operand.diagonals:
+                expression = f"torch.diagonal({expression}, 0, {dim1}, {dim2})"
+            if operand.permute is not None:
+                expression += f".permute({', '.join(map(str, operand.permute))})"
+            if operand.index is not None:
+                expression += "[" + ", ".join(operand.index) + "]"
+            if expression != operand.name:
+                lines.append(f"{operand.name}_ = {expression}")
+                names.append(f"{operand.name}_")
+            else:
+                names.append(operand.name)
+        product = " * ".join(names)
+        if self.summed:
+            first = len(self.output)
+            dims = tuple(range(first, first + len(self.summed)))
+            dims_text = str(dims[0]) if len(dims) == 1 else str(dims)
+            lines.append(f"out = ({product}).sum(dim={dims_text})")
+        else:
+            lines.append(f"out = {product}")
+        return "\n".join(lines)
+
+    @property
+    def einsum_code(self) -> str:
+        names = ", ".join(operand.name for operand in self.operands)
+        return f"out = torch.einsum({self.equation!r}, {names})"
+
+
+def _meta_run(equation: str, shapes: list[tuple[int, ...]]) -> tuple[torch.Size, int]:
+    tensors = [torch.empty(shape, device="meta") for shape in shapes]
+    with FlopCounterMode(display=False) as counter:
+        out = torch.einsum(equation, *tensors)
+    return out.shape, int(counter.get_total_flops())
+
+
+def _terms(text: str) -> list[str]:
+    """A term's labels: letters, and ``...`` as one item."""
+    labels, i = [], 0
+    text = text.replace(" ", "")
+    while i < len(text):
+        if text.startswith(ELLIPSIS, i):
+            labels.append(ELLIPSIS)
+            i += 3
+        else:
+            labels.append(text[i])
+            i += 1
+    return labels
+
+
+def einsum(
+    equation: str, shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]
+) -> EinsumPlan:
+    """Plan ``torch.einsum(equation, *tensors of these shapes)``."""
+    if len(equation) > MAX_EINSUM_TEXT:
+        raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
+    shapes = tuple(tuple(int(size) for size in shape) for shape in shapes)
+    if not shapes or len(shapes) > MAX_EINSUM_OPERANDS:
+        raise BasicsValueError(
+            ErrorCode.EINSUM_OPERANDS, count=len(shapes), limit=MAX_EINSUM_OPERANDS
+        )
+    try:
+        out_shape, counted = _meta_run(equation, list(shapes))
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
+
+    explicit = "->" in equation
+    left, _, right = equation.partition("->")
+    inputs = [_terms(term) for term in left.split(",")]
+    ellipsis_rank = max(
+        (len(shape) - (len(term) - 1) for term, shape in zip(inputs, shapes, strict=True)
+         if ELLIPSIS in term),
+        default=0,
+    )  # fmt: skip
+    sizes: dict[str, int] = {}
+    operand_labels: list[tuple[str, ...]] = []
+    for term, shape in zip(inputs, shapes, strict=True):
+        labels: list[str] = []
+        for item in term:
+            if item == ELLIPSIS:
+                own = len(shape) - (len(term) - 1)
+                labels.extend(f"…{k}" for k in range(ellipsis_rank - own, ellipsis_rank))
+            else:
+                labels.append(item)
+        for label, dim in zip(labels, shape, strict=True):
+            if dim != 1 or label not in sizes:
+                sizes[label] = dim if label not in sizes or sizes[label] == 1 else sizes[label]
+        operand_labels.append(tuple(labels))
+    ellipsis_labels = [f"…{k}" for k in range(ellipsis_rank)]
+    if explicit:
+        output: list[str] = []
+        for item in _terms(right):
+            output.extend(ellipsis_labels if item == ELLIPSIS else [item])
+    else:
+        letters = [item for term in inputs for item in term if item != ELLIPSIS]
+        output = ellipsis_labels + sorted(k for k in set(letters) if letters.count(k) == 1)
+    for label in ellipsis_labels:
+        sizes.setdefault(label, 1)
+    order = list(dict.fromkeys(label for labels in operand_labels for label in labels))
+    summed = [label for label in order if label not in output]
+    full = output + summed
+    operands = tuple(
+        _line_up(f"x{i}", shape, labels, full)
+        for i, (shape, labels) in enumerate(zip(shapes, operand_labels, strict=True))
+    )
+    products = math.prod(sizes[label] for label in full)
+    out_numel = math.prod(out_shape)
+    plan = EinsumPlan(
+        equation,
+        shapes,
+        operands=operands,
+        sizes=tuple((label, sizes[label]) for label in order),
+        output=tuple(output),
+        summed=tuple(summed),
+        output_shape=tuple(out_shape),
+        explicit=explicit,
+        products=products,
+        multiplies=(len(shapes) - 1) * products,
+        additions=products - out_numel if summed else 0,
+        counted_flops=counted,
+    )
+    if products <= MAX_EINSUM_RUN and all(math.prod(s) <= MAX_EINSUM_RUN for s in shapes):
+        return _checked(plan)
+    return plan
+
+
+def _line_up(
+    name: str, shape: tuple[int, ...], labels: tuple[str, ...], full: list[str]
+) -> OperandPlan:
+    """Diagonals for repeated labels, then a permute into ``full``'s order, then None for the
+    labels this operand lacks."""
+    current = list(labels)
+    diagonals = []
+    while len(set(current)) != len(current):
+        seen: dict[str, int] = {}
+        for dim, label in enumerate(current):
+            if label in seen:
+                first = seen[label]
+                diagonals.append((first, dim))
+                # torch.diagonal drops both dims and appends the diagonal last
+                current = [k for d, k in enumerate(current) if d not in (first, dim)] + [label]
+                break
+            seen[label] = dim
+    wanted = sorted(current, key=full.index)
+    permute = tuple(current.index(label) for label in wanted)
+    if permute == tuple(range(len(current))):
+        permute = None  # type: ignore[assignment]
+    index = tuple(":" if label in current else "None" for label in full)
+    if all(part == ":" for part in index):
+        index = None  # type: ignore[assignment]
+    return OperandPlan(name, shape, labels, tuple(diagonals), permute, index)
+
+
+def run_broadcast(plan: EinsumPlan, tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The broadcast-multiply-sum of :attr:`EinsumPlan.broadcast_code`, run on ``tensors``."""
+    lined = []
+    for operand, tensor in zip(plan.operands, tensors, strict=True):
+        for dim1, dim2 in operand.diagonals:
+            tensor = torch.diagonal(tensor, 0, dim1, dim2)
+        if operand.permute is not None:
+            tensor = tensor.permute(*operand.permute)
+        if operand.index is not None:
+            tensor = tensor[tuple(slice(None) if part == ":" else None for part in operand.index)]
+        lined.append(tensor)
+    product = lined[0]
+    for tensor in lined[1:]:
+        product = product * tensor
+    if plan.summed:
+        first = len(plan.output)
+        product = product.sum(dim=tuple(range(first, first + len(plan.summed))))
+    return product
+
+
+def _checked(plan: EinsumPlan) -> EinsumPlan:
+    generator = torch.Generator().manual_seed(0)
+    tensors = [
+        torch.randn(shape, generator=generator, dtype=torch.float64) for shape in plan.shapes
+    ]
+    expected = torch.einsum(plan.equation, *tensors)
+    got = run_broadcast(plan, tensors)
+    same = got.shape == expected.shape and torch.allclose(got, expected)
+    return EinsumPlan(**{**plan.__dict__, "checked": bool(same)})

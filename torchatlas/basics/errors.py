@@ -1,0 +1,61 @@
+"""The basics room's refusals: a stable code and parameters, never a sentence.
+
+The text lives only in ``assets/translations/{en,ko}/basics.json`` under
+``basics.errors.<code>``: the page shows ``t(f"basics.errors.{error.code}", **error.params)``
+and ``str(error)`` is the same table's English, for a notebook. Where PyTorch itself refused,
+its exact words travel along as the parameter ``torch_message``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from torchatlas.i18n import translate
+
+
+class ErrorCode(StrEnum):
+    # typed text
+    TEXT_TOO_LONG = "text_too_long"
+    EMPTY = "empty"
+    SHAPE_NOT_INTS = "shape_not_ints"
+    SHAPE_RANK = "shape_rank"
+    SHAPE_NEGATIVE = "shape_negative"
+    TOO_MANY_ELEMENTS = "too_many_elements"
+    TOO_MANY_SHAPES = "too_many_shapes"
+    UNKNOWN_DTYPE = "unknown_dtype"
+    UNKNOWN_OPERAND = "unknown_operand"
+    UNKNOWN_OP = "unknown_op"
+    NOT_A_NUMBER = "not_a_number"
+    VALUE_DOES_NOT_FIT = "value_does_not_fit"
+    INDEX_SYNTAX = "index_syntax"
+    INDEX_NOT_ALLOWED = "index_not_allowed"
+    INDEX_TOO_COMPLEX = "index_too_complex"
+    EINSUM_CHARACTERS = "einsum_characters"
+    EINSUM_OPERANDS = "einsum_operands"
+    SAVE_NEEDS_RANK = "save_needs_rank"
+    NOT_A_CHOICE = "not_a_choice"
+    # PyTorch's refusals, with its own message
+    BROADCAST_MISMATCH = "broadcast_mismatch"
+    EINSUM_TORCH = "einsum_torch"
+    INDEX_TORCH = "index_torch"
+    OP_TORCH = "op_torch"
+    NO_NUMPY_DTYPE = "no_numpy_dtype"
+
+
+class BasicsError(Exception):
+    """Base of the room's errors; ``code`` and ``params`` are what a page translates."""
+
+    def __init__(self, code: ErrorCode, **params: object) -> None:
+        self.code = ErrorCode(code)
+        self.params: dict[str, str] = {name: str(value) for name, value in params.items()}
+        super().__init__(translate(f"basics.errors.{self.code}", "en", **self.params))
+
+
+class BasicsValueError(BasicsError, ValueError):
+    """Input the engine refuses before running anything (a ``ValueError``)."""
+
+
+def torch_words(exc: BaseException) -> str:
+    """PyTorch's own message, first paragraph only (C++ frames and hints follow it)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.split("\n\n")[0].strip()

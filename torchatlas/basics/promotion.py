@@ -1,0 +1,349 @@
+"""Type promotion, asked of torch itself: ``torch.result_type`` and the real op, on the
+operand kinds whose rules differ (a tensor, a 0-dim tensor, a Python scalar).
+
+The category rule surprises everyone: a Python scalar or a 0-dim tensor only changes the
+result's dtype when it belongs to a higher category (bool < integer < floating < complex), so
+``int8_tensor + 1000`` stays int8 and wraps, and ``float16_tensor + 1.0`` stays float16 and
+rounds. :func:`promote` runs the op on the operands' values and sets the exact answer beside
+torch's, so the wrapped or rounded value is on the page, not described.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+from enum import StrEnum
+
+import torch
+
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.limits import MAX_VALUE_TEXT
+
+DTYPES: dict[str, torch.dtype] = {
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+}
+SCALAR_TYPES: dict[str, type] = {"bool": bool, "int": int, "float": float, "complex": complex}
+
+
+class OperandKind(StrEnum):
+    TENSOR = "tensor"  # a tensor with dimensions: its dtype always counts
+    ZERO_DIM = "zero_dim"  # torch.tensor(v, dtype=…): counts only from a higher category
+    SCALAR = "scalar"  # a Python bool / int / float / complex: the same, and no dtype at all
+
+
+class Op(StrEnum):
+    ADD = "add"
+    MUL = "mul"
+
+
+OP_SYMBOLS = {Op.ADD: "+", Op.MUL: "*"}
+
+
+class Outcome(StrEnum):
+    EXACT = "exact"  # torch's value is the mathematical one
+    WRAPPED = "wrapped"  # an integer result went round its range
+    ROUNDED = "rounded"  # a floating result lost digits
+    LOGICAL = "logical"  # a bool result: + is "or", * is "and"
+    RAISED = "raised"  # torch refused the op
+
+
+# Values that sit near the edge of each dtype, so the default examples show what happens there.
+DEFAULT_VALUES: dict[str, bool | int | float | complex] = {
+    "bool": True,
+    "uint8": 200,
+    "int8": 100,
+    "int16": 30000,
+    "int32": 2_000_000_000,
+    "int64": 2**62,
+    "float16": 2048.0,
+    "bfloat16": 256.0,
+    "float32": 16_777_216.0,
+    "float64": 2.0**53,
+    "complex64": complex(16_777_216.0, 1.0),
+    "complex128": complex(2.0**53, 1.0),
+    # Python scalars
+    "int": 1000,
+    "float": 1.0,
+    "complex": 1j,
+}
+
+
+@dataclass(frozen=True)
+class DTypeSpec:
+    """One operand: its kind, its dtype (a torch dtype name, or for a Python scalar one of
+    ``bool``, ``int``, ``float``, ``complex``) and the value it holds."""
+
+    kind: OperandKind
+    dtype: str
+    value: bool | int | float | complex | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", OperandKind(self.kind))
+        names = SCALAR_TYPES if self.kind is OperandKind.SCALAR else DTYPES
+        if self.dtype not in names:
+            raise BasicsValueError(
+                ErrorCode.UNKNOWN_DTYPE, dtype=self.dtype, allowed=", ".join(names)
+            )
+        if self.value is None:
+            object.__setattr__(self, "value", DEFAULT_VALUES[self.dtype])
+
+    @property
+    def code(self) -> str:
+        """The operand as a line of Python."""
+        value = _py(self.value)
+        if self.kind is OperandKind.SCALAR:
+            return value
+        if self.kind is OperandKind.ZERO_DIM:
+            return f"torch.tensor({value}, dtype=torch.{self.dtype})"
+        return f"torch.tensor([{value}], dtype=torch.{self.dtype})"
+
+    def make(self) -> torch.Tensor | bool | int | float | complex:
+        """The operand itself; raises BasicsValueError when the value does not fit the dtype
+        (torch refuses to build an int8 tensor holding 1000)."""
+        assert self.value is not None
+        if self.kind is OperandKind.SCALAR:
+            return SCALAR_TYPES[self.dtype](self.value)
+        try:
+            data = self.value if self.kind is OperandKind.ZERO_DIM else [self.value]
+            return torch.tensor(data, dtype=DTYPES[self.dtype])
+        except (RuntimeError, TypeError, OverflowError) as exc:
+            raise BasicsValueError(
+                ErrorCode.VALUE_DOES_NOT_FIT,
+                value=_py(self.value),
+                dtype=self.dtype,
+                torch_message=torch_words(exc),
+            ) from None
+
+
+def _py(value: object) -> str:
+    if isinstance(value, complex):
+        return f"complex({value.real!r}, {value.imag!r})"
+    return repr(value)
+
+
+def parse_value(text: str) -> bool | int | float | complex:
+    """A typed number: ``1000``, ``-3``, ``2.5``, ``1e-4``, ``True``, ``1+2j``; never eval."""
+    if len(text) > MAX_VALUE_TEXT:
+        raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(text), limit=MAX_VALUE_TEXT)
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise BasicsValueError(ErrorCode.NOT_A_NUMBER, text=text) from None
+    value = _number(node)
+    if value is None:
+        raise BasicsValueError(ErrorCode.NOT_A_NUMBER, text=text)
+    return value
+
+
+def _number(node: ast.AST) -> bool | int | float | complex | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool | int | float | complex):
+        if isinstance(node.value, int) and abs(node.value) > 2**64:
+            return None
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _number(node.operand)
+        if inner is None or isinstance(inner, bool):
+            return None
+        return -inner if isinstance(node.op, ast.USub) else inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        # 1+2j and 1-2j only: a real part and an imaginary literal
+        left, right = _number(node.left), node.right
+        if (
+            isinstance(left, int | float)
+            and not isinstance(left, bool)
+            and isinstance(right, ast.Constant)
+            and isinstance(right.value, complex)
+        ):
+            return left + right.value if isinstance(node.op, ast.Add) else left - right.value
+    return None
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """``a ⊕ b`` as torch computes it."""
+
+    a: DTypeSpec
+    b: DTypeSpec
+    op: Op
+    result_type: str  # torch.result_type(a, b)
+    op_dtype: str | None  # the dtype of the real op's result (None when it raised)
+    value: str | None  # the real op's value, as torch prints it
+    exact: str | None  # the mathematical value of the same inputs
+    outcome: Outcome
+    torch_message: str | None = None  # torch's words when the op raised
+    categories_differ: bool = False  # a scalar / 0-dim operand of a higher category
+
+    @property
+    def code(self) -> str:
+        return f"{self.a.code} {OP_SYMBOLS[self.op]} {self.b.code}"
+
+    @property
+    def kept_left_dtype(self) -> bool:
+        """The result kept the left tensor's dtype although the right operand was wider."""
+        return self.result_type == self.a.dtype
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _as_python(tensor: torch.Tensor) -> bool | int | float | complex:
+    return tensor.reshape(-1)[0].item()
+
+
+def _exact(a: object, b: object, op: Op) -> bool | int | float | complex:
+    """The op on the stored values in Python (ints are unbounded; floats are float64, exact
+    enough to see float16, bfloat16 and float32 rounding)."""
+    return a + b if op is Op.ADD else a * b  # type: ignore[operator]
+
+
+def _category(kind: str) -> int:
+    if kind == "bool":
+        return 0
+    if kind in ("int", "uint8", "int8", "int16", "int32", "int64"):
+        return 1
+    if kind in ("float", "float16", "bfloat16", "float32", "float64"):
+        return 2
+    return 3
+
+
+def promote(a: DTypeSpec, b: DTypeSpec, op: Op | str = Op.ADD) -> Promotion:
+    """``a ⊕ b``: torch.result_type, the real op's dtype and value, and the exact value.
+    ``a`` is the tensor on the left (any kind: a scalar on both sides is plain Python)."""
+    op = Op(op)
+    left, right = a.make(), b.make()
+    if not isinstance(left, torch.Tensor) and not isinstance(right, torch.Tensor):
+        raise BasicsValueError(ErrorCode.UNKNOWN_OPERAND, kind=a.kind)
+    result_type = _name(torch.result_type(left, right))  # type: ignore[arg-type]
+    categories_differ = b.kind is not OperandKind.TENSOR and _category(b.dtype) > _category(a.dtype)
+    stored_a = _as_python(left) if isinstance(left, torch.Tensor) else left
+    stored_b = _as_python(right) if isinstance(right, torch.Tensor) else right
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            out = left + right if op is Op.ADD else left * right  # type: ignore[operator]
+    except (RuntimeError, NotImplementedError, TypeError) as exc:
+        return Promotion(
+            a, b, op, result_type, None, None, None, Outcome.RAISED, torch_words(exc),
+            categories_differ,
+        )  # fmt: skip
+    got = _as_python(out)
+    exact = _exact(stored_a, stored_b, op)
+    op_dtype = _name(out.dtype)
+    if out.dtype is torch.bool:
+        outcome = Outcome.LOGICAL
+    elif got == exact:
+        outcome = Outcome.EXACT
+    elif not (out.dtype.is_floating_point or out.dtype.is_complex):
+        outcome = Outcome.WRAPPED
+    else:
+        outcome = Outcome.ROUNDED
+    return Promotion(
+        a, b, op, result_type, op_dtype, _show(got), _show(exact), outcome, None,
+        categories_differ,
+    )  # fmt: skip
+
+
+def _show(value: object) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return repr(value)
+    if isinstance(value, complex):
+        return repr(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value!r}"
+    return repr(value)
+
+
+# --------------------------------------------------------------------------- the full table
+
+TABLE_COLUMNS: tuple[tuple[OperandKind, str], ...] = (
+    *((OperandKind.TENSOR, name) for name in DTYPES),
+    *((OperandKind.ZERO_DIM, name) for name in DTYPES),
+    *((OperandKind.SCALAR, name) for name in SCALAR_TYPES),
+)
+
+
+@dataclass(frozen=True)
+class TableCell:
+    row: str  # the left tensor's dtype
+    column: tuple[OperandKind, str]
+    result_type: str
+    # The real op's dtype (the same as result_type: the table checks it), or None where the
+    # op raised: float16 or bfloat16 with a complex scalar asks for a half-precision complex
+    # dtype that few kernels support.
+    op_dtype: str | None
+
+
+@dataclass(frozen=True)
+class PromotionTable:
+    rows: tuple[str, ...]
+    columns: tuple[tuple[OperandKind, str], ...]
+    cells: tuple[tuple[TableCell, ...], ...]  # cells[row][column]
+
+    def cell(self, row: str, kind: OperandKind | str, dtype: str) -> TableCell:
+        r = self.rows.index(row)
+        c = self.columns.index((OperandKind(kind), dtype))
+        return self.cells[r][c]
+
+
+# One operand per (kind, dtype), built once: the table runs the real op on them.
+_ONES: dict[tuple[OperandKind, str], torch.Tensor | bool | int | float | complex] = {}
+
+
+def _one(kind: OperandKind, dtype: str) -> torch.Tensor | bool | int | float | complex:
+    key = (kind, dtype)
+    if key not in _ONES:
+        if kind is OperandKind.SCALAR:
+            _ONES[key] = SCALAR_TYPES[dtype](1)
+        elif kind is OperandKind.ZERO_DIM:
+            _ONES[key] = torch.ones((), dtype=DTYPES[dtype])
+        else:
+            _ONES[key] = torch.ones(2, dtype=DTYPES[dtype])
+    return _ONES[key]
+
+
+def build_table() -> PromotionTable:
+    """Every left tensor dtype against every column: ``torch.result_type`` and the dtype of
+    the real ``+`` (bool + bool is a logical or, so the op runs for every pair)."""
+    rows = tuple(DTYPES)
+    cells = []
+    with warnings.catch_warnings():
+        # torch warns that half-precision complex is experimental each time one is made
+        warnings.simplefilter("ignore", UserWarning)
+        return _fill(rows, cells)
+
+
+def _fill(rows: tuple[str, ...], cells: list) -> PromotionTable:
+    for row in rows:
+        left = _one(OperandKind.TENSOR, row)
+        line = []
+        for kind, dtype in TABLE_COLUMNS:
+            right = _one(kind, dtype)
+            result = torch.result_type(left, right)  # type: ignore[arg-type]
+            try:
+                op_dtype: str | None = _name(torch.add(left, right).dtype)  # type: ignore[arg-type]
+            except (RuntimeError, NotImplementedError):
+                op_dtype = None
+            line.append(TableCell(row, (kind, dtype), _name(result), op_dtype))
+        cells.append(tuple(line))
+    return PromotionTable(rows, TABLE_COLUMNS, tuple(cells))
+
+
+@functools.cache
+def promotion_table() -> PromotionTable:
+    """:func:`build_table` once per process: it depends only on the installed torch."""
+    return build_table()

@@ -1,0 +1,231 @@
+"""What ``torch.save`` and HDF5 really write, measured on in-memory files.
+
+``torch.save`` of a view writes the view's whole storage (the larger tensor's bytes), and
+``clone()`` fixes that; ``torch.load(weights_only=True)`` of tensors saved together gives
+back views that still share one storage. The same data through ``h5py``: the file's size,
+the dtype each side uses, and a read of ``dset[-2:]`` whose bytes are counted through a
+file-like wrapper, to show that HDF5 reads only those rows (and its metadata), not the rest.
+
+``torch.save`` writes into an ``io.BytesIO`` (byte for byte a file named ``archive.pt``: the
+zip's folder is named after the file); the HDF5 file is written to a private temporary
+folder that is always removed, then read back through the counting wrapper. Sizes are
+bounded by :data:`~torchatlas.basics.limits.MAX_SAVE_ELEMENTS`.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.indexing import IndexKind, parse_index_expression
+from torchatlas.basics.limits import MAX_SAVE_ELEMENTS
+from torchatlas.basics.promotion import DTYPES
+
+SAVE_DTYPES = tuple(name for name in DTYPES if name != "bool")
+DATASET = "coords"
+
+
+class CountingReader(io.RawIOBase):
+    """A read-only file over bytes that counts every byte handed out (h5py reads through
+    ``readinto``/``read``), so a test or a page can see how much of a file a read needed."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self._buffer = io.BytesIO(data)
+        self.bytes_read = 0
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._buffer.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._buffer.tell()
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def,override]
+        count = self._buffer.readinto(buffer)
+        self.bytes_read += count
+        self.reads += 1
+        return count
+
+
+def saved_bytes(obj: object) -> int:
+    """The size of ``torch.save(obj)``'s file."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getbuffer().nbytes
+
+
+def _save_load(obj: object) -> object:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def _hdf5_type_name(type_id: h5py.h5t.TypeID) -> str:
+    """HDF5's name for a stored type (``H5T_IEEE_F32LE``), or its class for others."""
+    kind = type_id.get_class()
+    bits = type_id.get_size() * 8
+    if kind in (h5py.h5t.INTEGER, h5py.h5t.FLOAT):
+        order = "LE" if type_id.get_order() == h5py.h5t.ORDER_LE else "BE"
+        if kind == h5py.h5t.FLOAT:
+            return f"H5T_IEEE_F{bits}{order}"
+        signed = type_id.get_sign() == h5py.h5t.SGN_2
+        return f"H5T_STD_{'I' if signed else 'U'}{bits}{order}"
+    names = {h5py.h5t.ENUM: "H5T_ENUM", h5py.h5t.COMPOUND: "H5T_COMPOUND"}
+    return f"{names.get(kind, f'class {kind}')} ({bits} bits)"
+
+
+@dataclass(frozen=True)
+class HdfReport:
+    numpy_dtype: str | None  # the dtype h5py reads back
+    hdf5_type: str | None  # the type stored in the file
+    file_bytes: int = 0
+    data_bytes: int = 0  # the dataset's elements
+    open_bytes: int = 0  # read to open the file and find the dataset (metadata)
+    tail_bytes: int = 0  # read by dset[-2:] alone
+    tail_shape: tuple[int, ...] = ()
+    tail_rows_bytes: int = 0  # the two rows' own bytes
+    round_trip_equal: bool = False
+    error_code: ErrorCode | None = None  # the tensor has no numpy dtype (bfloat16)
+    torch_message: str | None = None
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    shape: tuple[int, ...]
+    dtype: str
+    view_expression: str
+    view_shape: tuple[int, ...]
+    view_is_view: bool  # the expression made a view (shares the storage)
+    storage_bytes: int  # the larger tensor's storage
+    view_bytes: int  # the view's own elements
+    saved_full: int  # torch.save(x)
+    saved_view: int  # torch.save(view): the whole storage goes with it
+    saved_clone: int  # torch.save(view.clone())
+    saved_together: int  # torch.save({"x": x, "view": view})
+    loaded_view_storage_bytes: int  # the storage a loaded view carries
+    loaded_clone_storage_bytes: int
+    loaded_shares: bool  # saved together, loaded together: still one storage
+    loaded_equal: bool  # the loaded view equals the view
+    hdf5: HdfReport
+
+    @property
+    def code(self) -> str:
+        numel = math.prod(self.shape)
+        return (
+            f"x = torch.arange({numel}, dtype=torch.{self.dtype}).reshape"
+            f"{_shape_args(self.shape)}\n"
+            f"view = {self.view_expression}\n"
+            "buffer = io.BytesIO()\n"
+            "torch.save(view, buffer)          # the whole storage of x\n"
+            "torch.save(view.clone(), buffer2) # only the view's elements\n"
+            'torch.save({"x": x, "view": view}, both)\n'
+            "loaded = torch.load(both, weights_only=True)\n"
+            'loaded["view"].untyped_storage().data_ptr() == '
+            'loaded["x"].untyped_storage().data_ptr()\n\n'
+            "with h5py.File(f, 'w') as out:\n"
+            f"    out.create_dataset('{DATASET}', data=x.numpy())\n"
+            "with h5py.File(f, 'r') as inp:\n"
+            f"    last_two = torch.from_numpy(inp['{DATASET}'][-2:])"
+        )
+
+
+def _shape_args(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")" if len(shape) != 1 else f"({shape[0]},)"
+
+
+def _hdf5(x: torch.Tensor) -> HdfReport:
+    try:
+        array = x.numpy()
+    except TypeError as exc:
+        return HdfReport(None, None, error_code=ErrorCode.NO_NUMPY_DTYPE,
+                         torch_message=torch_words(exc))  # fmt: skip
+    # A real file, in a private folder that is always removed: HDF5 lays out a file on disk
+    # differently from one written into a Python buffer, and the page reports real sizes.
+    with tempfile.TemporaryDirectory(prefix="torchatlas-basics-") as folder:
+        path = Path(folder) / "coords.h5"
+        with h5py.File(path, "w") as out:
+            out.create_dataset(DATASET, data=array)
+        data = path.read_bytes()
+    reader = CountingReader(data)
+    with h5py.File(reader, "r") as inp:
+        dataset = inp[DATASET]
+        stored = _hdf5_type_name(dataset.id.get_type())
+        numpy_dtype = str(dataset.dtype)
+        opened = reader.bytes_read
+        tail = dataset[-2:]
+        tail_bytes = reader.bytes_read - opened
+    with h5py.File(io.BytesIO(data), "r") as inp:
+        whole = inp[DATASET][...]
+    return HdfReport(
+        numpy_dtype=numpy_dtype,
+        hdf5_type=stored,
+        file_bytes=len(data),
+        data_bytes=array.nbytes,
+        open_bytes=opened,
+        tail_bytes=tail_bytes,
+        tail_shape=tuple(tail.shape),
+        tail_rows_bytes=tail.nbytes,
+        round_trip_equal=bool(np.array_equal(whole, array)),
+    )
+
+
+def serialize(shape: tuple[int, ...], view: str = "x[:2]", dtype: str = "float32") -> SaveReport:
+    """Save ``x = arange(numel).reshape(shape)`` and ``view`` (a basic index expression on
+    ``x``) every way this room compares; ``dtype`` is any of :data:`SAVE_DTYPES`."""
+    shape = tuple(int(size) for size in shape)
+    if dtype not in SAVE_DTYPES:
+        raise BasicsValueError(ErrorCode.UNKNOWN_DTYPE, dtype=dtype, allowed=", ".join(SAVE_DTYPES))
+    if not shape:
+        raise BasicsValueError(ErrorCode.SAVE_NEEDS_RANK)
+    numel = math.prod(shape)
+    if numel > MAX_SAVE_ELEMENTS:
+        raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=numel, limit=MAX_SAVE_ELEMENTS)
+    parsed = parse_index_expression(view)
+    if parsed.kind is not IndexKind.BASIC:
+        # a mask or a list gathers a copy: there would be no view to save
+        raise BasicsValueError(ErrorCode.INDEX_NOT_ALLOWED, part=parsed.subscript)
+    x = torch.arange(numel).to(DTYPES[dtype]).reshape(shape)
+    try:
+        part = x[parsed.key(x)]
+    except (IndexError, RuntimeError, ValueError, TypeError) as exc:
+        raise BasicsValueError(ErrorCode.INDEX_TORCH, torch_message=torch_words(exc)) from None
+    loaded_view = _save_load(part)
+    loaded_clone = _save_load(part.clone())
+    together = _save_load({"x": x, "view": part})
+    assert isinstance(loaded_view, torch.Tensor) and isinstance(loaded_clone, torch.Tensor)
+    assert isinstance(together, dict)
+    return SaveReport(
+        shape=shape,
+        dtype=dtype,
+        view_expression=parsed.text,
+        view_shape=tuple(part.shape),
+        view_is_view=part.untyped_storage().data_ptr() == x.untyped_storage().data_ptr(),
+        storage_bytes=x.untyped_storage().nbytes(),
+        view_bytes=part.numel() * part.element_size(),
+        saved_full=saved_bytes(x),
+        saved_view=saved_bytes(part),
+        saved_clone=saved_bytes(part.clone()),
+        saved_together=saved_bytes({"x": x, "view": part}),
+        loaded_view_storage_bytes=loaded_view.untyped_storage().nbytes(),
+        loaded_clone_storage_bytes=loaded_clone.untyped_storage().nbytes(),
+        loaded_shares=together["view"].untyped_storage().data_ptr()
+        == together["x"].untyped_storage().data_ptr(),
+        loaded_equal=bool(torch.equal(loaded_view, part)),
+        hdf5=_hdf5(x),
+    )
