@@ -1,0 +1,179 @@
+"""Backward, node by node: run the real ``root.backward()`` with a hook on every node of the
+graph and record, in the order autograd calls them, the gradient flowing into each node and
+out along each of its edges; then every variable's ``.grad`` and why it is (or stays) None.
+
+A :class:`~torchatlas.autograd.graph.Graph` holds no tensors, so the program runs again from
+its text and seed (the same tensors, the same graph, the same node order); the replay is what
+a page steps through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from torchatlas.autograd.errors import ErrorCode, ProgramError, explain
+from torchatlas.autograd.graph import Graph, Values, labels, node_order, read
+from torchatlas.autograd.parser import parse
+from torchatlas.autograd.run import Run, execute
+
+
+class GradReason(StrEnum):
+    """Why a variable's ``.grad`` is what it is after backward."""
+
+    FILLED = "filled"  # a leaf that requires grad, reached: AccumulateGrad wrote .grad
+    RETAINED = "retained"  # not a leaf, but retain_grad() asked autograd to keep it
+    KEPT = "kept"  # not reached now; .grad still holds an earlier backward's gradient
+    NOT_LEAF = "not_leaf"  # an intermediate result: autograd does not keep its gradient
+    NO_REQUIRES_GRAD = "no_requires_grad"  # a leaf that does not require grad
+    NOT_REACHED = "not_reached"  # requires grad, but the root does not depend on it
+
+
+@dataclass(frozen=True)
+class BackwardStep:
+    """One node as autograd ran it: the gradient that came in, the gradients it sent along
+    each edge (``None`` where an input needs none)."""
+
+    index: int
+    node: int  # index in Graph.nodes
+    name: str
+    grad_in: tuple[Values | None, ...]
+    grad_out: tuple[Values | None, ...]
+    leaf: str | None  # for AccumulateGrad: the variable whose .grad this step filled
+
+
+@dataclass(frozen=True)
+class LeafGrad:
+    """A variable's ``.grad`` after backward, and the step that filled it."""
+
+    name: str
+    reason: GradReason
+    grad: Values | None
+    before: Values | None  # its .grad before this backward (accumulation)
+    filled_at: int | None
+
+
+@dataclass(frozen=True)
+class BackwardTrace:
+    """The replay of ``root.backward()``: the steps in autograd's order and the grads."""
+
+    root: str
+    graph: Graph  # the graph as recorded before this backward ran
+    steps: tuple[BackwardStep, ...]
+    total_steps: int
+    grads: tuple[LeafGrad, ...]
+    error: ProgramError | None
+
+    def grad(self, name: str) -> LeafGrad | None:
+        return next((g for g in self.grads if g.name == name), None)
+
+    def reached(self, step: int | None) -> tuple[BackwardStep, ...]:
+        """The steps done once ``step`` steps have run (all of them for None)."""
+        return self.steps if step is None else self.steps[: max(0, step)]
+
+
+def _values(grads: Any) -> tuple[Values | None, ...]:
+    return tuple(None if g is None else Values.of(g) for g in grads)
+
+
+def backward(
+    graph: Graph,
+    root: str,
+    *,
+    steps: int | None = None,
+    retain_graph: bool = False,
+) -> BackwardTrace:
+    """Run ``root.backward()`` on the program of ``graph`` and record it. ``steps`` keeps only
+    the first steps (a notebook's preview); the grads are always the final ones, each with
+    the step that filled it."""
+    run = execute(parse(graph.program), graph.seed)
+    before_graph = read(run)
+    if run.error is not None:
+        return BackwardTrace(root, before_graph, (), 0, (), run.error)
+    return record(run, before_graph, root, steps=steps, retain_graph=retain_graph)
+
+
+def record(
+    run: Run,
+    graph: Graph,
+    root: str,
+    *,
+    steps: int | None = None,
+    retain_graph: bool = False,
+) -> BackwardTrace:
+    """Backward from ``root`` of a live run whose graph was just read (``graph``)."""
+    line = run.lines.get(root, 0)
+    tensor = run.tensor(root)
+    if tensor is None:
+        error = ProgramError(ErrorCode.NO_ROOT, line, {"name": root})
+        return BackwardTrace(root, graph, (), 0, (), error)
+    nodes = node_order(run)
+    index = {fn: i for i, fn in enumerate(nodes)}
+    names = labels(run)
+    done: list[BackwardStep] = []
+
+    def hook_for(fn: Any) -> Any:
+        position = index[fn]
+        name = type(fn).__name__
+        leaf = names.get(id(fn.variable), "?") if name == "AccumulateGrad" else None
+
+        def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
+            # a node hook's grad_outputs come in, its grad_inputs go out along next_functions
+            done.append(
+                BackwardStep(
+                    len(done), position, name, _values(grad_outputs), _values(grad_inputs), leaf
+                )
+            )
+
+        return hook
+
+    variables = [(name, run.names[name]) for name in run.names if run.tensor(name) is not None]
+    before = {
+        name: None if t.grad is None else Values.of(t.grad)
+        for name, t in variables
+        if t.is_leaf or t.retains_grad
+    }
+    handles = [fn.register_hook(hook_for(fn)) for fn in nodes]
+    error = None
+    try:
+        tensor.backward(retain_graph=retain_graph)
+    except Exception as exc:
+        error = explain(exc, line)
+    finally:
+        for handle in handles:
+            handle.remove()
+    filled = {step.leaf: step.index for step in done if step.leaf is not None}
+    reached = {step.node for step in done}
+    grads = []
+    for name, t in variables:
+        grad = t.grad if (t.is_leaf or t.retains_grad) else None
+        value = None if grad is None else Values.of(grad)
+        node = index.get(t.grad_fn) if t.grad_fn is not None else None
+        was = before.get(name)
+        if t.is_leaf and not t.requires_grad:
+            reason = GradReason.NO_REQUIRES_GRAD
+        elif not t.is_leaf and not t.retains_grad:
+            reason = GradReason.NOT_LEAF
+        elif name in filled or (not t.is_leaf and node in reached and value is not None):
+            reason = GradReason.FILLED if t.is_leaf else GradReason.RETAINED
+        elif value is not None:
+            reason = GradReason.KEPT
+        else:
+            reason = GradReason.NOT_REACHED
+        grads.append(LeafGrad(name, reason, value, was, filled.get(name)))
+    kept = tuple(done if steps is None else done[: max(0, steps)])
+    return BackwardTrace(root, graph, kept, len(done), tuple(grads), error)
+
+
+def trace_and_backward(
+    program: str, root: str | None = None, *, seed: int = 0
+) -> tuple[Graph, BackwardTrace | None]:
+    """One run for both: the graph, then backward from ``root`` (default: the graph's own
+    default root), without running the program twice."""
+    run = execute(parse(program), seed)
+    graph = read(run)
+    chosen = root or graph.default_root
+    if run.error is not None or chosen is None:
+        return graph, None
+    return graph, record(run, graph, chosen)

@@ -1,0 +1,305 @@
+"""What a program's run recorded, as frozen dataclasses: each variable as torch reports it,
+and the backward graph read from ``grad_fn.next_functions``.
+
+:func:`read` walks the live tensors of a :class:`~torchatlas.autograd.run.Run` once; nothing
+here keeps a tensor, so a :class:`Graph` pickles, caches and compares like plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from torchatlas.autograd.errors import ProgramError
+
+if TYPE_CHECKING:
+    from torchatlas.autograd.backward import BackwardTrace
+    from torchatlas.autograd.run import Run
+
+MAX_SHOWN = 64  # a tensor's values travel with the graph up to this many elements
+MAX_TEXT = 80
+
+
+class SavedState(StrEnum):
+    OK = "ok"
+    STALE = "stale"  # modified in place after it was saved: backward would refuse it
+    FREED = "freed"  # a backward without retain_graph already released it
+
+
+class ValueKind(StrEnum):
+    NUMBER = "number"
+    ARRAY = "array"
+    NONE = "none"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Values:
+    """A tensor's values, flattened (only up to MAX_SHOWN elements), and its norm."""
+
+    shape: tuple[int, ...]
+    flat: tuple[float, ...] | None
+    norm: float
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> Values:
+        tensor = tensor.detach()
+        flat = tuple(tensor.reshape(-1).tolist()) if tensor.numel() <= MAX_SHOWN else None
+        floating = tensor.is_floating_point() or tensor.is_complex()
+        norm = float(tensor.norm()) if floating and tensor.numel() else 0.0
+        return cls(tuple(tensor.shape), flat, norm)
+
+    def short(self, count: int = 3) -> str:
+        """A few values for a label: ``[0.12, -0.5, 1.0, …]``, or the shape and norm."""
+        if self.flat is None:
+            return f"‖·‖={self.norm:.3g}"
+        if not self.shape:
+            return f"{self.flat[0]:.3g}"
+        shown = ", ".join(f"{v:.3g}" for v in self.flat[:count])
+        return f"[{shown}{', …' if len(self.flat) > count else ''}]"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One variable as the program left it, every field as torch reports it."""
+
+    name: str
+    line: int
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    is_leaf: bool
+    grad_fn: str | None
+    node: int | None  # index of its grad_fn in Graph.nodes
+    version: int | None  # the ``_version`` counter (in-place writes); None: inference tensor
+    retains_grad: bool
+    is_inference: bool
+    values: Values
+    grad: Values | None  # ``.grad`` after the program (None while it is None)
+
+
+@dataclass(frozen=True)
+class OtherValue:
+    """A name bound to something other than a tensor (a loop counter, ``.item()``)."""
+
+    name: str
+    line: int
+    kind: ValueKind
+    text: str
+
+
+@dataclass(frozen=True)
+class SavedValue:
+    """What a backward node saved for backward, as torch exposes it (``_saved_<name>``)."""
+
+    name: str
+    shape: tuple[int, ...] | None  # a tensor's shape; None for a number or a size
+    text: str  # a number, a size, or the tensor's dtype
+    state: SavedState
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``next_functions[i]``: the node the gradient flows to, and which of its inputs."""
+
+    target: int | None  # None: that input needs no gradient
+    input_nr: int
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A Function object of the backward graph."""
+
+    index: int
+    name: str  # e.g. ``MulBackward0``; ``AccumulateGrad`` for a leaf
+    edges: tuple[Edge, ...]
+    saved: tuple[SavedValue, ...]
+    leaf: str | None  # the variable an AccumulateGrad node fills
+    outputs_of: tuple[str, ...]  # variables whose grad_fn this is
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The program, its variables and the backward graph autograd recorded for it."""
+
+    program: str
+    seed: int
+    variables: tuple[TensorInfo, ...]
+    others: tuple[OtherValue, ...]
+    nodes: tuple[GraphNode, ...]
+    error: ProgramError | None
+    backward_calls: int  # ``.backward()`` calls the program itself made
+
+    def variable(self, name: str) -> TensorInfo | None:
+        return next((v for v in self.variables if v.name == name), None)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Variables backward can start from: those with a ``grad_fn``, scalars first."""
+        with_fn = [v for v in self.variables if v.grad_fn is not None]
+        with_fn.sort(key=lambda v: (len(v.shape) > 0 and v.shape != (1,), -v.line))
+        return tuple(v.name for v in with_fn)
+
+    @property
+    def default_root(self) -> str | None:
+        if (loss := self.variable("loss")) is not None and loss.grad_fn is not None:
+            return "loss"
+        return self.roots[0] if self.roots else None
+
+    def to_dot(
+        self,
+        trace: BackwardTrace | None = None,
+        step: int | None = None,
+        colors: Mapping[str, str] | None = None,
+    ) -> str:
+        """Graphviz DOT text of the graph (for ``st.graphviz_chart`` or any Graphviz); with a
+        backward trace, the gradients on the edges reached by ``step`` (default: all)."""
+        from torchatlas.autograd.dot import to_dot
+
+        return to_dot(self, trace, step, colors)
+
+
+def _text(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _other(name: str, line: int, value: Any) -> OtherValue:
+    if value is None:
+        kind = ValueKind.NONE
+    elif isinstance(value, bool | int | float):
+        kind = ValueKind.NUMBER
+    elif type(value).__name__ == "ndarray":
+        kind = ValueKind.ARRAY
+    else:
+        kind = ValueKind.OTHER
+    return OtherValue(name, line, kind, _text(value))
+
+
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_names(node: Any) -> tuple[str, ...]:
+    """The ``_saved_*`` attributes of a node's class (``dir`` is slow: once per class)."""
+    kind = type(node)
+    if kind not in _SAVED_NAMES:
+        _SAVED_NAMES[kind] = tuple(n for n in dir(node) if n.startswith("_saved_"))
+    return _SAVED_NAMES[kind]
+
+
+def _saved(node: Any) -> tuple[SavedValue, ...]:
+    out = []
+    for attribute in _saved_names(node):
+        name = attribute.removeprefix("_saved_")
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError as error:
+            # torch refuses to unpack a saved tensor that was modified in place since, or one
+            # a backward already freed
+            freed = "freed" in str(error)
+            out.append(SavedValue(name, None, "", SavedState.FREED if freed else SavedState.STALE))
+            continue
+        if isinstance(value, torch.Tensor):
+            dtype = str(value.dtype).removeprefix("torch.")
+            out.append(SavedValue(name, tuple(value.shape), dtype, SavedState.OK))
+        elif value is not None:
+            out.append(SavedValue(name, None, _text(value), SavedState.OK))
+    return tuple(out)
+
+
+def walk(roots: list[Any]) -> list[Any]:
+    """Every backward node reachable from ``roots``, each once, in a fixed order (depth
+    first, ``next_functions`` in order): the index of a node in this list is its id."""
+    order: list[Any] = []
+    seen: set[Any] = set()
+    stack = [fn for fn in reversed(roots) if fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        order.append(fn)
+        stack.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+    return order
+
+
+def labels(run: Run) -> dict[int, str]:
+    """A name for every tensor the program bound: the name itself for its last binding,
+    ``name@line`` for an earlier one (``x = x + 1`` leaves two tensors called x)."""
+    out: dict[int, str] = {}
+    for binding in run.bindings:
+        if isinstance(binding.value, torch.Tensor):
+            final = run.names.get(binding.name) is binding.value
+            out[id(binding.value)] = binding.name if final else f"{binding.name}@{binding.line}"
+    return out
+
+
+def tensors(run: Run) -> Iterator[torch.Tensor]:
+    """Every tensor the program bound, earlier bindings included, in binding order."""
+    for binding in run.bindings:
+        if isinstance(binding.value, torch.Tensor):
+            yield binding.value
+
+
+def node_order(run: Run) -> list[Any]:
+    return walk([t.grad_fn for t in tensors(run)])
+
+
+def read(run: Run) -> Graph:
+    """The frozen record of a run: variables (each field from torch), then the graph."""
+    names = labels(run)
+    nodes = node_order(run)
+    index = {fn: i for i, fn in enumerate(nodes)}
+    outputs: dict[int, list[str]] = {}
+    variables, others = [], []
+    for name, value in run.names.items():
+        line = run.lines[name]
+        if not isinstance(value, torch.Tensor):
+            others.append(_other(name, line, value))
+            continue
+        fn = value.grad_fn
+        node = index.get(fn) if fn is not None else None
+        if node is not None:
+            outputs.setdefault(node, []).append(name)
+        grad = value.grad if (value.is_leaf or value.retains_grad) else None
+        variables.append(
+            TensorInfo(
+                name=name,
+                line=line,
+                shape=tuple(value.shape),
+                dtype=str(value.dtype).removeprefix("torch."),
+                requires_grad=value.requires_grad,
+                is_leaf=value.is_leaf,
+                grad_fn=None if fn is None else type(fn).__name__,
+                node=node,
+                version=None if value.is_inference() else value._version,
+                retains_grad=value.retains_grad,
+                is_inference=value.is_inference(),
+                values=Values.of(value),
+                grad=None if grad is None else Values.of(grad),
+            )
+        )
+    graph_nodes = []
+    for i, fn in enumerate(nodes):
+        leaf = None
+        if type(fn).__name__ == "AccumulateGrad":
+            leaf = names.get(id(fn.variable), "?")
+        edges = tuple(
+            Edge(None if nxt is None else index[nxt], nr) for nxt, nr in fn.next_functions
+        )
+        graph_nodes.append(
+            GraphNode(i, type(fn).__name__, edges, _saved(fn), leaf, tuple(outputs.get(i, ())))
+        )
+    return Graph(
+        program=run.program.text,
+        seed=run.seed,
+        variables=tuple(variables),
+        others=tuple(others),
+        nodes=tuple(graph_nodes),
+        error=run.error,
+        backward_calls=run.backward_calls,
+    )

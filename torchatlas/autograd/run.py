@@ -1,0 +1,440 @@
+"""The interpreter of checked programs: walks the tree :func:`~torchatlas.autograd.parser.parse`
+accepted and calls torch by the allow-listed names, never ``eval``/``exec``.
+
+Sizes are checked before a tensor is made (creation sizes, broadcast shapes, matmul shapes),
+so no program allocates more than the room's bounds; every result is counted against a total.
+Random tensors come from a private generator seeded per run: two visitors never share (or
+disturb) torch's global random state, and the same seed gives the same tensors.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from torchatlas.autograd.errors import AutogradError, ErrorCode, ProgramError, explain
+from torchatlas.autograd.parser import (
+    CREATION,
+    FUNCTIONS,
+    MAX_ELEMENTS,
+    MAX_OPS,
+    MAX_TOTAL_ELEMENTS,
+    RANDOM,
+    Program,
+    dtype_name,
+)
+
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
+    "double": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}  # fmt: skip
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.MatMult: operator.matmul,
+    ast.Pow: operator.pow,
+}
+_INPLACE: dict[type, str] = {ast.Add: "add_", ast.Sub: "sub_", ast.Mult: "mul_", ast.Div: "div_"}
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Lt: operator.lt,
+    ast.Gt: operator.gt,
+    ast.LtE: operator.le,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+_GRAD_MODES: dict[str, Callable[[], Any]] = {
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "enable_grad": torch.enable_grad,
+}
+_BROADCASTING = ("add", "sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_")
+_MATMUL = ("matmul", "mm")
+
+
+@dataclass
+class Binding:
+    """One assignment as it ran: the name, its line and the value bound."""
+
+    name: str
+    line: int
+    value: Any
+
+
+@dataclass
+class Run:
+    """A program's live state after it ran (or stopped): its bindings and its error. Internal:
+    :mod:`torchatlas.autograd.graph` reads it into frozen dataclasses."""
+
+    program: Program
+    seed: int
+    names: dict[str, Any] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    bindings: list[Binding] = field(default_factory=list)
+    error: ProgramError | None = None
+    ops: int = 0
+    elements: int = 0
+    backward_calls: int = 0
+
+    def tensor(self, name: str) -> torch.Tensor | None:
+        value = self.names.get(name)
+        return value if isinstance(value, torch.Tensor) else None
+
+
+class _Stop(Exception):
+    """Carries an exception out of the walk with the line it was raised on."""
+
+    def __init__(self, error: BaseException, line: int) -> None:
+        super().__init__()
+        self.error, self.line = error, line
+
+
+def execute(program: Program, seed: int = 0) -> Run:
+    """Run a checked program on real torch. A failure (ours or PyTorch's) stops it and is
+    kept as ``run.error``; everything bound before it stays readable."""
+    run = Run(program=program, seed=seed)
+    interpreter = _Interpreter(run, torch.Generator().manual_seed(seed))
+    try:
+        interpreter.block(program.tree.body)
+    except _Stop as stop:
+        run.error = explain(stop.error, stop.line)
+    return run
+
+
+def _numel(size: tuple[int, ...]) -> int:
+    return math.prod(size) if size else 1
+
+
+class _Interpreter:
+    def __init__(self, run: Run, generator: torch.Generator) -> None:
+        self.run = run
+        self.generator = generator
+        self.line = 0
+
+    # ------------------------------------------------------------------ statements
+
+    def block(self, body: list[ast.stmt]) -> None:
+        for node in body:
+            self.line = node.lineno
+            try:
+                self.statement(node)
+            except _Stop:
+                raise
+            except Exception as error:
+                raise _Stop(error, node.lineno) from None
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Assign):
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute):  # x.grad = None
+                self.expect_tensor(self.name(target.value)).grad = None
+                return
+            assert isinstance(target, ast.Name)
+            self.bind(target.id, self.expr(node.value), node.lineno)
+        elif isinstance(node, ast.AugAssign):
+            assert isinstance(node.target, ast.Name)
+            current = self.name(node.target)
+            other = self.expr(node.value)
+            self.count(1)
+            if isinstance(current, torch.Tensor):
+                # Python's ``x += y`` on a tensor is the in-place method, as here
+                self.check_broadcast(current, other)
+                result = getattr(current, _INPLACE[type(node.op)])(other)
+            else:
+                result = _number_op(type(node.op), self.number(current), self.number(other))
+            self.bind(node.target.id, result, node.lineno)
+        elif isinstance(node, ast.Expr):
+            self.expr(node.value)
+        elif isinstance(node, ast.With):
+            call = node.items[0].context_expr
+            assert isinstance(call, ast.Call)
+            mode = call.func.id if isinstance(call.func, ast.Name) else call.func.attr  # type: ignore[attr-defined]
+            with _GRAD_MODES[mode]():
+                self.block(node.body)
+        elif isinstance(node, ast.If):
+            test = node.test
+            assert isinstance(test, ast.Compare)
+            left, right = self.expr(test.left), self.expr(test.comparators[0])
+            self.count(1)
+            outcome = _COMPARE[type(test.ops[0])](left, right)
+            self.block(node.body if bool(outcome) else node.orelse)
+        elif isinstance(node, ast.For):
+            assert isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call)
+            values = [arg.value for arg in node.iter.args]  # type: ignore[attr-defined]
+            for index in range(*values):
+                self.bind(node.target.id, index, node.lineno)
+                self.block(node.body)
+        elif not isinstance(node, ast.Pass):
+            raise AutogradError(ErrorCode.NOT_ALLOWED, what=type(node).__name__)
+
+    def bind(self, name: str, value: Any, line: int) -> None:
+        self.run.names[name] = value
+        self.run.lines[name] = line
+        self.run.bindings.append(Binding(name, line, value))
+
+    # ------------------------------------------------------------------ expressions
+
+    def count(self, ops: int) -> None:
+        self.run.ops += ops
+        if self.run.ops > MAX_OPS:
+            raise AutogradError(ErrorCode.TOO_MANY_OPS, ops=self.run.ops, limit=MAX_OPS)
+
+    def produced(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            numel = value.numel()
+            if numel > MAX_ELEMENTS:
+                raise AutogradError(ErrorCode.TOO_BIG, numel=numel, limit=MAX_ELEMENTS)
+            self.run.elements += numel
+            if self.run.elements > MAX_TOTAL_ELEMENTS:
+                raise AutogradError(ErrorCode.TOO_MUCH_MEMORY, limit=MAX_TOTAL_ELEMENTS)
+        return value
+
+    def name(self, node: ast.AST) -> Any:
+        assert isinstance(node, ast.Name)
+        if node.id == "True":
+            return True
+        if node.id == "False":
+            return False
+        if node.id == "None":
+            return None
+        if node.id not in self.run.names:
+            raise AutogradError(ErrorCode.UNKNOWN_NAME, name=node.id)
+        return self.run.names[node.id]
+
+    def expect_tensor(self, value: Any, what: str = "") -> torch.Tensor:
+        if not isinstance(value, torch.Tensor):
+            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=what or type(value).__name__)
+        return value
+
+    def number(self, value: Any) -> int | float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(value).__name__)
+        return value
+
+    def operand(self, value: Any) -> Any:
+        """Tensors and plain numbers may meet an operator; nothing else (a NumPy array, a
+        list) may."""
+        if isinstance(value, torch.Tensor) or (
+            isinstance(value, int | float) and not isinstance(value, bool)
+        ):
+            return value
+        raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(value).__name__)
+
+    def check_broadcast(self, left: Any, right: Any) -> None:
+        shapes = [v.shape for v in (left, right) if isinstance(v, torch.Tensor)]
+        if len(shapes) == 2:
+            try:
+                size = torch.broadcast_shapes(*shapes)
+            except RuntimeError:
+                return  # torch raises its own (explained) error when the op runs
+            if _numel(tuple(size)) > MAX_ELEMENTS:
+                raise AutogradError(
+                    ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS
+                )
+
+    def check_matmul(self, left: Any, right: Any) -> None:
+        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
+            try:
+                size = (
+                    torch.empty(left.shape, device="meta") @ torch.empty(right.shape, device="meta")
+                ).shape
+            except RuntimeError:
+                return
+            if _numel(tuple(size)) > MAX_ELEMENTS:
+                raise AutogradError(
+                    ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS
+                )
+
+    def expr(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        if isinstance(node, ast.UnaryOp):
+            value = self.operand(self.expr(node.operand))
+            self.count(1)
+            return self.produced(-value if isinstance(node.op, ast.USub) else +value)
+        if isinstance(node, ast.BinOp):
+            left = self.operand(self.expr(node.left))
+            right = self.operand(self.expr(node.right))
+            self.count(1)
+            if isinstance(node.op, ast.MatMult):
+                self.check_matmul(left, right)
+            else:
+                self.check_broadcast(left, right)
+            if not isinstance(left, torch.Tensor) and not isinstance(right, torch.Tensor):
+                return _number_op(type(node.op), left, right)
+            return self.produced(_BINARY[type(node.op)](left, right))
+        if isinstance(node, ast.List):
+            return [self.expr(item) for item in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(self.expr(item) for item in node.elts)
+        if isinstance(node, ast.Attribute):
+            value = self.expect_tensor(self.expr(node.value), node.attr)
+            return value.grad if node.attr == "grad" else self.produced(value.T)
+        if isinstance(node, ast.Subscript):
+            value = self.expect_tensor(self.expr(node.value), "[]")
+            index = self.index(node.slice)
+            self.count(1)
+            return self.produced(value[index])
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        raise AutogradError(ErrorCode.NOT_ALLOWED, what=type(node).__name__)
+
+    def index(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Tuple):
+            return tuple(self.index(item) for item in node.elts)
+        if isinstance(node, ast.Slice):
+            parts = [
+                None if p is None else self.expr(p) for p in (node.lower, node.upper, node.step)
+            ]
+            for part in parts:
+                if part is not None and (isinstance(part, bool) or not isinstance(part, int)):
+                    raise AutogradError(ErrorCode.BAD_SIZE, what=repr(part)[:40])
+            return slice(*parts)
+        value = self.expr(node)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise AutogradError(ErrorCode.BAD_SIZE, what=repr(value)[:40])
+
+    def call(self, node: ast.Call) -> Any:
+        func = node.func
+        name: str | None
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id == "torch")
+        ):
+            name = func.attr
+        else:
+            name = None
+        args = [self.expr(arg) for arg in node.args]
+        kwargs: dict[str, Any] = {}
+        for keyword in node.keywords:
+            assert keyword.arg is not None
+            if keyword.arg == "dtype":
+                kwargs["dtype"] = _DTYPES[dtype_name(keyword.value) or "float32"]
+            else:
+                kwargs[keyword.arg] = self.expr(keyword.value)
+        self.count(1)
+        if name is not None and name in CREATION:
+            return self.produced(self.create(name, args, kwargs))
+        if name is not None and name in FUNCTIONS and isinstance(func, ast.Attribute):
+            if not args:
+                raise AutogradError(ErrorCode.NOT_A_TENSOR, what=name)
+            target, rest = self.expect_tensor(args[0], name), args[1:]
+        else:
+            assert isinstance(func, ast.Attribute)
+            name = func.attr
+            target, rest = self.expect_tensor(self.expr(func.value), name), args
+        for value in rest:
+            if value is None or isinstance(value, bool | list | tuple):
+                continue  # a flag (requires_grad_(True)) or sizes (view / reshape)
+            self.operand(value)
+        if name in _BROADCASTING and rest:
+            self.check_broadcast(target, rest[0])
+        if name in _MATMUL and rest:
+            self.check_matmul(target, rest[0])
+        if name == "backward":
+            self.run.backward_calls += 1
+        if name in ("view", "reshape"):
+            rest = [self.size_value(v) for v in rest]
+        result = getattr(target, name)(*rest, **kwargs)
+        return self.produced(result)
+
+    def size_value(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return tuple(self.size_value(v) for v in value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise AutogradError(ErrorCode.BAD_SIZE, what=repr(value)[:40])
+        return value
+
+    def size(self, args: list[Any]) -> tuple[int, ...]:
+        """Creation sizes: ``randn(5, 5)`` or ``randn((5, 5))``, each whole and ≥ 0."""
+        parts = args[0] if len(args) == 1 and isinstance(args[0], list | tuple) else args
+        size = []
+        for part in parts:
+            if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+                raise AutogradError(ErrorCode.BAD_SIZE, what=repr(part)[:40])
+            if part > MAX_ELEMENTS:
+                raise AutogradError(ErrorCode.TOO_BIG, numel=part, limit=MAX_ELEMENTS)
+            size.append(part)
+        if _numel(tuple(size)) > MAX_ELEMENTS:
+            raise AutogradError(ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS)
+        return tuple(size)
+
+    def create(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> torch.Tensor:
+        if name in RANDOM:
+            return getattr(torch, name)(self.size(args), generator=self.generator, **kwargs)
+        if name in ("zeros", "ones"):
+            return getattr(torch, name)(self.size(args), **kwargs)
+        if name == "full":
+            if len(args) != 2:
+                raise AutogradError(ErrorCode.BAD_SIZE, what="full(size, value)")
+            return torch.full(self.size([args[0]]), self.number(args[1]), **kwargs)
+        if name == "eye":
+            size = self.size(args)
+            if not 1 <= len(size) <= 2:
+                raise AutogradError(ErrorCode.BAD_SIZE, what="eye(n)")
+            return torch.eye(*size, **kwargs)
+        if name == "arange":
+            numbers = [self.number(a) for a in args]
+            if not 1 <= len(numbers) <= 3:
+                raise AutogradError(ErrorCode.BAD_SIZE, what="arange(end)")
+            start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (*numbers[:2], 1)
+            if len(numbers) == 3:
+                step = numbers[2]
+            if step == 0:
+                raise AutogradError(ErrorCode.BAD_SIZE, what="step=0")
+            count = math.ceil((end - start) / step) if math.isfinite((end - start) / step) else -1
+            if not 0 <= count <= MAX_ELEMENTS:
+                raise AutogradError(ErrorCode.TOO_BIG, numel=max(count, MAX_ELEMENTS + 1),
+                                    limit=MAX_ELEMENTS)  # fmt: skip
+            return torch.arange(*numbers, **kwargs)
+        assert name == "tensor"
+        if len(args) != 1:
+            raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
+        _check_data(args[0], 0)
+        return torch.tensor(args[0], **kwargs)
+
+
+MAX_NUMBER = 1 << 63
+
+
+def _number_op(op: type, left: int | float, right: int | float) -> int | float:
+    """Arithmetic on plain numbers, bounded: Python's integers grow without limit, so a loop
+    of ``n = n * n`` would otherwise build an enormous number."""
+    if op is ast.Pow and abs(right) > 64:
+        raise AutogradError(ErrorCode.TOO_BIG, numel=abs(right), limit=64)
+    if op is ast.MatMult:
+        raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(left).__name__)
+    result = _BINARY[op](left, right)
+    if isinstance(result, int) and abs(result) > MAX_NUMBER:
+        raise AutogradError(ErrorCode.TOO_BIG, numel=f"{float(result):.3g}", limit=MAX_NUMBER)
+    return result
+
+
+def _check_data(value: Any, depth: int) -> int:
+    """The numbers in ``tensor([...])``: only numbers, at most MAX_ELEMENTS, at most 4 deep."""
+    if isinstance(value, list | tuple):
+        if depth >= 4:
+            raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
+        total = sum(_check_data(item, depth + 1) for item in value)
+        if total > MAX_ELEMENTS:
+            raise AutogradError(ErrorCode.TOO_BIG, numel=total, limit=MAX_ELEMENTS)
+        return total
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return 1
+    raise AutogradError(ErrorCode.BAD_SIZE, what=type(value).__name__)
