@@ -74,6 +74,7 @@ class _Walk:
     parameters: set[int]
     state: set[int]
     optimizer: set[int]
+    converted: set[int]  # what .to() changes in place: the reachable modules' parameters
     rows: list[TensorRow] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     first_name: dict[int, str] = field(default_factory=dict)
@@ -106,8 +107,10 @@ class _Walk:
             requires_grad=bool(tensor.requires_grad),
             in_parameters=key in self.parameters,
             in_state_dict=key in self.state,
-            # Module._apply converts each reachable module's _parameters and _buffers.
-            moved_by_to=reachable and kind is not TensorKind.PLAIN,
+            # Module._apply converts each reachable module's _parameters in place (the same
+            # Parameter object gets new data, wherever else it is referenced) and replaces each
+            # reachable module's _buffers entries with new tensors.
+            moved_by_to=key in self.converted or (reachable and kind is TensorKind.BUFFER),
             seen_by_optimizer=key in self.optimizer,
             container=container,
             shared_with=shared_with,
@@ -151,10 +154,14 @@ def _items(value: Any) -> Iterator[tuple[str, Any]]:
             yield f"[{index}]", item
 
 
-def _plain_attributes(walk: _Walk, module: nn.Module, path: str) -> int:
+def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool = False) -> int:
     """Rows for tensors kept as ordinary attributes of ``module`` (alone or in a Python
-    container), with a finding for each; returns how many plain tensors sit on it."""
+    container), with a finding for each; returns how many plain tensors sit on it. A module
+    met ``again`` under a second path gets its rows (they name the first) and no findings."""
     plain = 0
+    # torch's own modules register what they own; their private lists (an LSTM's
+    # _flat_weights) only point at those registered tensors and need no fix.
+    torchs_own = type(module).__module__.startswith("torch.")
     for attribute, value in list(vars(module).items()):
         if attribute in MODULE_INTERNALS:
             continue
@@ -164,7 +171,7 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str) -> int:
             row = walk.add(value, _join(path, attribute), path, attribute, TensorKind.PLAIN,
                            reachable=True)  # fmt: skip
             plain += 1
-            if row is None or row.shared_with:
+            if row is None or row.shared_with or torchs_own:
                 continue
             args = _shape_args(tuple(value.shape))
             as_buffer = f'self.register_buffer("{attribute}", torch.empty({args}))'
@@ -178,7 +185,7 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str) -> int:
                               {"name": where, "shape": row.shape_text}, fix))  # fmt: skip
             continue
         container = _CONTAINERS.get(type(value))
-        if container is None:
+        if container is None or again or torchs_own:
             continue
         tensors = modules = hidden = 0
         for index, item in _items(value):
@@ -221,18 +228,25 @@ def describe_module(model: nn.Module, label: str = "") -> ModuleReport:
     parameters = list(model.parameters())
     state = model.state_dict(keep_vars=True)
     optimizer, optimizer_error = _optimizer_ids(model)
-    walk = _Walk({id(p) for p in parameters}, {id(v) for v in state.values()}, optimizer)
+    reachable = {id(p) for module in model.modules() for p in module._parameters.values()}
+    walk = _Walk({id(p) for p in parameters}, {id(v) for v in state.values()}, optimizer, reachable)
     label = label or type(model).__name__
     modules: list[ModuleRow] = []
-    for path, module in model.named_modules():
+    first_path: dict[int, str] = {}
+    # Every path, as state_dict() walks them: a module reached twice ("tied") is listed twice,
+    # its second row naming the first, and its tensors counted once.
+    for path, module in model.named_modules(remove_duplicate=False):
         if len(modules) >= MAX_MODULES:
             walk.truncated = True
             break
+        shared_with = first_path.setdefault(id(module), path)
+        again = shared_with != path
         _registered(walk, module, path, reachable=True, container=Container.NONE)
-        plain = _plain_attributes(walk, module, path)
+        plain = _plain_attributes(walk, module, path, again=again)
         modules.append(
             ModuleRow(
                 path=path,
+                shared_with=shared_with if again else "",
                 class_name=type(module).__name__,
                 depth=path.count(".") + 1 if path else 0,
                 own_params=sum(p.numel() for p in module._parameters.values() if p is not None),

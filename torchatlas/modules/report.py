@@ -155,6 +155,7 @@ class ModuleRow:
     total_params: int = 0  # elements of ``parameters()`` of this module (shared ones once)
     buffers: int = 0  # elements of its buffers, sub-modules included
     plain_tensors: int = 0  # plain tensor attributes on this module itself
+    shared_with: str = ""  # the first path of the same module object, when it is reached again
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,7 @@ MODULE_SCHEMA = Dict(
         "total_params": _COUNT,
         "buffers": _COUNT,
         "plain_tensors": Int(0, MAX_TENSORS),
+        "shared_with": _NAME,
     },
     required=("path", "class_name", "depth"),
 )
