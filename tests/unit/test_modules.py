@@ -14,7 +14,7 @@ import sys
 import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -47,13 +47,19 @@ HEADER = "import torch\nimport torch.nn as nn\n\n"
 # ParameterDict, shared parameters, nested modules, frozen and non-persistent tensors.
 SOURCES: dict[str, tuple[str, str]] = {
     **{key: (preset.source, preset.model) for key, preset in PRESETS.items()},
-    "linear": (HEADER + """
+    "linear": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(4, 3)
-""", "Net()"),
-    "nested": (HEADER + """
+""",
+        "Net()",
+    ),
+    "nested": (
+        HEADER
+        + """
 class Block(nn.Module):
     def __init__(self, width):
         super().__init__()
@@ -68,21 +74,33 @@ class Net(nn.Module):
         self.stem = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
         self.body = nn.Sequential(Block(8), Block(8))
         self.head = nn.Linear(8, 10)
-""", "Net()"),
-    "module_list": (HEADER + """
+""",
+        "Net()",
+    ),
+    "module_list": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = nn.ModuleList([nn.Linear(5, 5) for _ in range(4)])
-""", "Net()"),
-    "parameter_list": (HEADER + """
+""",
+        "Net()",
+    ),
+    "parameter_list": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.gains = nn.ParameterList([nn.Parameter(torch.ones(3)) for _ in range(3)])
         self.table = nn.ParameterDict({"a": nn.Parameter(torch.zeros(2, 2))})
-""", "Net()"),
-    "python_lists": (HEADER + """
+""",
+        "Net()",
+    ),
+    "python_lists": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -90,8 +108,12 @@ class Net(nn.Module):
         self.blocks = (nn.Linear(3, 3), nn.Linear(3, 1))
         self.by_name = {"w": nn.Parameter(torch.ones(2))}
         self.real = nn.Linear(3, 3)
-""", "Net()"),
-    "shared": (HEADER + """
+""",
+        "Net()",
+    ),
+    "shared": (
+        HEADER
+        + """
 class Tied(nn.Module):
     def __init__(self):
         super().__init__()
@@ -99,8 +121,12 @@ class Tied(nn.Module):
         self.out = nn.Linear(4, 10, bias=False)
         self.out.weight = self.embed.weight
         self.again = self.out
-""", "Tied()"),
-    "shared_parameter": (HEADER + """
+""",
+        "Tied()",
+    ),
+    "shared_parameter": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -110,8 +136,12 @@ class Net(nn.Module):
         self.b.weight = self.a.weight
         self.c = nn.Module()
         self.c.w = self.w
-""", "Net()"),
-    "buffers": (HEADER + """
+""",
+        "Net()",
+    ),
+    "buffers": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -120,8 +150,12 @@ class Net(nn.Module):
         self.register_buffer("empty", None)
         self.norm = nn.LayerNorm(4)
         self.bn = nn.BatchNorm1d(4)
-""", "Net()"),
-    "frozen": (HEADER + """
+""",
+        "Net()",
+    ),
+    "frozen": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -129,8 +163,12 @@ class Net(nn.Module):
         self.head = nn.Linear(6, 2)
         self.backbone.weight.requires_grad_(False)
         self.pos = nn.Parameter(torch.zeros(1, 6), requires_grad=False)
-""", "Net()"),
-    "plain_mix": (HEADER + """
+""",
+        "Net()",
+    ),
+    "plain_mix": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -138,26 +176,40 @@ class Net(nn.Module):
         self.mask = torch.ones(4, dtype=torch.bool)
         self.index = torch.arange(4)
         self.b = nn.Parameter(torch.zeros(2))
-""", "Net()"),
-    "rnn": (HEADER + """
+""",
+        "Net()",
+    ),
+    "rnn": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.lstm = nn.LSTM(4, 8, num_layers=2, batch_first=True)
         self.attention = nn.MultiheadAttention(8, 2)
-""", "Net()"),
-    "sequential_only": (HEADER + """
+""",
+        "Net()",
+    ),
+    "sequential_only": (
+        HEADER
+        + """
 def build():
     return nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
-""", "build()"),
-    "no_tensors": (HEADER + """
+""",
+        "build()",
+    ),
+    "no_tensors": (
+        HEADER
+        + """
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.act = nn.ReLU()
         self.size = 3
-""", "Net()"),
-}  # fmt: skip
+""",
+        "Net()",
+    ),
+}
 
 
 def build_on_cpu(source: str, constructor: str) -> nn.Module:
@@ -371,9 +423,19 @@ def _honest() -> dict[str, Any]:
         lambda d: d["modules"][0].update(depth=10**6),
         lambda d: d.update(elapsed_s=float("inf")),
     ],
-    ids=["kind", "numel", "rank", "bool", "rows", "float-count", "finding-code", "error-kind",
-         "depth", "inf"],
-)  # fmt: skip
+    ids=[
+        "kind",
+        "numel",
+        "rank",
+        "bool",
+        "rows",
+        "float-count",
+        "finding-code",
+        "error-kind",
+        "depth",
+        "inf",
+    ],
+)
 def test_forged_reports_are_refused(forge: Any) -> None:
     data = _honest()
     data["findings"] = [{"code": "plain_tensor", "severity": "warning", "params": {}}]
@@ -422,7 +484,7 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         return module.answer  # type: ignore[attr-defined]
 
     class FakePool:
-        registered: list = []
+        registered: ClassVar[list] = []
 
         def register(self, jobs, warm_up_requests=(), spare_warm_up=None):
             FakePool.registered.append(sorted(jobs))
@@ -528,10 +590,16 @@ def test_the_job_is_registered_with_every_rooms_jobs() -> None:
 
 
 def test_every_code_has_its_text_in_both_languages() -> None:
-    keys = [f"modules.errors.{kind.value}.{part}" for kind in ErrorKind
-            for part in ("title", "message", "hint")]  # fmt: skip
-    keys += [f"modules.findings.{code.value}.{part}" for code in FindingCode
-             for part in ("title", "message")]  # fmt: skip
+    keys = [
+        f"modules.errors.{kind.value}.{part}"
+        for kind in ErrorKind
+        for part in ("title", "message", "hint")
+    ]
+    keys += [
+        f"modules.findings.{code.value}.{part}"
+        for code in FindingCode
+        for part in ("title", "message")
+    ]
     keys += [f"modules.kinds.{kind.value}" for kind in TensorKind]
     for lang in LANGUAGES:
         missing = [key for key in keys if not has_key(key, lang)]

@@ -11,7 +11,8 @@ saving and loading.
 Errors and findings are codes and parameters; their text is in
 ``assets/translations/<lang>/modules.json``.
 
->>> report = inspect_module(PRESETS["mylinear_plain"].source, model="MyLinear(3, 2)")  # doctest: +SKIP
+>>> preset = PRESETS["mylinear_plain"]
+>>> report = inspect_module(preset.source, model=preset.model)  # doctest: +SKIP
 >>> [(row.name, row.in_parameters) for row in report.tensors]  # doctest: +SKIP
 [('W', False), ('b', False)]
 """
@@ -52,8 +53,8 @@ from torchatlas.modules.training import (
     MAX_STEPS,
     TRAINABLE,
     InitReport,
-    ModeModel,
     ModelsError,
+    ModeModel,
     ModeReport,
     StepRecord,
     TrainingError,
@@ -64,13 +65,44 @@ from torchatlas.modules.training import (
 )
 
 __all__ = [
-    "DEFAULT_PRESET", "INSPECT", "JOBS", "MAX_STEPS", "PRESETS", "REPORT_SCHEMA", "SAVE_MODELS",
-    "TRAINABLE", "WARM_UP", "Container", "ErrorKind", "Finding", "FindingCode", "InitReport",
-    "LoadAttempt", "LoadCase", "ModeModel", "ModeReport", "ModelsError", "ModuleError",
-    "ModuleReport", "ModuleRow", "Preset", "RefusedLine", "SerializationReport", "Severity",
-    "StepRecord", "TensorKind", "TensorRow", "TrainingError", "TrainingTrace", "inspect_module",
-    "modes", "register_jobs", "save_load", "train_steps", "uninitialised_memory",
-]  # fmt: skip
+    "DEFAULT_PRESET",
+    "INSPECT",
+    "JOBS",
+    "MAX_STEPS",
+    "PRESETS",
+    "REPORT_SCHEMA",
+    "SAVE_MODELS",
+    "TRAINABLE",
+    "WARM_UP",
+    "Container",
+    "ErrorKind",
+    "Finding",
+    "FindingCode",
+    "InitReport",
+    "LoadAttempt",
+    "LoadCase",
+    "ModeModel",
+    "ModeReport",
+    "ModelsError",
+    "ModuleError",
+    "ModuleReport",
+    "ModuleRow",
+    "Preset",
+    "RefusedLine",
+    "SerializationReport",
+    "Severity",
+    "StepRecord",
+    "TensorKind",
+    "TensorRow",
+    "TrainingError",
+    "TrainingTrace",
+    "inspect_module",
+    "modes",
+    "register_jobs",
+    "save_load",
+    "train_steps",
+    "uninitialised_memory",
+]
 
 LOG = logging.getLogger(__name__)
 # The shape explorer's limits for pasted code: the same source length and constructor box.

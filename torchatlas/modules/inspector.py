@@ -134,12 +134,26 @@ def _registered(
     """Rows for the parameters and buffers registered on ``module`` itself."""
     for name, parameter in module._parameters.items():
         if parameter is not None:
-            walk.add(parameter, _join(path, name), path, name, TensorKind.PARAMETER,
-                     reachable=reachable, container=container)  # fmt: skip
+            walk.add(
+                parameter,
+                _join(path, name),
+                path,
+                name,
+                TensorKind.PARAMETER,
+                reachable=reachable,
+                container=container,
+            )
     for name, buffer in module._buffers.items():
         if buffer is not None:
-            walk.add(buffer, _join(path, name), path, name, TensorKind.BUFFER,
-                     reachable=reachable, container=container)  # fmt: skip
+            walk.add(
+                buffer,
+                _join(path, name),
+                path,
+                name,
+                TensorKind.BUFFER,
+                reachable=reachable,
+                container=container,
+            )
 
 
 def _items(value: Any) -> Iterator[tuple[str, Any]]:
@@ -168,8 +182,9 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool 
         # How the model's own code reaches it: self.W on the model, model.fc.W below it.
         where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
         if isinstance(value, torch.Tensor):
-            row = walk.add(value, _join(path, attribute), path, attribute, TensorKind.PLAIN,
-                           reachable=True)  # fmt: skip
+            row = walk.add(
+                value, _join(path, attribute), path, attribute, TensorKind.PLAIN, reachable=True
+            )
             plain += 1
             if row is None or row.shared_with or torchs_own:
                 continue
@@ -181,8 +196,14 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool 
                 if value.is_floating_point() or value.is_complex()
                 else as_buffer
             )
-            walk.find(Finding(FindingCode.PLAIN_TENSOR, Severity.WARNING,
-                              {"name": where, "shape": row.shape_text}, fix))  # fmt: skip
+            walk.find(
+                Finding(
+                    FindingCode.PLAIN_TENSOR,
+                    Severity.WARNING,
+                    {"name": where, "shape": row.shape_text},
+                    fix,
+                )
+            )
             continue
         container = _CONTAINERS.get(type(value))
         if container is None or again or torchs_own:
@@ -192,21 +213,30 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool 
             name = f"{_join(path, attribute)}{index}"
             if isinstance(item, torch.Tensor):
                 tensors += 1
-                walk.add(item, name, path, attribute, TensorKind.PLAIN,
-                         reachable=False, container=container)  # fmt: skip
+                walk.add(
+                    item,
+                    name,
+                    path,
+                    attribute,
+                    TensorKind.PLAIN,
+                    reachable=False,
+                    container=container,
+                )
             elif isinstance(item, nn.Module):
                 modules += 1
                 for sub_path, sub in item.named_modules(prefix=name):
                     hidden += sum(
-                        p.numel() for p in sub._parameters.values()
+                        p.numel()
+                        for p in sub._parameters.values()
                         if p is not None and id(p) not in walk.parameters
-                    )  # fmt: skip
+                    )
                     _registered(walk, sub, sub_path, reachable=False, container=container)
         for kind, count in (("tensor", tensors), ("module", modules)):
             if count:
                 wrapper = _WRAPPERS[(container, kind)]
                 code = FindingCode.TENSOR_LIST if kind == "tensor" else FindingCode.MODULE_LIST
-                fix = f"self.{attribute} = {wrapper}({'[…]' if container != Container.DICT else '{…}'})"
+                items = "{…}" if container is Container.DICT else "[…]"
+                fix = f"self.{attribute} = {wrapper}({items})"
                 params = {"name": where, "count": count, "wrapper": wrapper, "hidden": hidden}
                 walk.find(Finding(code, Severity.WARNING, params, fix))
     return plain
@@ -278,21 +308,28 @@ def describe_module(model: nn.Module, label: str = "") -> ModuleReport:
 def _facts(walk: _Walk, parameters: list[torch.Tensor], optimizer_error: str) -> None:
     """Findings that are facts of torch's counting rather than one attribute's mistake."""
     if not parameters:
-        walk.find(Finding(FindingCode.NO_PARAMETERS, Severity.WARNING,
-                          {"detail": optimizer_error or "—"}))  # fmt: skip
+        walk.find(
+            Finding(FindingCode.NO_PARAMETERS, Severity.WARNING, {"detail": optimizer_error or "—"})
+        )
     for row in list(walk.rows):
         if row.kind is TensorKind.PARAMETER and row.container is Container.NONE:
             if row.shared_with:
-                walk.find(Finding(FindingCode.SHARED_PARAMETER, Severity.INFO,
-                                  {"name": row.name, "first": row.shared_with,
-                                   "numel": row.numel}))  # fmt: skip
+                walk.find(
+                    Finding(
+                        FindingCode.SHARED_PARAMETER,
+                        Severity.INFO,
+                        {"name": row.name, "first": row.shared_with, "numel": row.numel},
+                    )
+                )
             elif not row.requires_grad:
-                walk.find(Finding(FindingCode.FROZEN_PARAMETER, Severity.INFO,
-                                  {"name": row.name}))  # fmt: skip
-        elif row.kind is TensorKind.BUFFER and not row.in_state_dict and not row.shared_with:
-            if row.container is Container.NONE:
-                walk.find(Finding(FindingCode.NON_PERSISTENT_BUFFER, Severity.INFO,
-                                  {"name": row.name}))  # fmt: skip
+                walk.find(Finding(FindingCode.FROZEN_PARAMETER, Severity.INFO, {"name": row.name}))
+        elif (
+            row.kind is TensorKind.BUFFER
+            and not row.in_state_dict
+            and not row.shared_with
+            and row.container is Container.NONE
+        ):
+            walk.find(Finding(FindingCode.NON_PERSISTENT_BUFFER, Severity.INFO, {"name": row.name}))
 
 
 def inspect_namespace(namespace: dict[str, Any], *, model: str | None = None) -> dict[str, Any]:
@@ -317,10 +354,13 @@ def inspect_namespace(namespace: dict[str, Any], *, model: str | None = None) ->
         kind = shape_error.kind.value
         error = ModuleError(
             ErrorKind(kind) if kind in kinds else ErrorKind.INTERNAL,
-            params={key: value for key, value in shape_error.params.items()
-                    if isinstance(value, str | int | float | bool)},
+            params={
+                key: value
+                for key, value in shape_error.params.items()
+                if isinstance(value, str | int | float | bool)
+            },
             line=shape_error.line,
-        )  # fmt: skip
+        )
         if kind not in kinds:
             error = ModuleError(ErrorKind.INTERNAL, params={"detail": kind})
         return ModuleReport(model=model or "", error=error).to_dict()

@@ -68,7 +68,5 @@ def grade(question: Question | str, given: str) -> Grade:
     question = Question(question)
     if given not in OPTIONS[question]:
         raise ValueError(f"{given!r} is not an option of {question.value}")
-    expected, trace = (
-        _plain_step() if question is Question.PLAIN_STEP else _forgotten_zero_grad()
-    )
+    expected, trace = _plain_step() if question is Question.PLAIN_STEP else _forgotten_zero_grad()
     return Grade(question, given, expected, trace)

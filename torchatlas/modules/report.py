@@ -116,19 +116,34 @@ class ErrorKind(StrEnum):
 
 SANDBOX_KINDS = frozenset(
     {
-        ErrorKind.REFUSED, ErrorKind.SYNTAX, ErrorKind.CODE_ERROR, ErrorKind.TIMEOUT,
-        ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.OUTPUT_TOO_LARGE, ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
+        ErrorKind.REFUSED,
+        ErrorKind.SYNTAX,
+        ErrorKind.CODE_ERROR,
+        ErrorKind.TIMEOUT,
+        ErrorKind.MEMORY,
+        ErrorKind.CRASHED,
+        ErrorKind.OUTPUT_TOO_LARGE,
+        ErrorKind.BUSY,
+        ErrorKind.TOO_MANY_JOBS,
+        ErrorKind.UNTRUSTED,
+        ErrorKind.JOB_ERROR,
+        ErrorKind.UNAVAILABLE,
     }
-)  # fmt: skip
+)
 # Outcomes of the moment: shared with whoever asked at the same time, never kept in a cache.
 TRANSIENT_KINDS = frozenset(
     {
-        ErrorKind.TIMEOUT, ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
+        ErrorKind.TIMEOUT,
+        ErrorKind.MEMORY,
+        ErrorKind.CRASHED,
+        ErrorKind.BUSY,
+        ErrorKind.TOO_MANY_JOBS,
+        ErrorKind.UNTRUSTED,
+        ErrorKind.JOB_ERROR,
+        ErrorKind.UNAVAILABLE,
         ErrorKind.INTERNAL,
     }
-)  # fmt: skip
+)
 
 
 def _plain(value: Any) -> Any:
@@ -348,10 +363,19 @@ TENSOR_SCHEMA = Dict(
         "numel": Int(0, MAX_NUMEL),
     },
     required=(
-        "name", "owner", "attribute", "kind", "shape", "dtype", "requires_grad", "in_parameters",
-        "in_state_dict", "moved_by_to", "seen_by_optimizer",
+        "name",
+        "owner",
+        "attribute",
+        "kind",
+        "shape",
+        "dtype",
+        "requires_grad",
+        "in_parameters",
+        "in_state_dict",
+        "moved_by_to",
+        "seen_by_optimizer",
     ),
-)  # fmt: skip
+)
 FINDING_SCHEMA = Dict(
     {
         "code": Str(40, choices=[code.value for code in FindingCode]),
@@ -362,10 +386,14 @@ FINDING_SCHEMA = Dict(
     required=("code", "severity"),
 )
 _REFUSAL = Dict(
-    {"line": Int(0, MAX_LINE), "col": Int(0, MAX_LINE), "code": Str(40, clip=True),
-     "detail": _SHORT},
+    {
+        "line": Int(0, MAX_LINE),
+        "col": Int(0, MAX_LINE),
+        "code": Str(40, clip=True),
+        "detail": _SHORT,
+    },
     required=("line", "col", "code"),
-)  # fmt: skip
+)
 ERROR_SCHEMA = Dict(
     {
         # The kind selects translations: one of ours, never another room's key.

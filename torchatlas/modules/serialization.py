@@ -11,7 +11,7 @@ import io
 import re
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import torch
@@ -73,7 +73,7 @@ class SerializationReport:
     refusal_type: str
     default_refuses: bool  # torch.load with no weights_only argument refuses it too
     attempts: tuple[LoadAttempt, ...]
-    elapsed_s: float = 0.0
+    elapsed_s: float = field(default=0.0, compare=False)  # timing, not a result
 
     @property
     def file_size(self) -> int:
@@ -131,9 +131,10 @@ def _attempt(model_key: str, case: LoadCase, state: dict[str, torch.Tensor]) -> 
     kept = tuple(
         name
         for name, value in fresh.state_dict().items()
-        if name in state and not torch.equal(value, state[name])
+        if name in state
+        and not torch.equal(value, state[name])
         and torch.equal(value, fresh_values[name])
-    )  # fmt: skip
+    )
     return LoadAttempt(case, key, strict_error, relaxed_error, missing, unexpected, kept)
 
 

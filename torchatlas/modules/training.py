@@ -181,7 +181,7 @@ class TrainingTrace:
     stopped_at: int | None = None  # the loss stopped being finite: no later step is run
     optimizer_error: str = ""  # torch's own refusal (an empty parameter list)
     backward_error: str = ""  # torch's own refusal (a loss no parameter contributed to)
-    elapsed_s: float = 0.0
+    elapsed_s: float = field(default=0.0, compare=False)  # timing, not a result
 
     @property
     def losses(self) -> list[float]:
@@ -232,9 +232,17 @@ def train_steps(
     shapes = tuple(tuple(tensor.shape) for _, tensor in tensors)
     registered = tuple(isinstance(tensor, nn.Parameter) for _, tensor in tensors)
     initial = tuple(_values(tensor) for _, tensor in tensors)
-    base = dict(model_key=model_key, lr=float(lr), steps_requested=steps,
-                forget_zero_grad=forget_zero_grad, seed=seed, names=names, shapes=shapes,
-                registered=registered, initial=initial)  # fmt: skip
+    base = dict(
+        model_key=model_key,
+        lr=float(lr),
+        steps_requested=steps,
+        forget_zero_grad=forget_zero_grad,
+        seed=seed,
+        names=names,
+        shapes=shapes,
+        registered=registered,
+        initial=initial,
+    )
     loss_fn = nn.MSELoss()
     try:
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -245,11 +253,22 @@ def train_steps(
             backward_error = ""
         except RuntimeError as inner:
             backward_error = f"{type(inner).__name__}: {inner}"
-        record = StepRecord(0, float(loss.item()), initial, tuple(None for _ in tensors),
-                            initial, grads_cleared=False)  # fmt: skip
-        return TrainingTrace(**base, steps=(record,), optimizer_error=f"{type(exc).__name__}: {exc}",
-                             backward_error=backward_error,
-                             elapsed_s=time.perf_counter() - started)  # fmt: skip
+        record = StepRecord(
+            0,
+            float(loss.item()),
+            initial,
+            tuple(None for _ in tensors),
+            initial,
+            grads_cleared=False,
+        )
+        refusal = f"{type(exc).__name__}: {exc}"
+        return TrainingTrace(
+            **base,
+            steps=(record,),
+            optimizer_error=refusal,
+            backward_error=backward_error,
+            elapsed_s=time.perf_counter() - started,
+        )
     records: list[StepRecord] = []
     diverged_at = stopped_at = None
     first_loss = None
@@ -263,9 +282,16 @@ def train_steps(
         if not forget_zero_grad:
             optimizer.zero_grad()
         value = float(loss.item())
-        records.append(StepRecord(index, value, before, grads,
-                                  tuple(_values(p) for p in parameters),
-                                  grads_cleared=not forget_zero_grad))  # fmt: skip
+        records.append(
+            StepRecord(
+                index,
+                value,
+                before,
+                grads,
+                tuple(_values(p) for p in parameters),
+                grads_cleared=not forget_zero_grad,
+            )
+        )
         first_loss = value if first_loss is None else first_loss
         if diverged_at is None and (
             not math.isfinite(value) or value > DIVERGENCE_FACTOR * max(first_loss, 1e-12)
@@ -274,9 +300,13 @@ def train_steps(
         if not math.isfinite(value):
             stopped_at = index
             break
-    return TrainingTrace(**base, steps=tuple(records), diverged_at=diverged_at,
-                         stopped_at=stopped_at,
-                         elapsed_s=time.perf_counter() - started)  # fmt: skip
+    return TrainingTrace(
+        **base,
+        steps=tuple(records),
+        diverged_at=diverged_at,
+        stopped_at=stopped_at,
+        elapsed_s=time.perf_counter() - started,
+    )
 
 
 # ---------------------------------------------------------------------------- modes
@@ -350,14 +380,24 @@ def modes(model_key: str, seed: int = 0) -> ModeReport:
         extra = {"dropout_p": 0.5, "zeros_in_train": int((train_output == 0).sum())}
     else:
         extra = {
-            "running_mean_before": stats_before[0], "running_var_before": stats_before[1],
-            "running_mean_after": stats_after[0], "running_var_after": stats_after[1],
-            "batch_mean": tuple(x.mean(0).tolist()), "batch_var": tuple(x.var(0).tolist()),
+            "running_mean_before": stats_before[0],
+            "running_var_before": stats_before[1],
+            "running_mean_after": stats_after[0],
+            "running_var_after": stats_after[1],
+            "batch_mean": tuple(x.mean(0).tolist()),
+            "batch_var": tuple(x.var(0).tolist()),
             "momentum": float(layer.momentum or 0.0),
             "batches_tracked": int(layer.num_batches_tracked),
-        }  # fmt: skip
-    return ModeReport(key, _rows(x), _rows(train_output), _rows(train_again),
-                      _rows(eval_output), _rows(eval_again), **extra)  # type: ignore[arg-type]  # fmt: skip
+        }
+    return ModeReport(
+        key,
+        _rows(x),
+        _rows(train_output),
+        _rows(train_again),
+        _rows(eval_output),
+        _rows(eval_again),
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def _stats(layer: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:

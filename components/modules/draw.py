@@ -1,0 +1,399 @@
+"""Pure builders for the nn.Module room: tables, DOT, Plotly figures and code, no Streamlit.
+
+Every text comes from the translation tables through ``torchatlas.i18n.translate`` with the
+reader's language; every colour from the theme's palette.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from components.format import format_count
+from components.theme import Palette
+from torchatlas.i18n import translate
+from torchatlas.modules import (
+    Container,
+    InitReport,
+    ModeModel,
+    ModeReport,
+    ModuleError,
+    ModuleReport,
+    SerializationReport,
+    TensorKind,
+    TrainingTrace,
+)
+from torchatlas.modules.compare import COLUMNS, ComparisonRow
+
+MAX_DOT_NODES = 150  # a graph beyond this is unreadable; the table shows every module
+MAX_VALUES_SHOWN = 12  # numbers per tensor in the step table (the MLP's 3×8 weight has 24)
+YES, NO = "✅", "❌"
+
+
+def mark(value: bool) -> str:
+    return YES if value else NO
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if not math.isfinite(value):
+        return str(value)
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-4):
+        return f"{value:.3e}"
+    return f"{value:.4f}"
+
+
+def values_text(values: Sequence[float] | None, shape: Sequence[int] = ()) -> str:
+    """A tensor's first numbers, "[0.1234, -0.5000, …]" (None: no gradient)."""
+    if values is None:
+        return "None"
+    shown = ", ".join(_number(v) for v in values[:MAX_VALUES_SHOWN])
+    more = ", …" if len(values) > MAX_VALUES_SHOWN else ""
+    return f"[{shown}{more}]"
+
+
+# ---------------------------------------------------------------- side by side
+def comparison_frame(rows: Sequence[ComparisonRow], lang: str) -> pd.DataFrame:
+    header = [translate(f"modules.compare.columns.{column}", lang) for column in COLUMNS]
+    data = [[mark(row.value(column)) for column in COLUMNS] for row in rows]
+    index = [translate(f"modules.compare.facts.{row.fact.value}", lang) for row in rows]
+    return pd.DataFrame(data, columns=header, index=index)
+
+
+# ---------------------------------------------------------------- the inspection
+def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
+    """One row per tensor the model holds: where it is and what torch's machinery sees."""
+    columns = [
+        "name",
+        "kind",
+        "shape",
+        "dtype",
+        "requires_grad",
+        "parameters",
+        "state_dict",
+        "to",
+        "optimizer",
+        "note",
+    ]
+    rows = []
+    for row in report.tensors:
+        note = ""
+        if row.shared_with:
+            note = translate("modules.table.shared", lang, first=row.shared_with)
+        elif row.container is not Container.NONE:
+            note = translate("modules.table.in_container", lang, container=row.container.value)
+        rows.append(
+            [
+                row.name,
+                translate(f"modules.kinds.{row.kind.value}", lang),
+                row.shape_text,
+                row.dtype,
+                mark(row.requires_grad),
+                mark(row.in_parameters),
+                mark(row.in_state_dict),
+                mark(row.moved_by_to),
+                mark(row.seen_by_optimizer),
+                note,
+            ]
+        )
+    header = [translate(f"modules.table.{column}", lang) for column in columns]
+    return pd.DataFrame(rows, columns=header)
+
+
+def kind_counts(report: ModuleReport) -> dict[TensorKind, int]:
+    return {
+        kind: sum(1 for row in report.tensors if row.kind is kind and not row.shared_with)
+        for kind in TensorKind
+    }
+
+
+def tree_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
+    """The module tree as an indented table, with parameter counts per submodule."""
+    rows = []
+    for module in report.modules:
+        name = module.path.rsplit(".", 1)[-1] if module.path else report.model or "model"
+        label = "\u2003" * module.depth + name
+        note = (
+            translate("modules.tree.same_as", lang, first=module.shared_with)
+            if module.shared_with
+            else ""
+        )
+        rows.append(
+            [
+                label,
+                module.class_name,
+                format_count(module.own_params),
+                format_count(module.total_params),
+                format_count(module.buffers),
+                module.plain_tensors,
+                note,
+            ]
+        )
+    header = [
+        translate(f"modules.tree.{column}", lang)
+        for column in ("module", "class", "own", "total", "buffers", "plain", "note")
+    ]
+    return pd.DataFrame(rows, columns=header)
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def tree_dot(report: ModuleReport, palette: Palette, lang: str) -> str | None:
+    """The module tree as Graphviz DOT (None past :data:`MAX_DOT_NODES` modules)."""
+    if not report.modules or len(report.modules) > MAX_DOT_NODES:
+        return None
+    params = translate("modules.tree.params_short", lang)
+    lines = [
+        "digraph modules {",
+        f'  bgcolor="transparent"; rankdir=LR; node [shape=box, style="rounded,filled", '
+        f'fillcolor="{palette.surface}", color="{palette.border}", fontcolor="{palette.text}", '
+        f'fontname="Helvetica", fontsize=11]; edge [color="{palette.muted}"];',
+    ]
+    index = {module.path: number for number, module in enumerate(report.modules)}
+    for number, module in enumerate(report.modules):
+        name = module.path.rsplit(".", 1)[-1] if module.path else (report.model or "model")
+        plain = f"\\n⚠ {module.plain_tensors} plain" if module.plain_tensors else ""
+        colour = f', color="{palette.accent}", penwidth=2' if module.plain_tensors else ""
+        lines.append(
+            f'  n{number} [label="{_dot_text(name)}: {_dot_text(module.class_name)}\\n'
+            f'{format_count(module.total_params)} {params}{plain}"{colour}];'
+        )
+        if module.path:
+            parent = module.path.rsplit(".", 1)[0] if "." in module.path else ""
+            if parent in index:
+                style = ' [style="dashed"]' if module.shared_with else ""
+                lines.append(f"  n{index[parent]} -> n{number}{style};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def inspection_code(source: str, model: str) -> str:
+    """A notebook cell that asks torch the same questions the table answers."""
+    call = model or "Model()"
+    return f"""{source.rstrip()}
+
+
+model = {call}
+print("parameters():", [name for name, _ in model.named_parameters()])
+print("buffers():   ", [name for name, _ in model.named_buffers()])
+print("state_dict():", list(model.state_dict()))
+plain = [name for name, value in vars(model).items() if isinstance(value, torch.Tensor)]
+print("plain tensor attributes:", plain)
+try:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    print("optimiser sees", len(optimizer.param_groups[0]["params"]), "tensors")
+except ValueError as error:
+    print("optimiser:", error)
+"""
+
+
+def error_text(error: ModuleError, lang: str) -> tuple[str, str, str]:
+    """The error's title, message and hint in ``lang``."""
+    return error.text("title", lang), error.text("message", lang), error.text("hint", lang)
+
+
+# ---------------------------------------------------------------- training
+def loss_figure(
+    trace: TrainingTrace, palette: Palette, lang: str, current: int | None
+) -> go.Figure:
+    """The loss per step (log scale when it spans orders of magnitude or diverges)."""
+    losses = [loss if math.isfinite(loss) else None for loss in trace.losses]
+    steps = list(range(1, len(losses) + 1))
+    figure = go.Figure(
+        go.Scatter(
+            x=steps,
+            y=losses,
+            mode="lines+markers" if len(steps) <= 60 else "lines",
+            line={"color": palette.accent, "width": 2},
+            name=translate("modules.training.loss", lang),
+        )
+    )
+    finite = [loss for loss in losses if loss is not None and loss > 0]
+    log = bool(finite) and max(finite) / min(finite) > 100
+    if current is not None and 1 <= current <= len(steps) and losses[current - 1] is not None:
+        figure.add_trace(
+            go.Scatter(
+                x=[current],
+                y=[losses[current - 1]],
+                mode="markers",
+                marker={"color": palette.copy, "size": 12},
+                name=translate("modules.training.current", lang),
+            )
+        )
+    if trace.diverged_at is not None:
+        figure.add_vline(x=trace.diverged_at + 1, line_dash="dash", line_color=palette.muted)
+    figure.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        xaxis_title=translate("modules.training.step", lang),
+        yaxis_title=translate("modules.training.loss", lang),
+        yaxis_type="log" if log else "linear",
+        showlegend=False,
+        title=translate("modules.training.curve_title", lang, lr=f"{trace.lr:g}"),
+    )
+    return figure
+
+
+def step_frame(trace: TrainingTrace, step: int, phase: str, lang: str) -> pd.DataFrame:
+    """Each tensor's values and gradient at ``phase`` of step ``step`` (1-based)."""
+    record = trace.steps[step - 1]
+    rows = []
+    for index, name in enumerate(trace.names):
+        before, grad, after = record.before[index], record.grads[index], record.after[index]
+        if phase in ("forward", "loss"):  # .grad as the previous step's zero_grad left it
+            previous = trace.steps[step - 2] if step > 1 else None
+            cleared = previous is None or previous.grads_cleared
+            value, shown_grad = before, (None if cleared else previous.grads[index])
+        elif phase == "backward":
+            value, shown_grad = before, grad
+        elif phase == "step":
+            value, shown_grad = after, grad
+        else:  # zero_grad
+            value, shown_grad = after, (None if record.grads_cleared else grad)
+        changed = phase in ("step", "zero_grad") and after != before
+        rows.append(
+            [
+                name,
+                translate(
+                    f"modules.kinds.{'parameter' if trace.registered[index] else 'plain'}", lang
+                ),
+                "×".join(map(str, trace.shapes[index])),
+                values_text(value),
+                values_text(shown_grad),
+                mark(changed) if phase in ("step", "zero_grad") else "",
+            ]
+        )
+    header = [
+        translate(f"modules.training.columns.{column}", lang)
+        for column in ("tensor", "kind", "shape", "value", "grad", "changed")
+    ]
+    return pd.DataFrame(rows, columns=header)
+
+
+def training_code(model_key: str, lr: float, steps: int, forget: bool) -> str:
+    """The loop the room ran, as a notebook cell (the model and data come from the engine)."""
+    zero = (
+        "    # optimizer.zero_grad()   # forgotten: gradients add up"
+        if forget
+        else ("    optimizer.zero_grad()")
+    )
+    return f'''import torch
+from torch import nn
+from torchatlas.modules.training import build_model, dataset
+
+model = build_model("{model_key}", seed=0)
+x, y = dataset(seed=0)
+optimizer = torch.optim.SGD(model.parameters(), lr={lr:g})
+loss_fn = nn.MSELoss()
+for step in range({steps}):
+    loss = loss_fn(model(x), y)   # forward, loss
+    loss.backward()               # backward: fills .grad
+    optimizer.step()              # step: W -= lr * W.grad
+{zero}
+    print(step, loss.item())
+'''
+
+
+# ---------------------------------------------------------------- modes
+def _rows_frame(rows: Sequence[Sequence[float]], prefix: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        [[_number(value) for value in row] for row in rows],
+        columns=[f"{prefix}{index}" for index in range(len(rows[0]) if rows else 0)],
+    )
+
+
+def mode_frames(report: ModeReport, lang: str) -> dict[str, pd.DataFrame]:
+    frames = {
+        translate("modules.modes.input", lang): _rows_frame(report.input, "x"),
+        translate("modules.modes.train_output", lang): _rows_frame(report.train_output, "y"),
+        translate("modules.modes.eval_output", lang): _rows_frame(report.eval_output, "y"),
+    }
+    return frames
+
+
+def running_stats_frame(report: ModeReport, lang: str) -> pd.DataFrame | None:
+    if report.model_key is not ModeModel.BATCHNORM:
+        return None
+    rows = [
+        ("running_mean", report.running_mean_before, report.batch_mean, report.running_mean_after),
+        ("running_var", report.running_var_before, report.batch_var, report.running_var_after),
+    ]
+    header = [
+        translate(f"modules.modes.stats.{c}", lang) for c in ("name", "before", "batch", "after")
+    ]
+    return pd.DataFrame(
+        [[name, values_text(a), values_text(b), values_text(c)] for name, a, b, c in rows],
+        columns=header,
+    )
+
+
+# ---------------------------------------------------------------- saving and loading
+def state_frame(report: SerializationReport, lang: str) -> pd.DataFrame:
+    header = [
+        translate(f"modules.save.state.{c}", lang) for c in ("key", "shape", "dtype", "numel")
+    ]
+    return pd.DataFrame(
+        [[e.key, "×".join(map(str, e.shape)) or "()", e.dtype, e.numel] for e in report.entries],
+        columns=header,
+    )
+
+
+def zip_frame(report: SerializationReport, lang: str) -> pd.DataFrame:
+    header = [translate(f"modules.save.zip.{c}", lang) for c in ("name", "size", "compressed")]
+    return pd.DataFrame(
+        [[e.name, e.size, e.compressed] for e in report.zip_entries], columns=header
+    )
+
+
+def attempts_frame(report: SerializationReport, lang: str) -> pd.DataFrame:
+    rows = []
+    for attempt in report.attempts:
+        relaxed = attempt.relaxed_error or translate(
+            "modules.save.relaxed_result",
+            lang,
+            missing=", ".join(attempt.missing) or "—",
+            unexpected=", ".join(attempt.unexpected) or "—",
+        )
+        rows.append(
+            [
+                translate(f"modules.save.cases.{attempt.case.value}", lang, key=attempt.key),
+                attempt.strict_error or "—",
+                relaxed,
+                ", ".join(attempt.kept_fresh) or "—",
+            ]
+        )
+    header = [
+        translate(f"modules.save.attempts.{c}", lang) for c in ("case", "strict", "relaxed", "kept")
+    ]
+    return pd.DataFrame(rows, columns=header)
+
+
+def save_code(model_key: str) -> str:
+    return f'''import io, zipfile
+import torch
+from torchatlas.modules.training import build_model
+
+model = build_model("{model_key}")
+buffer = io.BytesIO()
+torch.save(model.state_dict(), buffer)
+print(zipfile.ZipFile(io.BytesIO(buffer.getvalue())).namelist())
+state = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)   # tensors only
+missing = dict(state)
+missing.popitem()
+print(model.load_state_dict(missing, strict=False))   # what strict=False hides
+'''
+
+
+# ---------------------------------------------------------------- memory
+def memory_frames(report: InitReport, lang: str) -> dict[str, pd.DataFrame]:
+    return {
+        "torch.empty(4, 3)": _rows_frame(report.empty, "c"),
+        "torch.FloatTensor(4, 3)": _rows_frame(report.float_tensor, "c"),
+        translate("modules.memory.linear", lang): _rows_frame(report.linear_weight, "in"),
+    }

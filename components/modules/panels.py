@@ -1,0 +1,464 @@
+"""The nn.Module room's panels, in page order: the side-by-side table, the inspector for
+pasted code, one training step and the loss curve, predict-then-reveal, train/eval modes,
+saving and loading, uninitialised memory.
+
+Widgets and ``st.*`` output only: engine calls and session keys go through ``state``; every
+table, figure and code cell comes from ``draw``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from components.format import format_bytes, format_count
+from components.i18n import language, t
+from components.modules import draw, state
+from components.theme import palette
+from torchatlas.modules import SAVE_MODELS, TRAINABLE, ModeModel, ModuleReport, Severity
+from torchatlas.modules.compare import SOURCE as COMPARE_SOURCE
+from torchatlas.modules.quiz import OPTIONS, Question
+
+EDITOR_HEIGHT = 340
+
+
+def intro() -> None:
+    state.init()
+    st.markdown(t("modules.intro"))
+    if state.take_link_broken():
+        st.warning(t("modules.link_broken"), icon=":material/link_off:")
+
+
+# ---------------------------------------------------------------- side by side
+def side_by_side() -> None:
+    st.header(t("modules.compare.header"), anchor=False)
+    st.markdown(t("modules.compare.lead"))
+    left, right = st.columns([3, 2])
+    left.dataframe(draw.comparison_frame(state.comparison(), language()), width="stretch")
+    right.code(COMPARE_SOURCE, language="python")
+    st.caption(t("modules.compare.caption"))
+
+
+# ---------------------------------------------------------------- the inspector
+def _queue_reporter(slot: DeltaGenerator) -> Callable[[int], None]:
+    def report(position: int) -> None:
+        if position > 0:
+            slot.info(t("modules.queued", place=position), icon=":material/hourglass_top:")
+        else:
+            slot.empty()
+
+    return report
+
+
+def inspector() -> None:
+    st.header(t("modules.inspect.header"), anchor=False)
+    st.markdown(t("modules.inspect.lead"))
+    st.selectbox(
+        t("modules.inspect.preset"),
+        list(state.preset_labels()),
+        key=state.PRESET,
+        on_change=state.on_preset_change,
+    )
+    st.markdown(
+        f"<style>.st-key-{state.SOURCE} textarea {{font-family: 'Source Code Pro', ui-monospace, "
+        "monospace; font-size: 0.85rem; line-height: 1.45}</style>",
+        unsafe_allow_html=True,
+    )
+    with st.form("modules_form", border=False):
+        st.text_area(
+            t("modules.inspect.code"),
+            key=state.SOURCE,
+            height=EDITOR_HEIGHT,
+            max_chars=state.MAX_SOURCE_CHARS,
+            help=t("modules.inspect.code_help"),
+        )
+        st.text_input(
+            t("modules.inspect.model"),
+            key=state.MODEL,
+            max_chars=state.MAX_MODEL_CHARS,
+            help=t("modules.inspect.model_help"),
+        )
+        submitted = st.form_submit_button(
+            t("modules.inspect.run"),
+            type="primary",
+            icon=":material/search:",
+            key="modules_inspect",
+        )
+    if submitted or state.needs_inspection():
+        place = st.empty()
+        try:
+            with st.spinner(t("modules.inspect.running")):
+                state.inspect(on_queued=_queue_reporter(place))
+        finally:
+            place.empty()
+    inspection = state.last_inspection()
+    _report(inspection.report)
+    with st.expander(t("modules.inspect.code_title"), icon=":material/code:"):
+        st.code(draw.inspection_code(inspection.source, inspection.model), language="python")
+
+
+def _report(report: ModuleReport) -> None:
+    lang = language()
+    if report.error is not None:
+        title, message, hint = draw.error_text(report.error, lang)
+        with st.container(border=True, key="modules_error"):
+            st.error(f"**{title}** — {message}", icon=":material/error:")
+            st.markdown(hint)
+            if report.error.line:
+                st.caption(t("modules.inspect.at_line", line=report.error.line))
+            for refusal in report.error.refusals[:10]:
+                st.caption(
+                    t(
+                        "modules.inspect.refused_line",
+                        line=refusal.line,
+                        reason=t(f"modules.refusals.{refusal.code}")
+                        if refusal.code in _REFUSAL_CODES
+                        else refusal.detail,
+                    )
+                )
+            detail = report.error.params.get("detail")
+            if detail:
+                st.code(str(detail), language="text")
+        return
+    counts = draw.kind_counts(report)
+    with st.container(key="modules_summary"):
+        columns = st.columns(4)
+        columns[0].metric(
+            t("modules.summary.parameters"),
+            format_count(report.total_params),
+            help=t("modules.summary.parameters_help"),
+        )
+        columns[1].metric(
+            t("modules.summary.kinds"),
+            t(
+                "modules.summary.kinds_value",
+                parameters=counts[draw.TensorKind.PARAMETER],
+                buffers=counts[draw.TensorKind.BUFFER],
+                plain=counts[draw.TensorKind.PLAIN],
+            ),
+        )
+        columns[2].metric(t("modules.summary.state_dict"), len(report.state_dict_keys))
+        columns[3].metric(t("modules.summary.optimizer"), report.optimizer_tensors)
+    for finding in report.findings:
+        text = f"**{finding.text('title', lang)}** — {finding.text('message', lang)}"
+        if finding.severity is Severity.WARNING:
+            st.warning(text, icon=":material/warning:")
+        else:
+            st.info(text, icon=":material/info:")
+        if finding.fix:
+            st.code(finding.fix, language="python")
+    st.subheader(t("modules.table.title"), anchor=False)
+    if report.tensors:
+        st.dataframe(
+            draw.tensor_frame(report, lang), hide_index=True, width="stretch", key="modules_tensors"
+        )
+    else:
+        st.info(t("modules.table.none"))
+    if report.truncated:
+        st.caption(t("modules.table.truncated"))
+    st.subheader(t("modules.tree.title"), anchor=False)
+    table_tab, graph_tab = st.tabs([t("modules.tree.table_tab"), t("modules.tree.graph_tab")])
+    with table_tab:
+        st.dataframe(draw.tree_frame(report, lang), hide_index=True, width="stretch")
+    with graph_tab:
+        dot = draw.tree_dot(report, palette(), lang)
+        if dot is None:
+            st.caption(t("modules.tree.too_large", limit=draw.MAX_DOT_NODES))
+        else:
+            st.graphviz_chart(dot, width="stretch")
+
+
+_REFUSAL_CODES = frozenset(
+    {
+        "construct",
+        "import",
+        "dunder",
+        "forbidden_name",
+        "format",
+        "internals",
+        "forbidden_attribute",
+        "syntax",
+        "type",
+        "too_large",
+        "evaluates_text",
+        "string_dunder",
+        "string_code",
+        "too_complex",
+        "other",
+    }
+)
+
+
+# ---------------------------------------------------------------- training
+def training() -> None:
+    st.header(t("modules.training.header"), anchor=False)
+    st.markdown(t("modules.training.lead"))
+    _training()
+
+
+@st.fragment
+def _training() -> None:
+    lang = language()
+    controls = st.columns([2, 3, 3, 2])
+    controls[0].selectbox(
+        t("modules.training.model"),
+        TRAINABLE,
+        key=state.TRAIN_MODEL,
+        format_func=lambda key: t(f"modules.models.{key}"),
+        on_change=state.save_to_url,
+    )
+    controls[1].select_slider(
+        t("modules.training.lr"),
+        state.LR_CHOICES,
+        key=state.LR,
+        on_change=state.save_to_url,
+        help=t("modules.training.lr_help"),
+    )
+    controls[2].select_slider(
+        t("modules.training.steps"),
+        state.STEP_CHOICES,
+        key=state.STEPS,
+        on_change=state.save_to_url,
+    )
+    controls[3].toggle(
+        t("modules.training.forget"),
+        key=state.FORGET,
+        on_change=state.save_to_url,
+        help=t("modules.training.forget_help"),
+    )
+    trace = state.trace()
+    if trace.optimizer_error:
+        with st.container(border=True, key="modules_train_refused"):
+            st.error(t("modules.training.refused"), icon=":material/block:")
+            st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
+    total = len(trace.steps)
+    state.clamp_step(total)
+    step_column, phase_column, button_column = st.columns([3, 4, 1], vertical_alignment="bottom")
+    if total > 1:
+        step_column.slider(t("modules.training.step_control"), 1, total, key=state.STEP)
+    phase_column.segmented_control(
+        t("modules.training.phase"),
+        state.PHASES,
+        key=state.PHASE,
+        format_func=lambda phase: t(f"modules.training.phases.{phase}"),
+    )
+    button_column.button(
+        t("modules.training.next"),
+        key="modules_next",
+        icon=":material/skip_next:",
+        on_click=state.next_phase,
+        args=(total,),
+    )
+    step = int(st.session_state[state.STEP])
+    phase = st.session_state.get(state.PHASE) or state.PHASES[0]
+    record = trace.steps[step - 1]
+    loss = draw.values_text([record.loss])
+    st.markdown(t(f"modules.training.explain.{phase}", step=step, loss=loss, lr=f"{trace.lr:g}"))
+    st.dataframe(
+        draw.step_frame(trace, step, phase, lang),
+        hide_index=True,
+        width="stretch",
+        key="modules_step_table",
+    )
+    if trace.diverged_at is not None:
+        st.warning(
+            t("modules.training.diverged", step=trace.diverged_at + 1, lr=f"{trace.lr:g}"),
+            icon=":material/trending_up:",
+        )
+    if trace.forget_zero_grad and total > 1 and not trace.optimizer_error:
+        st.info(t("modules.training.accumulating"), icon=":material/add_circle:")
+    st.plotly_chart(
+        draw.loss_figure(trace, palette(), lang, step), theme="streamlit", key="modules_loss_chart"
+    )
+    if trace.steps and not trace.optimizer_error:
+        st.caption(
+            t(
+                "modules.training.summary",
+                first=draw.values_text([trace.losses[0]]),
+                last=draw.values_text([trace.losses[-1]]),
+                steps=total,
+            )
+        )
+    with st.expander(t("modules.training.code_title"), icon=":material/code:"):
+        st.code(
+            draw.training_code(
+                trace.model_key, trace.lr, trace.steps_requested, trace.forget_zero_grad
+            ),
+            language="python",
+        )
+
+
+def quiz() -> None:
+    st.header(t("modules.quiz.header"), anchor=False)
+    for question in Question:
+        _question(question)
+
+
+@st.fragment
+def _question(question: Question) -> None:
+    with st.container(border=True, key=f"modules_question_{question.value}"):
+        st.markdown(f"**{t(f'modules.quiz.{question.value}.question')}**")
+        st.radio(
+            t("modules.quiz.your_answer"),
+            OPTIONS[question],
+            index=None,
+            key=state.QUIZ + question.value,
+            format_func=lambda option: t(f"modules.quiz.{question.value}.options.{option}"),
+            on_change=state.on_answer_change,
+            args=(question,),
+        )
+        answered = st.session_state.get(state.QUIZ + question.value) is not None
+        st.button(
+            t("modules.quiz.reveal"),
+            key=f"modules_reveal_{question.value}",
+            disabled=not answered,
+            on_click=state.reveal,
+            args=(question,),
+        )
+        result = state.quiz_grade(question)
+        if result is None:
+            return
+        expected = t(f"modules.quiz.{question.value}.options.{result.expected}")
+        if result.correct:
+            st.success(t("modules.quiz.right", answer=expected), icon=":material/check_circle:")
+        else:
+            st.error(t("modules.quiz.wrong", answer=expected), icon=":material/cancel:")
+        st.markdown(t(f"modules.quiz.{question.value}.why"))
+        trace = result.trace
+        if trace.optimizer_error:
+            st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
+        else:
+            st.dataframe(
+                draw.step_frame(trace, min(2, len(trace.steps)), "backward", language()),
+                hide_index=True,
+                width="stretch",
+            )
+
+
+# ---------------------------------------------------------------- modes
+def modes() -> None:
+    st.header(t("modules.modes.header"), anchor=False)
+    st.markdown(t("modules.modes.lead"))
+    _modes()
+
+
+@st.fragment
+def _modes() -> None:
+    lang = language()
+    st.segmented_control(
+        t("modules.modes.model"),
+        [m.value for m in ModeModel],
+        key=state.MODE,
+        format_func=lambda key: t(f"modules.modes.models.{key}"),
+        on_change=state.save_to_url,
+    )
+    key = st.session_state.get(state.MODE) or ModeModel.DROPOUT.value
+    report = state.mode_report(key)
+    frames = draw.mode_frames(report, lang)
+    columns = st.columns(len(frames))
+    for column, (title, frame) in zip(columns, frames.items(), strict=True):
+        column.markdown(f"**{title}**")
+        column.dataframe(frame, hide_index=True, width="stretch")
+    if report.model_key is ModeModel.DROPOUT:
+        st.markdown(
+            t(
+                "modules.modes.dropout_facts",
+                zeros=report.zeros_in_train,
+                total=sum(len(row) for row in report.input),
+                p=report.dropout_p,
+                scale=f"{1 / (1 - report.dropout_p):g}",
+                again=draw.mark(report.train_output != report.train_output_again),
+                stable=draw.mark(report.eval_output == report.eval_output_again),
+            )
+        )
+    else:
+        stats = draw.running_stats_frame(report, lang)
+        st.markdown(
+            t(
+                "modules.modes.batchnorm_facts",
+                momentum=f"{report.momentum:g}",
+                tracked=report.batches_tracked,
+            )
+        )
+        if stats is not None:
+            st.dataframe(stats, hide_index=True, width="stretch")
+
+
+# ---------------------------------------------------------------- saving and loading
+def save_load() -> None:
+    st.header(t("modules.save.header"), anchor=False)
+    st.markdown(t("modules.save.lead"))
+    _save_load()
+
+
+@st.fragment
+def _save_load() -> None:
+    lang = language()
+    st.segmented_control(
+        t("modules.save.model"),
+        SAVE_MODELS,
+        key=state.SAVE_MODEL,
+        format_func=lambda key: t(f"modules.models.{key}"),
+        on_change=state.save_to_url,
+    )
+    key = st.session_state.get(state.SAVE_MODEL) or SAVE_MODELS[0]
+    report = state.serialization(key)
+    left, right = st.columns(2)
+    left.markdown(f"**{t('modules.save.state_title')}**")
+    left.dataframe(draw.state_frame(report, lang), hide_index=True, width="stretch")
+    right.markdown(f"**{t('modules.save.zip_title', size=format_bytes(report.file_size))}**")
+    right.dataframe(draw.zip_frame(report, lang), hide_index=True, width="stretch")
+    st.download_button(
+        t("modules.save.download"),
+        data=report.file_bytes,
+        file_name=f"{key}_state_dict.pt",
+        mime="application/octet-stream",
+        key="modules_download",
+        icon=":material/download:",
+    )
+    st.markdown(
+        t(
+            "modules.save.loaded",
+            count=len(report.loaded_keys),
+            equal=draw.mark(report.round_trip_equal),
+        )
+    )
+    st.markdown(f"**{t('modules.save.refusal_title')}**")
+    st.markdown(t("modules.save.refusal_lead", default=draw.mark(report.default_refuses)))
+    st.code(report.refusal, language="text", wrap_lines=True)
+    st.markdown(f"**{t('modules.save.attempts_title')}**")
+    st.dataframe(draw.attempts_frame(report, lang), hide_index=True, width="stretch")
+    st.caption(t("modules.save.attempts_caption"))
+    with st.expander(t("modules.save.code_title"), icon=":material/code:"):
+        st.code(draw.save_code(key), language="python")
+
+
+# ---------------------------------------------------------------- memory
+def memory() -> None:
+    st.header(t("modules.memory.header"), anchor=False)
+    st.markdown(t("modules.memory.lead"))
+    _memory()
+
+
+@st.fragment
+def _memory() -> None:
+    again = st.button(
+        t("modules.memory.again"), key="modules_memory_again", icon=":material/refresh:"
+    )
+    report = state.memory(fresh=again)
+    frames = draw.memory_frames(report, language())
+    columns = st.columns(len(frames))
+    for column, (title, frame) in zip(columns, frames.items(), strict=True):
+        column.markdown(f"**{title}**")
+        column.dataframe(frame, hide_index=True, width="stretch")
+    st.markdown(
+        t(
+            "modules.memory.facts",
+            bound=f"{report.bound:.4f}",
+            fan_in=report.in_features,
+            within=draw.mark(report.within_bound),
+            nonfinite=report.nonfinite_in_empty,
+        )
+    )

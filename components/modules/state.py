@@ -1,0 +1,296 @@
+"""The nn.Module room's state: session keys, the URL, and the cached engine calls.
+
+Every session key starts with ``modules_``; the URL keys are ``nn_*`` (preset, pasted code,
+model box, the training model, learning rate, steps, forgotten zero_grad, mode model, saved
+model). The URL is read once, when a session first opens the room, and written when a value
+changes, only the room's own keys.
+
+Pasted code is inspected only in the sandbox (``torchatlas.modules.inspect_module``, whose
+reports the engine shares between callers); training, modes and saving run the engine's
+built-in tiny models, cached here per distinct setting so a rerun recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from components.i18n import t
+from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
+from torchatlas.cache import BoundedCache
+from torchatlas.modules import (
+    DEFAULT_PRESET,
+    MAX_STEPS,
+    PRESETS,
+    SAVE_MODELS,
+    TRAINABLE,
+    InitReport,
+    ModeModel,
+    ModeReport,
+    ModuleReport,
+    SerializationReport,
+    TrainingTrace,
+    inspect_module,
+    modes,
+    save_load,
+    train_steps,
+    uninitialised_memory,
+)
+from torchatlas.modules import MAX_MODEL_CHARS as MAX_MODEL_CHARS
+from torchatlas.modules.compare import ComparisonRow, side_by_side
+from torchatlas.modules.quiz import Grade, Question, grade
+from torchatlas.sandbox.policy import MAX_SOURCE_CHARS as MAX_SOURCE_CHARS
+
+# ---------------------------------------------------------------- keys
+SOURCE, MODEL, PRESET, PRESET_KEY = (
+    "modules_source",
+    "modules_model",
+    "modules_preset",
+    "modules_preset_key",
+)
+RESULT, LINK_BROKEN, SESSION_ID = "modules_result", "modules_link_broken", "modules_session_id"
+TRAIN_MODEL, LR, STEPS, FORGET = (
+    "modules_train_model",
+    "modules_lr",
+    "modules_steps",
+    "modules_forget",
+)
+STEP, PHASE = "modules_step", "modules_phase"
+MODE, SAVE_MODEL, MEMORY = "modules_mode", "modules_save_model", "modules_memory"
+QUIZ, REVEALED = "modules_quiz_", "modules_revealed_"  # + the question's value
+URL_PRESET, URL_SOURCE, URL_MODEL = "nn_preset", "nn_src", "nn_model"
+URL_TRAIN, URL_LR, URL_STEPS, URL_FORGET = "nn_train", "nn_lr", "nn_steps", "nn_forget"
+URL_MODE, URL_SAVE = "nn_mode", "nn_save"
+
+INSPECT_TIMEOUT_S = 10
+LR_CHOICES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0)
+DEFAULT_LR, DEFAULT_STEPS = 0.1, 100
+STEP_CHOICES = tuple(range(10, MAX_STEPS + 1, 10))
+PHASES = ("forward", "loss", "backward", "step", "zero_grad")
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The last inspection: the source and model box it read, and its report."""
+
+    source: str
+    model: str
+    report: ModuleReport
+
+
+# ---------------------------------------------------------------- presets and the URL
+def preset_labels() -> dict[str, str]:
+    """Translated label → preset key, in the presets' order."""
+    return {t(f"modules.presets.{key}"): key for key in PRESETS}
+
+
+def load_preset(key: str) -> None:
+    preset = PRESETS[key]
+    st.session_state[PRESET_KEY] = key
+    st.session_state[SOURCE] = preset.source
+    st.session_state[MODEL] = preset.model
+    st.session_state.pop(RESULT, None)
+
+
+def _choice(query: Any, key: str, choices: tuple[Any, ...], default: Any) -> Any:
+    """A URL value that must be one of ``choices`` (as text); anything else keeps ``default``."""
+    text = query.get(key)
+    if text is None:
+        return default
+    for choice in choices:
+        if str(choice) == text:
+            return choice
+    st.session_state[LINK_BROKEN] = True
+    return default
+
+
+def init() -> None:
+    """On a session's first visit: the preset, then what a shared link overrides. A value
+    outside what the page offers marks the link as damaged and keeps the default."""
+    if SOURCE in st.session_state:
+        return
+    query = st.query_params
+    key = _choice(query, URL_PRESET, tuple(PRESETS), DEFAULT_PRESET)
+    st.session_state[PRESET] = t(f"modules.presets.{key}")
+    load_preset(key)
+    if URL_SOURCE in query:
+        source = decode_source(query[URL_SOURCE])
+        if source is None:
+            st.session_state[LINK_BROKEN] = True
+        else:
+            st.session_state[SOURCE] = source
+    if URL_MODEL in query:
+        if len(query[URL_MODEL]) > MAX_MODEL_CHARS:
+            st.session_state[LINK_BROKEN] = True
+        else:
+            st.session_state[MODEL] = query[URL_MODEL]
+    st.session_state[TRAIN_MODEL] = _choice(query, URL_TRAIN, TRAINABLE, "mylinear")
+    st.session_state[LR] = _choice(query, URL_LR, LR_CHOICES, DEFAULT_LR)
+    st.session_state[STEPS] = _choice(query, URL_STEPS, STEP_CHOICES, DEFAULT_STEPS)
+    st.session_state[FORGET] = _choice(query, URL_FORGET, ("0", "1"), "0") == "1"
+    st.session_state[MODE] = _choice(query, URL_MODE, tuple(m.value for m in ModeModel), "dropout")
+    st.session_state[SAVE_MODEL] = _choice(query, URL_SAVE, SAVE_MODELS, "mylinear")
+    st.session_state[STEP] = 1
+    st.session_state[PHASE] = PHASES[0]
+
+
+def take_link_broken() -> bool:
+    return bool(st.session_state.pop(LINK_BROKEN, False))
+
+
+def on_preset_change() -> None:
+    """The preset selectbox's callback: load the chosen preset into the editor."""
+    load_preset(preset_labels().get(st.session_state[PRESET], DEFAULT_PRESET))
+
+
+def save_to_url() -> None:
+    """The room's settings as a shareable link; only changed values are written."""
+    preset = PRESETS[st.session_state[PRESET_KEY]]
+    source = st.session_state[SOURCE]
+    encoded = encode_source(source)
+    keep_source = source != preset.source and len(encoded) <= MAX_URL_SOURCE_CHARS
+    model = st.session_state[MODEL]
+    wanted = {
+        URL_PRESET: preset.key,
+        URL_SOURCE: encoded if keep_source else None,
+        URL_MODEL: model if model != preset.model else None,
+        URL_TRAIN: st.session_state[TRAIN_MODEL],
+        URL_LR: str(st.session_state[LR]),
+        URL_STEPS: str(st.session_state[STEPS]),
+        URL_FORGET: "1" if st.session_state[FORGET] else "0",
+        URL_MODE: st.session_state[MODE],
+        URL_SAVE: st.session_state[SAVE_MODEL],
+    }
+    query = st.query_params
+    for key, value in wanted.items():
+        if value is None:
+            if key in query:
+                query.pop(key)
+        elif query.get(key) != value:
+            query[key] = value
+
+
+# ---------------------------------------------------------------- the sandbox
+@st.cache_resource(show_spinner=False)
+def sandbox_pool() -> Any:
+    """The process-wide pool with every room's jobs (None when the sandbox cannot start)."""
+    try:
+        from torchatlas.sandboxed import shared_pool
+
+        pool = shared_pool()
+        pool.warm_up(wait=False)  # the first inspection waits; the page does not
+        return pool
+    except Exception:  # reported as "not available" by the inspection itself
+        return None
+
+
+def session_id() -> str:
+    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+
+
+def needs_inspection() -> bool:
+    return RESULT not in st.session_state
+
+
+def inspect(on_queued: Callable[[int], None] | None = None) -> Inspection:
+    """Inspect what the boxes hold (in the sandbox), keep it, and put it in the URL."""
+    sandbox_pool()
+    source, model = st.session_state[SOURCE], st.session_state[MODEL].strip()
+    report = inspect_module(
+        source,
+        model=model or None,
+        timeout_s=INSPECT_TIMEOUT_S,
+        session_id=session_id(),
+        on_queued=on_queued,
+    )
+    inspection = Inspection(source, model, report)
+    st.session_state[RESULT] = inspection
+    save_to_url()
+    return inspection
+
+
+def last_inspection() -> Inspection:
+    return st.session_state[RESULT]
+
+
+# ---------------------------------------------------------------- built-in models (cached)
+@st.cache_data(show_spinner=False, max_entries=1)
+def comparison() -> tuple[ComparisonRow, ...]:
+    return side_by_side()
+
+
+# Traces weigh what their steps do (a 500-step MLP run holds ~75,000 numbers): byte-bounded,
+# shared by every visitor, and never copied on a hit.
+TRACE_CACHE_BYTES = 32 << 20
+_TRACES: BoundedCache[tuple[Any, ...], TrainingTrace] = BoundedCache(TRACE_CACHE_BYTES)
+
+
+def trace() -> TrainingTrace:
+    """The run the training controls describe (computed once per distinct setting)."""
+    key = (
+        st.session_state[TRAIN_MODEL],
+        float(st.session_state[LR]),
+        int(st.session_state[STEPS]),
+        bool(st.session_state[FORGET]),
+    )
+    return _TRACES.get_or_compute_once(
+        key, lambda: train_steps(key[0], lr=key[1], steps=key[2], forget_zero_grad=key[3])
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def mode_report(model_key: str) -> ModeReport:
+    return modes(model_key)
+
+
+@st.cache_data(show_spinner=False, max_entries=len(SAVE_MODELS))
+def serialization(model_key: str) -> SerializationReport:
+    return save_load(model_key)
+
+
+def memory(fresh: bool = False) -> InitReport:
+    """What fresh uninitialised tensors hold: kept per session until "allocate again"."""
+    if fresh or MEMORY not in st.session_state:
+        st.session_state[MEMORY] = uninitialised_memory()
+    return st.session_state[MEMORY]
+
+
+_GRADES: BoundedCache[tuple[str, str], Grade] = BoundedCache(4 << 20)
+
+
+def quiz_grade(question: Question) -> Grade | None:
+    """The graded answer once the student revealed it (each answer graded once per server)."""
+    if not st.session_state.get(REVEALED + question.value):
+        return None
+    given = st.session_state.get(QUIZ + question.value)
+    if given is None:
+        return None
+    return _GRADES.get_or_compute_once((question.value, given), lambda: grade(question, given))
+
+
+def reveal(question: Question) -> None:
+    st.session_state[REVEALED + question.value] = True
+
+
+def on_answer_change(question: Question) -> None:
+    st.session_state[REVEALED + question.value] = False
+
+
+# ---------------------------------------------------------------- the step control
+def next_phase(total_steps: int) -> None:
+    """The ▶ button's callback: the next phase, and after zero_grad the next step's forward."""
+    index = PHASES.index(st.session_state.get(PHASE, PHASES[0]))
+    if index + 1 < len(PHASES):
+        st.session_state[PHASE] = PHASES[index + 1]
+        return
+    st.session_state[PHASE] = PHASES[0]
+    st.session_state[STEP] = min(total_steps, int(st.session_state.get(STEP, 1)) + 1)
+
+
+def clamp_step(total_steps: int) -> None:
+    """A shorter run (fewer steps, or a run that stopped) keeps the step control inside it."""
+    st.session_state[STEP] = max(1, min(int(st.session_state.get(STEP, 1)), total_steps))
