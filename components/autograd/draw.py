@@ -1,0 +1,240 @@
+"""Pure builders for the autograd room: DOT text in the theme's colours, tables, step text,
+the freezing chart. No Streamlit here, so tests call every builder directly."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from components.format import format_bytes, format_count
+from components.theme import Palette
+from torchatlas.autograd import BackwardTrace, Graph, ProgramError, Values
+from torchatlas.autograd.errors import ErrorCode
+from torchatlas.autograd.freeze import FreezeReport
+from torchatlas.autograd.history import Outcome
+from torchatlas.i18n import translate
+
+
+def dot_colors(palette: Palette, dark: bool) -> dict[str, str]:
+    """The DOT colours for the page's theme: the graph sits on the page's own background."""
+    if dark:
+        return {
+            "text": palette.text,
+            "requires_grad": "#ff7a52",
+            "requires_grad_fill": "#4a2419",
+            "plain": "#8a8f98",
+            "plain_fill": "#262b36",
+            "node": "#5aa3f0",
+            "node_fill": "#1b2b40",
+            "done": "#3cc7a6",
+            "done_fill": "#163a33",
+            "edge": "#a3a9b7",
+        }
+    return {"text": palette.text}
+
+
+def values_text(values: Values | None, lang: str) -> str:
+    return translate("autograd.graph.nothing", lang) if values is None else values.short(4)
+
+
+def _many(values: tuple[Values | None, ...], lang: str) -> str:
+    shown = [v.short(3) for v in values if v is not None]
+    return ", ".join(shown) if shown else translate("autograd.graph.nothing", lang)
+
+
+def step_text(result: BackwardTrace, step: int, lang: str) -> str:
+    """What the step just shown did, in words."""
+    total = len(result.steps)
+    if step <= 0:
+        return translate("autograd.graph.before", lang)
+    done = result.steps[step - 1]
+    if done.leaf is not None:
+        grad = result.grad(done.leaf)
+        value = grad.grad if grad is not None else None
+        return translate(
+            "autograd.graph.filled",
+            lang,
+            step=step,
+            total=total,
+            leaf=done.leaf,
+            grad=values_text(value, lang),
+        )
+    return translate(
+        "autograd.graph.at_step",
+        lang,
+        step=step,
+        total=total,
+        node=done.name,
+        grad_in=_many(done.grad_in, lang),
+        grad_out=_many(done.grad_out, lang),
+    )
+
+
+def grads_frame(result: BackwardTrace, step: int, lang: str) -> pd.DataFrame:
+    """Each variable's ``.grad`` as it stands after ``step`` steps, and why."""
+    rows = []
+    for grad in result.grads:
+        reason = translate(f"autograd.grads.reasons.{grad.reason}", lang)
+        if grad.filled_at is not None and grad.filled_at >= step:
+            value = values_text(grad.before, lang) if grad.before is not None else "—"
+            reason = translate("autograd.grads.pending", lang, step=grad.filled_at + 1)
+        else:
+            value = "None" if grad.grad is None else grad.grad.short(4)
+        rows.append((grad.name, value, reason))
+    columns = [translate(f"autograd.grads.col_{c}", lang) for c in ("variable", "grad", "why")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def variables_frame(graph: Graph, lang: str) -> pd.DataFrame:
+    rows = [
+        (
+            v.name,
+            v.line,
+            str(tuple(v.shape)),
+            v.dtype,
+            v.requires_grad,
+            v.is_leaf,
+            v.grad_fn or "None",
+            "—" if v.version is None else v.version,
+            v.values.short(4),
+        )
+        for v in graph.variables
+    ]
+    columns = [
+        translate(f"autograd.variables.col_{c}", lang)
+        for c in (
+            "name",
+            "line",
+            "shape",
+            "dtype",
+            "requires_grad",
+            "is_leaf",
+            "grad_fn",
+            "version",
+            "values",
+        )
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def saved_lines(graph: Graph, lang: str) -> list[str]:
+    """One markdown line per node that saved something for backward."""
+    lines = []
+    for node in graph.nodes:
+        parts = []
+        for saved in node.saved:
+            if saved.state == "stale":
+                parts.append(f"`{saved.name}`: {translate('autograd.variables.saved_stale', lang)}")
+            elif saved.state == "freed":
+                parts.append(f"`{saved.name}`: {translate('autograd.variables.saved_freed', lang)}")
+            elif saved.shape is not None:
+                parts.append(f"`{saved.name}` {tuple(saved.shape)} {saved.text}")
+            else:
+                parts.append(f"`{saved.name}` = {saved.text}")
+        if parts:
+            lines.append(f"- **{node.name}**: " + "; ".join(parts))
+    return lines
+
+
+def error_text(error: ProgramError | None, code: str, params: dict, lang: str) -> str:
+    if error is not None:
+        code, params = str(error.code), error.params
+    return translate(f"autograd.errors.{code}", lang, **params)
+
+
+def version_note(graph: Graph, error: ProgramError, lang: str) -> str | None:
+    """For the in-place trap: the variable whose ``_version`` moved past what was saved."""
+    if error.code is not ErrorCode.INPLACE_SAVED:
+        return None
+    version = error.params.get("version")
+    match = [v for v in graph.variables if v.version == version and version]
+    if not match:
+        return None
+    return translate(
+        "autograd.variables.version_note",
+        lang,
+        name=match[0].name,
+        version=version,
+        expected=error.params.get("expected"),
+    )
+
+
+def freeze_figure(report: FreezeReport, palette: Palette, lang: str) -> go.Figure:
+    names = [b.name for b in report.blocks]
+    trainable = [b.numel if b.trainable else 0 for b in report.blocks]
+    frozen = [0 if b.trainable else b.numel for b in report.blocks]
+    figure = go.Figure(
+        [
+            go.Bar(
+                name=translate("autograd.freeze.chart_trainable", lang),
+                x=names,
+                y=trainable,
+                marker_color=palette.accent,
+            ),
+            go.Bar(
+                name=translate("autograd.freeze.chart_frozen", lang),
+                x=names,
+                y=frozen,
+                marker_color=palette.muted,
+            ),
+        ]
+    )
+    figure.update_layout(
+        barmode="stack",
+        title=translate("autograd.freeze.chart_title", lang),
+        height=300,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return figure
+
+
+def optimizer_frame(report: FreezeReport, lang: str) -> pd.DataFrame:
+    rows = [
+        (o.source, o.groups, o.tensors, format_count(o.numel), o.frozen_tensors)
+        for o in report.optimizers
+    ]
+    columns = [
+        translate(f"autograd.freeze.col_{c}", lang)
+        for c in ("source", "groups", "tensors", "numel", "frozen")
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def freeze_code(report: FreezeReport) -> str:
+    """The recipe for the toggles as they stand, as code to copy."""
+    trained = [b for b in report.trainable]
+    lines = [
+        "import torch",
+        "import torchvision",
+        "",
+        "model = torchvision.models.resnet18(weights=None)  # or weights='DEFAULT'",
+        f"model.fc = torch.nn.Linear({report.new_fc[0]}, {report.new_fc[1]})",
+        "for param in model.parameters():",
+        "    param.requires_grad = False",
+    ]
+    for block in trained:
+        modules = ("model.conv1", "model.bn1") if block == "stem" else (f"model.{block}",)
+        for module in modules:
+            lines += [f"for param in {module}.parameters():", "    param.requires_grad = True"]
+    source = report.optimizers[1].source
+    lines += ["", f"optimizer = torch.optim.SGD({source}, lr=0.01)"]
+    return "\n".join(lines) + "\n"
+
+
+def saved_text(report: FreezeReport) -> tuple[str, str]:
+    return format_bytes(report.saved_bytes), format_bytes(report.saved_bytes_unfrozen)
+
+
+def outcome_text(outcome: Outcome, lang: str) -> str:
+    text = translate(
+        "autograd.history.result",
+        lang,
+        type_name=outcome.type_name,
+        requires_grad=outcome.requires_grad,
+        is_leaf=outcome.is_leaf,
+        is_inference=outcome.is_inference,
+    )
+    for warning in outcome.warnings:
+        text += "  \n" + translate("autograd.history.warned", lang, warning=f"“{warning}”")
+    return text

@@ -1,0 +1,305 @@
+"""The autograd room's widgets and output, in page order. Every engine call goes through
+``state``; every string through ``t``; builders live in ``draw``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from components.autograd import draw, state
+from components.autograd.state import Room
+from components.i18n import language, t
+from components.theme import is_dark, palette
+from torchatlas.autograd.examples import EXAMPLES
+from torchatlas.autograd.freeze import BATCH, BLOCKS
+from torchatlas.autograd.parser import MAX_ELEMENTS, MAX_LOOP, MAX_SOURCE, MAX_STATEMENTS
+from torchatlas.autograd.quiz import Question
+
+
+def intro() -> None:
+    st.markdown(t("autograd.intro"))
+
+
+# --------------------------------------------------------------------------- program
+
+
+def program() -> Room:
+    """The example menu, the program box, the seed and the root; the program traced (or
+    refused, or stopped by torch, each explained)."""
+    state.initial_state()
+    if state.take_link_broken():
+        st.warning(t("autograd.program.link_broken"), icon=":material/link_off:")
+    st.subheader(t("autograd.program.header"))
+    options = [*EXAMPLES, state.CUSTOM]
+    st.selectbox(
+        t("autograd.program.example"),
+        options,
+        key=state.EXAMPLE_KEY,
+        format_func=lambda key: t(f"autograd.examples.{key}"),
+        on_change=state.load_example,
+    )
+    st.text_area(
+        t("autograd.program.text"),
+        key=state.PROGRAM_KEY,
+        height=200,
+        max_chars=MAX_SOURCE,
+        on_change=state.program_edited,
+        help=t(
+            "autograd.program.help", loop=MAX_LOOP, statements=MAX_STATEMENTS, elements=MAX_ELEMENTS
+        ),
+    )
+    room = state.read_room()
+    row = st.container(horizontal=True)
+    row.number_input(
+        t("autograd.program.seed"),
+        min_value=0,
+        max_value=state.MAX_SEED,
+        step=1,
+        key=state.SEED_KEY,
+        help=t("autograd.program.seed_help"),
+        on_change=state.set_step,
+        args=(0,),
+    )
+    if room.graph is not None and room.graph.roots and room.graph.error is None:
+        row.selectbox(
+            t("autograd.program.root"),
+            list(room.graph.roots),
+            key=state.ROOT_KEY,
+            help=t("autograd.program.root_help"),
+            on_change=state.set_step,
+            args=(0,),
+        )
+    lang = language()
+    if room.refusal is not None:
+        st.error(
+            draw.error_text(None, room.refusal.code, room.refusal.params, lang),
+            icon=":material/block:",
+        )
+        st.caption(t("autograd.program.refused"))
+    elif room.graph is not None and room.graph.error is not None:
+        _program_error(room, stopped=t("autograd.program.stopped", line=room.graph.error.line))
+    elif room.graph is not None and room.root is None:
+        st.info(t("autograd.program.no_root"), icon=":material/info:")
+    return room
+
+
+def _program_error(room: Room, stopped: str) -> None:
+    assert room.graph is not None
+    error = room.graph.error if room.graph.error is not None else room.trace.error  # type: ignore[union-attr]
+    assert error is not None
+    lang = language()
+    st.error(stopped + " " + draw.error_text(error, "", {}, lang), icon=":material/error:")
+    note = draw.version_note(room.graph, error, lang)
+    if note:
+        st.warning(note, icon=":material/counter_1:")
+    if error.torch_message:
+        st.caption(t("autograd.program.torch_said", message=error.torch_message))
+
+
+# --------------------------------------------------------------------------- quiz
+
+
+def predict(room: Room) -> None:
+    """Predict requires_grad / is_leaf / .grad is None for a few variables, then reveal."""
+    variables = state.quiz_variables(room)
+    if not variables or room.graph is None or room.graph.error is not None:
+        return
+    yes, no = t("autograd.quiz.yes"), t("autograd.quiz.no")
+    with st.expander(
+        t("autograd.quiz.header"), expanded=not state.revealed(), icon=":material/quiz:"
+    ):
+        st.caption(t("autograd.quiz.caption", root=room.root or "loss"))
+        score = state.score(room, yes)
+        marks = {} if score is None else {(a.variable, a.question): a for a in score.answers}
+        for variable in variables:
+            st.markdown(f"**`{variable}`**")
+            row = st.container(horizontal=True)
+            for question in Question:
+                answer = marks.get((variable, question))
+                label = t(f"autograd.quiz.{question}")
+                if answer is not None:
+                    actual = yes if answer.actual else no
+                    label += " — " + (
+                        f":green[{t('autograd.quiz.right')}]"
+                        if answer.correct
+                        else f":red[{t('autograd.quiz.wrong', actual=actual)}]"
+                    )
+                row.radio(
+                    label,
+                    [yes, no],
+                    index=None,
+                    horizontal=True,
+                    key=state.quiz_key(variable, question),
+                    disabled=score is not None,
+                )
+        if score is None:
+            st.button(
+                t("autograd.quiz.reveal"),
+                key="autograd_reveal",
+                on_click=state.reveal,
+                type="primary",
+            )
+        else:
+            st.success(t("autograd.quiz.score", correct=score.correct, total=score.total))
+            st.button(t("autograd.quiz.again"), key="autograd_again", on_click=state.hide)
+
+
+# --------------------------------------------------------------------------- graph
+
+
+@st.fragment
+def graph(room: Room) -> None:
+    """The graph and the step control: each click reruns only this part."""
+    if room.graph is None or room.graph.error is not None:
+        return
+    st.subheader(t("autograd.graph.header"))
+    st.caption(t("autograd.graph.legend"))
+    if not room.graph.nodes:
+        st.info(t("autograd.graph.no_nodes"), icon=":material/info:")
+    step = state.shown_step(room)
+    total = room.total_steps
+    lang = language()
+    if room.trace is not None:
+        row = st.container(horizontal=True)
+        row.button(
+            t("autograd.graph.reset"),
+            key="autograd_reset",
+            on_click=state.set_step,
+            args=(0,),
+            disabled=step == 0,
+            icon=":material/first_page:",
+        )
+        row.button(
+            t("autograd.graph.prev"),
+            key="autograd_prev",
+            on_click=state.set_step,
+            args=(step - 1,),
+            disabled=step == 0,
+            icon=":material/chevron_left:",
+        )
+        row.button(
+            t("autograd.graph.next"),
+            key="autograd_next",
+            on_click=state.set_step,
+            args=(step + 1,),
+            disabled=step >= total,
+            type="primary",
+            icon=":material/chevron_right:",
+        )
+        row.button(
+            t("autograd.graph.all"),
+            key="autograd_all",
+            on_click=state.set_step,
+            args=(total,),
+            disabled=step >= total,
+            icon=":material/last_page:",
+        )
+        st.markdown(t("autograd.graph.step") + f": **{step} / {total}**")
+        st.info(draw.step_text(room.trace, step, lang), icon=":material/footprint:")
+    dark = is_dark()
+    colors = draw.dot_colors(palette(), dark)
+    with st.container(key="autograd_graph"):
+        st.graphviz_chart(state.dot(room, step, dark, colors), width="stretch")
+    if room.trace is not None:
+        if room.trace.error is not None and step >= total:
+            _program_error(room, stopped=t("autograd.program.backward_stopped", root=room.root))
+        elif step >= total and total:
+            st.success(t("autograd.graph.done", total=total), icon=":material/check_circle:")
+        st.markdown(f"**{t('autograd.grads.header')}**")
+        st.dataframe(
+            draw.grads_frame(room.trace, step, lang), hide_index=True, key="autograd_grads"
+        )
+    state.write_url(room, step)
+    _share(room, step)
+
+
+def _share(room: Room, step: int) -> None:
+    with st.container(key="autograd_share"):
+        st.markdown(f"**{t('autograd.code.share')}**")
+        st.caption(t("autograd.code.share_caption"))
+        st.code(state.share_link(room, step, language()), language=None, wrap_lines=True)
+
+
+# --------------------------------------------------------------------------- details
+
+
+def details(room: Room) -> None:
+    """Every variable as torch reports it, what the nodes saved, and the code to copy."""
+    if room.graph is None:
+        return
+    lang = language()
+    st.subheader(t("autograd.variables.header"))
+    if room.graph.variables:
+        st.dataframe(
+            draw.variables_frame(room.graph, lang), hide_index=True, key="autograd_variables"
+        )
+    if room.graph.others:
+        names = ", ".join(f"`{o.name}` = {o.text}" for o in room.graph.others)
+        st.caption(t("autograd.variables.others", names=names))
+    saved = draw.saved_lines(room.graph, lang)
+    if saved:
+        with st.expander(t("autograd.variables.saved_header"), icon=":material/inventory_2:"):
+            st.markdown("\n".join(saved))
+    if room.code is not None:
+        st.subheader(t("autograd.code.header"))
+        st.caption(t("autograd.code.caption"))
+        code = room.code
+        if room.root is not None and room.graph.error is None:
+            code += t("autograd.code.backward_line", root=room.root) + "\n"
+        st.code(code, language="python")
+
+
+# --------------------------------------------------------------------------- freezing
+
+
+def freezing() -> None:
+    st.subheader(t("autograd.freeze.header"))
+    batch = "×".join(map(str, BATCH))
+    st.markdown(t("autograd.freeze.intro", batch=batch))
+    st.markdown(f"**{t('autograd.freeze.trainable')}**")
+    trainable = state.trainable()
+    row = st.container(horizontal=True)
+    for block in BLOCKS:
+        row.toggle(block, key=f"{state.TRAIN_PREFIX}{block}")
+    with st.spinner(t("autograd.freeze.running")):
+        report = state.freeze_report(trainable)
+    lang = language()
+    saved, unfrozen = draw.saved_text(report)
+    metrics = st.container(horizontal=True)
+    metrics.metric(t("autograd.freeze.trainable_params"), f"{report.trainable_numel:,}")
+    metrics.metric(t("autograd.freeze.frozen_params"), f"{report.frozen_numel:,}")
+    metrics.metric(t("autograd.freeze.grads_none"), f"{report.grads_none} / {len(report.params)}")
+    metrics.metric(
+        t("autograd.freeze.saved"),
+        saved,
+        delta=t("autograd.freeze.saved_delta", bytes=unfrozen),
+        delta_color="off",
+    )
+    if not report.trainable:
+        st.info(t("autograd.freeze.none_trainable"), icon=":material/ac_unit:")
+    st.plotly_chart(
+        draw.freeze_figure(report, palette(), lang), theme="streamlit", key="autograd_freeze_chart"
+    )
+    st.markdown(f"**{t('autograd.freeze.optimizer_header')}**")
+    st.dataframe(draw.optimizer_frame(report, lang), hide_index=True)
+    st.caption(t("autograd.freeze.optimizer_note"))
+    with st.expander(t("autograd.freeze.code"), icon=":material/code:"):
+        st.code(draw.freeze_code(report), language="python")
+
+
+# --------------------------------------------------------------------------- then vs now
+
+
+def then_and_now() -> None:
+    st.subheader(t("autograd.history.header"))
+    st.markdown(t("autograd.history.intro"))
+    lang = language()
+    for case in state.history():
+        st.markdown(t(f"autograd.history.cases.{case.key}"))
+        then, now = st.columns(2)
+        then.markdown(f"**{t('autograd.history.then')}**")
+        then.code("from torch.autograd import Variable\n" + case.then.code, language="python")
+        then.markdown(draw.outcome_text(case.then, lang))
+        now.markdown(f"**{t('autograd.history.now')}**")
+        for outcome in case.now:
+            now.code(outcome.code, language="python")
+            now.markdown(draw.outcome_text(outcome, lang))

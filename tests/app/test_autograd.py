@@ -1,0 +1,171 @@
+"""The autograd page under AppTest: run an example, step backward to the end, read a leaf's
+.grad on the page, predict and reveal, errors explained, Korean, and a shared link."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from components.autograd.state import ROOM_CACHE
+from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.autograd import backward, trace
+from torchatlas.autograd.examples import EXAMPLES
+from torchatlas.i18n import translate
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def graph_dot(at: AppTest) -> str:
+    return at.get("graphviz_chart")[0].proto.spec
+
+
+def grads_table(at: AppTest):
+    """The .grad table: the page's first table (the variables table follows it)."""
+    table = at.dataframe[0].value
+    assert list(table.columns)[1] == ".grad"
+    return table
+
+
+def step_to_end(at: AppTest) -> int:
+    steps = 0
+    while not at.button(key="autograd_next").disabled:
+        at.button(key="autograd_next").click().run()
+        ok(at)
+        steps += 1
+        assert steps < 50
+    return steps
+
+
+def test_run_an_example_and_step_backward_to_the_end() -> None:
+    at = open_page("views/autograd.py")
+    ok(at)
+    text = rendered_text(at)
+    assert translate("autograd.graph.header") in text
+    assert translate("autograd.graph.before") in next(i.value for i in at.info)
+    dot = graph_dot(at)
+    assert dot.startswith("digraph") and "AccumulateGrad" in dot and ".grad" not in dot
+    # before backward, z's .grad is not there yet
+    table = grads_table(at)
+    z_row = table[table.iloc[:, 0] == "z"].iloc[0]
+    assert z_row.iloc[1] == "—"
+    expected = backward(trace(EXAMPLES["propagation"].program), "loss")
+    steps = step_to_end(at)
+    assert steps == len(expected.steps) == 4
+    assert at.success[0].value == translate("autograd.graph.done", total=4)
+    # the leaf's .grad, as torch filled it, is in the table and on the graph
+    table = grads_table(at)
+    z_row = table[table.iloc[:, 0] == "z"].iloc[0]
+    assert z_row.iloc[1] == expected.grad("z").grad.short(4)
+    assert z_row.iloc[2] == translate("autograd.grads.reasons.filled")
+    assert f".grad {expected.grad('z').grad.short()}" in graph_dot(at)
+    a_row = table[table.iloc[:, 0] == "a"].iloc[0]
+    assert a_row.iloc[1] == "None"
+    # one step back hides it again
+    at.button(key="autograd_prev").click().run()
+    assert ".grad" not in graph_dot(at)
+    assert at.query_params["a_step"] == "3"
+    assert at.query_params["a_ex"] == "propagation"
+
+
+def test_predict_then_reveal_scores_each_answer() -> None:
+    at = open_page("views/autograd.py")
+    yes, no = translate("autograd.quiz.yes"), translate("autograd.quiz.no")
+    # a: requires_grad no, is_leaf yes (right), .grad is None yes; b: requires_grad yes
+    at.radio(key="autograd_quiz_a_requires_grad").set_value(no)
+    at.radio(key="autograd_quiz_a_is_leaf").set_value(no)  # wrong: a is a leaf
+    at.radio(key="autograd_quiz_a_grad_is_none").set_value(yes)
+    at.radio(key="autograd_quiz_b_requires_grad").set_value(yes)
+    at.button(key="autograd_reveal").click().run()
+    ok(at)
+    assert any(s.value == translate("autograd.quiz.score", correct=3, total=9) for s in at.success)
+    labels = [r.label for r in at.radio]
+    assert any(translate("autograd.quiz.wrong", actual=yes) in label for label in labels)
+    at.button(key="autograd_again").click().run()
+    assert at.radio(key="autograd_quiz_a_is_leaf").value is None
+
+
+def test_in_place_trap_shows_the_version_counter_in_the_page() -> None:
+    at = open_page("views/autograd.py")
+    at.selectbox(key="autograd_example").set_value("inplace_trap").run()
+    ok(at)
+    step_to_end(at)
+    errors = " ".join(e.value for e in at.error)
+    assert translate("autograd.errors.inplace_saved", line=4, op="Sigmoid", version=1,
+                     expected=0) in errors  # fmt: skip
+    warnings = " ".join(w.value for w in at.warning)
+    assert "`a`" in warnings and "version 1" in warnings
+
+
+def test_refused_program_is_explained_and_nothing_runs() -> None:
+    at = open_page("views/autograd.py")
+    at.text_area(key="autograd_program").set_value("x = randn(3)\ny = x.__class__").run()
+    ok(at)
+    assert at.selectbox(key="autograd_example").value == "custom"
+    assert translate("autograd.errors.private_name", line=2, name="__class__") in at.error[0].value
+    assert not at.get("graphviz_chart")
+
+
+def test_teaching_error_in_the_program_is_explained_with_torchs_words() -> None:
+    at = open_page("views/autograd.py")
+    at.selectbox(key="autograd_example").set_value("numpy_requires_grad").run()
+    ok(at)
+    assert translate("autograd.errors.numpy_requires_grad", line=2) in at.error[0].value
+    assert any("detach().numpy()" in c.value for c in at.caption)
+
+
+def test_korean_and_a_shared_link() -> None:
+    at = open_page("views/autograd.py")
+    at.selectbox(key="autograd_example").set_value("mlp").run()
+    at.button(key="autograd_all").click().run()
+    ok(at)
+    at.session_state["lang"] = "ko"  # the sidebar's language switch
+    at.run()
+    ok(at)
+    text = rendered_text(at)
+    assert translate("autograd.graph.header", "ko") in text
+    assert translate("autograd.graph.done", "ko", total=10) == at.success[0].value
+    link = at.code[0].value
+    assert "a_ex=mlp" in link and "a_step=10" in link and "lang=ko" in link
+    # the link, opened in a new session, restores the example and the step
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    fresh.session_state["lang"] = "en"
+    fresh.run()
+    fresh.query_params["a_ex"] = "mlp"
+    fresh.query_params["a_step"] = "10"
+    fresh.query_params["a_seed"] = "0"
+    fresh.switch_page("views/autograd.py").run()
+    ok(fresh)
+    assert fresh.text_area(key="autograd_program").value == EXAMPLES["mlp"].program
+    assert fresh.success[0].value == translate("autograd.graph.done", total=10)
+
+
+def test_a_custom_program_travels_in_the_link_and_a_broken_link_is_told() -> None:
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    fresh.session_state["lang"] = "en"
+    fresh.run()
+    fresh.query_params["a_prog"] = "w = ones(2, requires_grad=True)\nloss = (w * 3).sum()\n"
+    fresh.switch_page("views/autograd.py").run()
+    ok(fresh)
+    assert fresh.selectbox(key="autograd_example").value == "custom"
+    fresh.button(key="autograd_all").click().run()
+    table = grads_table(fresh)
+    assert table[table.iloc[:, 0] == "w"].iloc[0].iloc[1] == "[3, 3]"
+    broken = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    broken.session_state["lang"] = "en"
+    broken.run()
+    broken.query_params["a_prog"] = "x" * 5000
+    broken.switch_page("views/autograd.py").run()
+    ok(broken)
+    assert translate("autograd.program.link_broken") in [w.value for w in broken.warning]
+
+
+def test_freezing_toggles_change_the_counts() -> None:
+    at = open_page("views/autograd.py")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[translate("autograd.freeze.trainable_params")] == f"{512 * 100 + 100:,}"
+    at.toggle(key="autograd_train_layer4").set_value(True).run()
+    ok(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[translate("autograd.freeze.trainable_params")] == f"{8_445_028:,}"
+    assert ("freeze", ("layer4", "fc")) in ROOM_CACHE

@@ -1,0 +1,22 @@
+"""Autograd: write a small program, see the graph autograd records, step backward through it.
+
+The page's order only; everything else is in ``components.autograd``: ``panels`` (widgets and
+output), ``state`` (session keys, URL state, cached engine calls), ``draw`` (DOT, tables,
+chart), over the engine in ``torchatlas.autograd``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from components.autograd import panels
+from components.i18n import t
+
+st.title(t("app.rooms.autograd.title"))
+panels.intro()
+room = panels.program()
+panels.predict(room)
+panels.graph(room)
+panels.details(room)
+panels.freezing()
+panels.then_and_now()
