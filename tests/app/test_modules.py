@@ -1,0 +1,217 @@
+"""The nn.Module page under AppTest: the two MyLinear presets show the difference, a training
+run draws its curve and the step control moves the numbers, the quiz reveals torch's answer,
+Korean, and a shared link restores the room."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import components.modules.state as room_state
+import torchatlas.modules as modules
+from components.shapes.state import decode_source, encode_source
+from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.i18n import translate
+from torchatlas.modules import PRESETS
+
+PAGE = "views/modules.py"
+
+
+@pytest.fixture(autouse=True)
+def fresh_reports() -> None:
+    modules.REPORTS.clear()
+
+
+def _query(at: AppTest) -> dict[str, str]:
+    return {k: v if isinstance(v, str) else v[0] for k, v in at.query_params.items()}
+
+
+def _frame(at: AppTest, column: str):
+    """The first table with a column named ``column`` (its translated header)."""
+    return next(frame.value for frame in at.dataframe if column in frame.value.columns)
+
+
+def _step_table(at: AppTest):
+    return _frame(at, translate("modules.training.columns.tensor"))
+
+
+def _tensors(at: AppTest):
+    """The tensor table (the inspector's first dataframe with a 'kind' column)."""
+    for frame in at.dataframe:
+        value = frame.value
+        if translate("modules.table.kind") in value.columns and "name" in value.columns:
+            return value
+    raise AssertionError("no tensor table")
+
+
+def _loss_spec(at: AppTest) -> dict:
+    charts = at.get("plotly_chart")
+    assert charts, "no loss curve"
+    return json.loads(charts[0].proto.spec)
+
+
+def test_the_two_mylinear_presets_show_the_difference() -> None:
+    at = open_page(PAGE)
+    assert not at.exception
+    assert at.title[0].value == translate("app.rooms.modules.title")
+    table = _tensors(at)
+    assert list(table["name"]) == ["W", "b"]
+    assert set(table[translate("modules.table.kind")]) == {translate("modules.kinds.plain")}
+    assert set(table["parameters()"]) == {"❌"}
+    warnings = " ".join(str(w.value) for w in at.warning)
+    assert "self.W is a plain tensor" in warnings and "empty parameter list" in warnings
+    assert any("nn.Parameter(torch.empty(3, 2))" in code.value for code in at.code)
+
+    at.selectbox(key="modules_preset").set_value(
+        translate("modules.presets.mylinear_parameter")
+    ).run()
+    at.button(key="modules_inspect").click().run()
+    assert not at.exception
+    table = _tensors(at)
+    assert set(table[translate("modules.table.kind")]) == {translate("modules.kinds.parameter")}
+    assert set(table["parameters()"]) == {"✅"} and set(table["state_dict()"]) == {"✅"}
+    assert not any("plain tensor" in str(w.value) for w in at.warning)
+    assert at.metric[0].value == "8"
+    assert _query(at)["nn_preset"] == "mylinear_parameter"
+
+
+def test_the_list_bug_and_the_tree() -> None:
+    at = open_page(PAGE)
+    at.selectbox(key="modules_preset").set_value(translate("modules.presets.list_bug")).run()
+    at.button(key="modules_inspect").click().run()
+    warnings = " ".join(str(w.value) for w in at.warning)
+    assert "nn.ModuleList" in warnings and "nn.ParameterList" in warnings
+    tree = _frame(at, translate("modules.tree.own"))
+    assert tree[translate("modules.tree.class")].tolist()[:2] == ["Stack", "ModuleList"]
+    assert at.get("graphviz_chart")
+
+
+def test_pasted_code_that_is_refused_explains_itself() -> None:
+    at = open_page(PAGE)
+    at.text_area(key="modules_source").set_value("import os\nos.system('ls')\n")
+    at.button(key="modules_inspect").click().run()
+    assert not at.exception
+    assert translate("modules.errors.refused.title") in at.error[0].value
+
+
+def test_a_training_run_draws_its_curve_and_steps_move_the_numbers() -> None:
+    at = open_page(PAGE)
+    spec = _loss_spec(at)
+    losses = spec["data"][0]["y"]
+    assert len(losses) == room_state.DEFAULT_STEPS and losses[-1] < losses[0] / 10
+    at.select_slider(key="modules_steps").set_value(50).run()
+    assert len(_loss_spec(at)["data"][0]["y"]) == 50
+    step_table = _step_table(at)
+    assert set(step_table[".grad"]) == {"None"}  # forward of step 1: no gradient yet
+    for _ in range(3):  # → loss → backward → step
+        at.button(key="modules_next").click().run()
+    assert at.session_state[room_state.PHASE] == "step"
+    stepped = _step_table(at)
+    assert "None" not in set(stepped[".grad"]) and set(stepped["changed"]) == {"✅"}
+    assert list(stepped["value"]) != list(step_table["value"])
+    at.select_slider(key="modules_lr").set_value(2.0).run()
+    assert any("Diverging" in str(w.value) for w in at.warning)
+    assert spec != _loss_spec(at)
+    at.toggle(key="modules_forget").set_value(True).run()
+    assert translate("modules.training.accumulating") in [str(i.value) for i in at.info]
+    query = _query(at)
+    assert query["nn_lr"] == "2.0" and query["nn_steps"] == "50" and query["nn_forget"] == "1"
+
+
+def test_the_plain_model_refuses_to_train() -> None:
+    at = open_page(PAGE)
+    at.selectbox(key="modules_train_model").set_value("mylinear_plain").run()
+    assert translate("modules.training.refused") in [str(e.value) for e in at.error]
+    assert any("empty parameter list" in code.value for code in at.code)
+
+
+def test_predict_then_reveal() -> None:
+    at = open_page(PAGE)
+    at.radio(key="modules_quiz_plain_step").set_value("changes").run()
+    at.button(key="modules_reveal_plain_step").click().run()
+    assert not at.exception
+    expected = translate("modules.quiz.plain_step.options.refused")
+    assert translate("modules.quiz.wrong", answer=expected) in [str(e.value) for e in at.error]
+    at.radio(key="modules_quiz_forgotten_zero_grad").set_value("sum").run()
+    at.button(key="modules_reveal_forgotten_zero_grad").click().run()
+    answer = translate("modules.quiz.forgotten_zero_grad.options.sum")
+    assert translate("modules.quiz.right", answer=answer) in [str(s.value) for s in at.success]
+
+
+def test_modes_and_saving() -> None:
+    at = open_page(PAGE)
+    assert "became 0" in rendered_text(at)
+    at.get("button_group")  # segmented controls render
+    downloads = at.get("download_button")
+    assert downloads, "no download button"
+    at.session_state[room_state.MODE] = "batchnorm"
+    at.run()
+    assert "momentum = 0.1" in rendered_text(at)
+    assert "Weights only load failed" in " ".join(code.value for code in at.code)
+
+
+def test_korean() -> None:
+    at = open_page(PAGE, "ko")
+    assert not at.exception
+    text = rendered_text(at)
+    assert at.title[0].value == translate("app.rooms.modules.title", "ko")
+    assert translate("modules.compare.header", "ko") in text
+    assert translate("modules.training.header", "ko") in text
+    assert "W은(는) 평범한 텐서입니다" in " ".join(str(w.value) for w in at.warning)
+
+
+def test_a_shared_link_restores_the_room() -> None:
+    source = PRESETS["with_buffer"].source.replace(
+        "nn.Linear(features, 2)", "nn.Linear(features, 3)"
+    )
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.query_params.update(
+        {
+            "nn_preset": "with_buffer",
+            "nn_src": encode_source(source),
+            "nn_train": "mlp",
+            "nn_lr": "0.3",
+            "nn_steps": "40",
+            "nn_mode": "batchnorm",
+            "nn_save": "buffered",
+        }
+    )
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert at.text_area(key="modules_source").value == source
+    assert at.metric[0].value == str(4 * 3 + 3 + 2 + 2)  # fc(4→3) and BatchNorm1d(2)
+    assert at.session_state[room_state.TRAIN_MODEL] == "mlp"
+    assert len(_loss_spec(at)["data"][0]["y"]) == 40
+    assert "momentum" in rendered_text(at)
+    assert decode_source(_query(at)["nn_src"]) == source
+
+
+def test_a_damaged_link_keeps_the_defaults() -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.query_params.update({"nn_lr": "1e9", "nn_preset": "nope", "nn_src": "!!!"})
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert translate("modules.link_broken") in [str(w.value) for w in at.warning]
+    assert at.session_state[room_state.LR] == room_state.DEFAULT_LR
+    assert at.text_area(key="modules_source").value == PRESETS["mylinear_plain"].source
+
+
+def test_a_rerun_computes_nothing_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(PAGE)
+    calls: list[str] = []
+    for name in ("train_steps", "inspect_module", "save_load", "modes"):
+        original = getattr(room_state, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(room_state, name, counted)
+    at.run()
+    assert not at.exception and calls == []
