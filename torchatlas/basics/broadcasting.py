@@ -63,7 +63,7 @@ class Broadcast:
 
 
 def _args(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(map(str, shape)) + ")" if len(shape) != 1 else f"({shape[0]},)"
+    return "(" + ", ".join(map(str, shape)) + ")" if shape else "(())"
 
 
 def _meta(shape: tuple[int, ...]) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""The tensor basics room: state (URL and cached engine calls), panels, draw."""

@@ -1,0 +1,338 @@
+"""Pure builders for the basics room: HTML pictures, tables and text. No ``streamlit``.
+
+Colours come from :class:`components.theme.Palette`, so light and dark both read; every
+picture writes its numbers inside its cells (colour alone never carries an answer).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from components.format import format_bytes
+from components.theme import Palette
+from torchatlas.basics import (
+    DTYPES,
+    SCALAR_TYPES,
+    Broadcast,
+    EinsumPlan,
+    IndexResult,
+    OperandKind,
+    PromotionTable,
+)
+from torchatlas.i18n import translate
+
+# Letter colours for einsum: translucent, so text in the theme's colour reads on both themes.
+LETTER_COLOURS = (
+    "rgba(238, 76, 44, 0.30)",
+    "rgba(47, 127, 216, 0.30)",
+    "rgba(46, 160, 67, 0.30)",
+    "rgba(217, 164, 0, 0.35)",
+    "rgba(150, 80, 200, 0.30)",
+    "rgba(0, 160, 170, 0.30)",
+    "rgba(200, 60, 120, 0.30)",
+    "rgba(120, 120, 120, 0.30)",
+)
+_CATEGORY = {
+    **dict.fromkeys(("bool",), 0),
+    **dict.fromkeys(("uint8", "int8", "int16", "int32", "int64"), 1),
+    **dict.fromkeys(("float16", "bfloat16", "float32", "float64"), 2),
+}
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return str(tuple(shape))
+
+
+# --------------------------------------------------------------------------- types
+
+
+def column_label(kind: OperandKind | str, dtype: str, lang: str) -> str:
+    return translate(f"basics.types.column.{OperandKind(kind)}", lang, dtype=dtype)
+
+
+def promotion_frame(found: PromotionTable, kind: OperandKind | str, lang: str) -> pd.DataFrame:
+    """One block of the table: left tensor dtypes down, the ``kind`` operands across; a cell
+    is the result dtype (marked ``!`` where the real op raised)."""
+    kind = OperandKind(kind)
+    names = SCALAR_TYPES if kind is OperandKind.SCALAR else DTYPES
+    data = {}
+    for dtype in names:
+        column = []
+        for row in found.rows:
+            cell = found.cell(row, kind, dtype)
+            column.append(cell.result_type + ("" if cell.op_dtype else " !"))
+        data[column_label(kind, dtype, lang)] = column
+    return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
+
+
+def promotion_styler(frame: pd.DataFrame, palette: Palette) -> object:
+    """Cells that kept the left tensor's dtype in the accent colour's tint; cells that
+    changed category (int → float, … → complex) in the copy colour's tint."""
+
+    def colour(value: str, row: str) -> str:
+        result = value.removesuffix(" !")
+        if result == row:
+            return f"background-color: {_tint(palette.accent)}"
+        if _CATEGORY.get(result, 3) > _CATEGORY.get(row, 3):
+            return f"background-color: {_tint(palette.copy)}"
+        return ""
+
+    def style_row(series: pd.Series) -> list[str]:
+        return [colour(value, str(series.name)) for value in series]
+
+    return frame.style.apply(style_row, axis=1)
+
+
+def _tint(hex_colour: str, alpha: float = 0.22) -> str:
+    red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+# --------------------------------------------------------------------------- broadcasting
+
+_CELL = (
+    "display:inline-block;min-width:3.2em;padding:0.35em 0.5em;margin:2px;border-radius:6px;"
+    "text-align:center;font-family:monospace;font-size:0.95rem;"
+)
+
+
+def aligned_html(found: Broadcast, palette: Palette, lang: str) -> str:
+    """Shapes aligned from the right, one row each, then the result: a stretched dimension
+    is tinted and says ``1 → n`` (or ``· → n`` where the shape had no such dimension), the
+    failing column is outlined; each operand's expanded strides sit under its sizes."""
+    rows = []
+    header = "".join(
+        f"<span style='{_CELL}color:{palette.muted}'>{dim - found.rank}</span>"
+        for dim in range(found.rank)
+    )
+    label_style = f"display:inline-block;width:6.5em;color:{palette.muted};font-size:0.85rem"
+    rows.append(f"<div><span style='{label_style}'>dim</span>{header}</div>")
+    names = "abcd"
+    for number, operand in enumerate(found.operands):
+        cells = []
+        for dim, (size, stretched) in enumerate(
+            zip(operand.aligned, operand.stretched, strict=True)
+        ):
+            failing = found.failing_dim is not None and dim - found.rank == found.failing_dim
+            border = f"2px solid {palette.accent}" if failing else f"1px solid {palette.border}"
+            background = _tint(palette.highlight, 0.45) if stretched else palette.surface
+            if size is None:
+                text = "·"
+                if found.result is not None and stretched:
+                    text = f"· → {found.result[dim]}"
+                background = _tint(palette.highlight, 0.45) if stretched else "transparent"
+            elif stretched and found.result is not None:
+                text = f"1 → {found.result[dim]}"
+            else:
+                text = str(size)
+            cells.append(
+                f"<span style='{_CELL}background:{background};border:{border};"
+                f"color:{palette.text}'>{_esc(text)}</span>"
+            )
+        rows.append(
+            f"<div><span style='{label_style}'><b>{names[number]}</b> "
+            f"{_esc(shape_text(operand.shape))}</span>{''.join(cells)}</div>"
+        )
+        if operand.expanded_strides is not None:
+            pad = found.rank - len(operand.expanded_strides)
+            strides = "".join(
+                f"<span style='{_CELL}padding-top:0;padding-bottom:0;font-size:0.78rem;"
+                f"color:{palette.accent if stride == 0 else palette.muted}'>{stride}</span>"
+                for stride in (*([None] * pad), *operand.expanded_strides)
+            )
+            caption = translate("basics.broadcast.strides_row", lang)
+            rows.append(f"<div><span style='{label_style}'>{_esc(caption)}</span>{strides}</div>")
+    if found.result is not None:
+        cells = "".join(
+            f"<span style='{_CELL}background:{_tint(palette.copy)};border:1px solid "
+            f"{palette.border};color:{palette.text};font-weight:600'>{size}</span>"
+            for size in found.result
+        )
+        result_label = translate("basics.broadcast.result_row", lang)
+        rows.append(
+            f"<div><span style='{label_style}'><b>{_esc(result_label)}</b></span>{cells}</div>"
+        )
+    return (
+        f"<div style='overflow-x:auto;color:{palette.text};line-height:1.9'>"
+        + "".join(rows)
+        + "</div>"
+    )
+
+
+# --------------------------------------------------------------------------- einsum
+
+
+def letter_colours(plan: EinsumPlan) -> dict[str, str]:
+    return {
+        label: LETTER_COLOURS[i % len(LETTER_COLOURS)] for i, (label, _) in enumerate(plan.sizes)
+    }
+
+
+def _chip(label: str, size: int, colour: str, palette: Palette, summed: bool = False) -> str:
+    shown = "…" + label[1:] if label.startswith("…") else label
+    border = f"2px dashed {palette.accent}" if summed else f"1px solid {palette.border}"
+    return (
+        f"<span style='{_CELL}background:{colour};border:{border};color:{palette.text}'>"
+        f"<b>{_esc(shown)}</b>={size}</span>"
+    )
+
+
+def einsum_html(plan: EinsumPlan, palette: Palette, lang: str) -> str:
+    """Each operand's dimensions as coloured letter chips with their sizes, then the output's;
+    summed letters are dashed and listed under Σ."""
+    colours = letter_colours(plan)
+    size = plan.size_of
+    label_style = f"display:inline-block;width:6em;color:{palette.muted};font-size:0.85rem"
+    rows = []
+    for operand in plan.operands:
+        chips = "".join(
+            _chip(label, dim, colours[label], palette, label in plan.summed)
+            for label, dim in zip(operand.labels, operand.shape, strict=True)
+        )
+        rows.append(
+            f"<div><span style='{label_style}'><b>{operand.name}</b> "
+            f"{_esc(shape_text(operand.shape))}</span>{chips or '()'}</div>"
+        )
+    if plan.summed:
+        chips = "".join(_chip(k, size[k], colours[k], palette, True) for k in plan.summed)
+        summed = translate("basics.einsum.summed_row", lang)
+        rows.append(f"<div><span style='{label_style}'>Σ {_esc(summed)}</span>{chips}</div>")
+    chips = "".join(_chip(k, size[k], colours[k], palette) for k in plan.output)
+    out = translate("basics.einsum.output_row", lang)
+    rows.append(
+        f"<div><span style='{label_style}'><b>{_esc(out)}</b> "
+        f"{_esc(shape_text(plan.output_shape))}</span>{chips or '()'}</div>"
+    )
+    return f"<div style='overflow-x:auto;color:{palette.text};line-height:2'>{''.join(rows)}</div>"
+
+
+def sizes_frame(plan: EinsumPlan, lang: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            translate("basics.einsum.col_letter", lang): [
+                "…" + k[1:] if k.startswith("…") else k for k, _ in plan.sizes
+            ],
+            translate("basics.einsum.col_size", lang): [v for _, v in plan.sizes],
+            translate("basics.einsum.col_role", lang): [
+                translate(f"basics.einsum.role_{'summed' if k in plan.summed else 'kept'}", lang)
+                for k, _ in plan.sizes
+            ],
+        }
+    )
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _grid_blocks(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(blocks, rows, columns) a tensor is drawn as: its last two dims as a grid, every
+    leading index as its own block."""
+    if not shape:
+        return 1, 1, 1
+    if len(shape) == 1:
+        return 1, 1, shape[0]
+    return math.prod(shape[:-2]), shape[-2], shape[-1]
+
+
+def _block_label(number: int, shape: tuple[int, ...]) -> str:
+    lead = shape[:-2]
+    index = []
+    for size in reversed(lead):
+        index.append(number % size)
+        number //= size
+    return "x[" + ", ".join(map(str, reversed(index))) + "]" if lead else ""
+
+
+def cells_html(
+    shape: tuple[int, ...],
+    values: Sequence[int] | None,
+    palette: Palette,
+    picked: frozenset[int] | None = None,
+    name: str = "x",
+    max_cells: int = 512,
+) -> str | None:
+    """A tensor as grids of cells with its numbers in them. ``picked`` (flat positions) are
+    tinted and outlined: the cells an index reads. None when the tensor is too large to
+    draw."""
+    numel = math.prod(shape)
+    if values is None or numel > max_cells:
+        return None
+    blocks, rows, columns = _grid_blocks(shape)
+    cell = (
+        "display:inline-block;min-width:2.3em;padding:0.25em 0.3em;margin:1px;border-radius:4px;"
+        "text-align:center;font-family:monospace;font-size:0.85rem;"
+    )
+    parts = []
+    position = 0
+    for block in range(blocks):
+        label = _block_label(block, shape).replace("x[", f"{name}[", 1)
+        lines = [
+            f"<div style='color:{palette.muted};font-size:0.8rem'>{_esc(label)}</div>"
+            if label
+            else ""
+        ]
+        for _ in range(rows):
+            line = []
+            for _ in range(columns):
+                value = values[position]
+                lit = picked is not None and value in picked
+                background = _tint(palette.highlight, 0.55) if lit else palette.surface
+                border = f"2px solid {palette.accent}" if lit else f"1px solid {palette.border}"
+                weight = "700" if lit else "400"
+                line.append(
+                    f"<span style='{cell}background:{background};border:{border};"
+                    f"color:{palette.text};font-weight:{weight}'>{value}</span>"
+                )
+                position += 1
+            lines.append("<div style='white-space:nowrap'>" + "".join(line) + "</div>")
+        parts.append(
+            f"<div style='display:inline-block;margin:0 1em 0.6em 0;"
+            f"vertical-align:top'>{''.join(lines)}</div>"
+        )
+    return f"<div style='overflow-x:auto;color:{palette.text}'>{''.join(parts)}</div>"
+
+
+def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:
+    """Label/value rows for the facts beside the picture."""
+    view = "view" if result.is_view else "copy"
+    return [
+        (
+            translate("basics.index.fact_kind", lang),
+            translate(f"basics.index.kind.{result.kind}", lang),
+        ),
+        (translate("basics.index.fact_result", lang), translate(f"basics.index.{view}", lang)),
+        (translate("basics.index.fact_shape", lang), shape_text(result.result_shape or ())),
+        (
+            translate("basics.index.fact_strides", lang),
+            shape_text(result.result_strides or ()) if result.is_view else "—",
+        ),
+        (
+            translate("basics.index.fact_offset", lang),
+            str(result.storage_offset) if result.is_view else "—",
+        ),
+    ]
+
+
+def facts_frame(rows: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    return pd.DataFrame({"": [label for label, _ in rows], " ": [value for _, value in rows]})
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def bytes_frame(items: Mapping[str, int], lang: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            translate("basics.save.col_what", lang): list(items),
+            translate("basics.save.col_bytes", lang): [f"{v:,}" for v in items.values()],
+            translate("basics.save.col_readable", lang): [format_bytes(v) for v in items.values()],
+        }
+    )

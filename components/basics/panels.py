@@ -1,0 +1,652 @@
+"""The basics room's panels: a section picker, then one section at a time (Types,
+Broadcasting, einsum, Indexing, Saving), each with live inputs, a picture, the code, and a
+predict-then-reveal question.
+
+Widgets and ``st.*`` output only: engine calls and session keys go through ``state``; every
+picture and table comes from ``draw``. Each section is a fragment, so typing in one reruns
+only it; the URL follows the inputs (``state.write_url``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from components.basics import draw, state
+from components.format import format_bytes, format_count
+from components.i18n import language, t
+from components.theme import palette
+from torchatlas.basics import (  # types only
+    DTYPES,
+    SAVE_DTYPES,
+    BasicsError,
+    Broadcast,
+    EinsumPlan,
+    IndexResult,
+    OperandKind,
+    Outcome,
+    SaveReport,
+)
+from torchatlas.basics.quiz import COPY, ERROR_CHOICE, VIEW, Section
+
+ICONS = {
+    Section.TYPES: ":material/category:",
+    Section.BROADCASTING: ":material/open_in_full:",
+    Section.EINSUM: ":material/functions:",
+    Section.INDEXING: ":material/grid_view:",
+    Section.SAVING: ":material/save:",
+}
+
+
+def _error(exc: BasicsError) -> None:
+    st.warning(t(f"basics.errors.{exc.code}", **exc.params), icon=":material/error:")
+
+
+def _torch_said(message: str) -> None:
+    st.markdown(t("basics.torch_said"))
+    st.code(message, language="text", wrap_lines=True)
+
+
+def _strides_link(query: dict[str, Any] | None, label_key: str, key: str) -> None:
+    if query is None:
+        return
+    st.page_link(
+        state.STRIDES_PAGE,
+        label=t(label_key),
+        icon=":material/grid_on:",
+        query_params=query,
+        width="content",
+    )
+    del key  # links carry no widget state; the name documents where the link sits
+
+
+def setup() -> Section:
+    """First-run state, the link notice, the intro and the section picker."""
+    state.initial_state()
+    st.markdown(t("basics.intro"))
+    if state.take_link_broken():
+        st.info(t("basics.link_broken"))
+    st.segmented_control(
+        t("basics.section_label"),
+        options=[s.value for s in Section],
+        format_func=lambda s: t(f"basics.sections.{s}"),
+        required=True,
+        key=state.SECTION_KEY,
+        label_visibility="collapsed",
+        width="stretch",
+    )
+    return state.section()
+
+
+def show(section: Section) -> None:
+    {
+        Section.TYPES: types,
+        Section.BROADCASTING: broadcasting,
+        Section.EINSUM: einsum,
+        Section.INDEXING: indexing,
+        Section.SAVING: saving,
+    }[section]()
+
+
+# ======================================================================= types
+
+
+@st.fragment
+def types() -> None:
+    st.header(t("basics.types.header"), anchor=False)
+    st.markdown(t("basics.types.lesson"))
+    _promotion_explorer()
+    _promotion_table()
+    _creation()
+    quiz(Section.TYPES)
+    state.write_url()
+
+
+def _promotion_explorer() -> None:
+    with st.container(border=True):
+        st.subheader(t("basics.types.explorer"), anchor=False)
+        left, middle, right = st.columns([3, 1, 3])
+        with left:
+            st.selectbox(
+                t("basics.types.left"),
+                list(DTYPES),
+                key="basics_left",
+                on_change=state.dtype_changed,
+                args=("left",),
+            )
+            st.text_input(t("basics.types.value"), key="basics_left_value", max_chars=40)
+        with middle:
+            st.radio(
+                t("basics.types.op"),
+                ["add", "mul"],
+                format_func=lambda o: {"add": "+", "mul": "*"}[o],
+                key="basics_op",
+            )
+        with right:
+            kind = st.selectbox(
+                t("basics.types.right_kind"),
+                [k.value for k in OperandKind],
+                format_func=lambda k: t(f"basics.types.kinds.{k}"),
+                key="basics_right_kind",
+                on_change=state.dtype_changed,
+                args=("right",),
+            )
+            st.selectbox(
+                t("basics.types.right"),
+                list(state.right_choices(kind)),
+                key="basics_right",
+                on_change=state.dtype_changed,
+                args=("right",),
+            )
+            st.text_input(t("basics.types.value"), key="basics_right_value", max_chars=40)
+        try:
+            found = state.current_promotion()
+        except BasicsError as exc:
+            _error(exc)
+            return
+        st.code(found.code, language="python", wrap_lines=True)
+        if found.outcome is Outcome.RAISED:
+            st.markdown(t("basics.types.result_type", dtype=found.result_type))
+            _torch_said(found.torch_message or "")
+            return
+        first, second, third = st.columns(3)
+        first.metric(t("basics.types.metric_result_type"), found.result_type)
+        second.metric(t("basics.types.metric_value"), found.value or "—")
+        third.metric(t("basics.types.metric_exact"), found.exact or "—")
+        outcome_text = t(f"basics.types.outcome.{found.outcome}", dtype=found.op_dtype or "")
+        if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED):
+            st.warning(outcome_text, icon=":material/warning:")
+        else:
+            st.success(outcome_text, icon=":material/check:")
+        if found.b.kind is not OperandKind.TENSOR:
+            rule = "higher" if found.categories_differ else "same"
+            st.caption(t(f"basics.types.rule.{rule}", left=found.a.dtype))
+
+
+def _promotion_table() -> None:
+    st.subheader(t("basics.types.table"), anchor=False)
+    st.caption(t("basics.types.table_caption"))
+    kind = st.segmented_control(
+        t("basics.types.table_kind"),
+        [k.value for k in OperandKind],
+        format_func=lambda k: t(f"basics.types.table_kinds.{k}"),
+        default=OperandKind.TENSOR.value,
+        required=True,
+        key="basics_table_kind",
+    )
+    lang = language()
+    styled = state.ROOM_CACHE.get_or_compute(
+        ("table_view", kind, lang, palette()),
+        lambda: draw.promotion_styler(draw.promotion_frame(state.table(), kind, lang), palette()),
+    )
+    st.dataframe(styled, width="stretch")
+    st.caption(t("basics.types.table_legend"))
+
+
+def _creation() -> None:
+    made = state.created()
+    with st.expander(t("basics.types.creation"), icon=":material/add_box:"):
+        st.markdown(t("basics.types.creation_lesson"))
+        for item in made.made:
+            note = "" if item.initialised else " — " + t("basics.types.uninitialised")
+            st.markdown(f"`{item.code}` → `{item.dtype}`{note}")
+            st.code(", ".join(item.values), language="text")
+        st.markdown(t("basics.types.defaults", default=made.default_dtype))
+        rows = [(item.code, item.dtype, ", ".join(item.values)) for item in made.defaults]
+        st.dataframe(
+            {
+                t("basics.types.col_code"): [r[0] for r in rows],
+                "dtype": [r[1] for r in rows],
+                t("basics.types.col_values"): [r[2] for r in rows],
+            },
+            hide_index=True,
+            width="stretch",
+        )
+        st.markdown(t("basics.types.casts"))
+        for cast in made.casts:
+            same = t("basics.types.same_object" if cast.same_object else "basics.types.new_tensor")
+            st.markdown(f"`{cast.code}` → `{cast.dtype}` · {same}")
+        st.markdown(t("basics.types.named"))
+        for attempt in made.named:
+            st.code(
+                f"{attempt.code}\n# {attempt.raised}: {attempt.message}",
+                language="python",
+                wrap_lines=True,
+            )
+
+
+# ======================================================================= broadcasting
+
+BROADCAST_EXAMPLES = {
+    "weights": "(2, 3, 5, 5) (3, 1, 1)",
+    "weights_wrong": "(2, 3, 5, 5) (3,)",
+    "outer": "(4, 1) (3,)",
+    "mismatch": "(2, 3) (4,)",
+}
+
+
+@st.fragment
+def broadcasting() -> None:
+    st.header(t("basics.broadcast.header"), anchor=False)
+    st.markdown(t("basics.broadcast.lesson"))
+    columns = st.columns(len(BROADCAST_EXAMPLES))
+    for column, (name, shapes) in zip(columns, BROADCAST_EXAMPLES.items(), strict=True):
+        column.button(
+            t(f"basics.broadcast.examples.{name}"),
+            key=f"basics_broadcast_example_{name}",
+            on_click=state.set_values,
+            kwargs={"shapes": shapes},
+            width="stretch",
+        )
+    st.text_input(
+        t("basics.broadcast.shapes"),
+        key="basics_shapes",
+        max_chars=200,
+        help=t("basics.broadcast.shapes_help"),
+    )
+    try:
+        found = state.current_broadcast()
+    except BasicsError as exc:
+        _error(exc)
+        state.write_url()
+        return
+    _broadcast_result(found)
+    quiz(Section.BROADCASTING)
+    state.write_url()
+
+
+def _broadcast_result(found: Broadcast) -> None:
+    lang = language()
+    st.html(draw.aligned_html(found, palette(), lang))
+    st.caption(t("basics.broadcast.legend"))
+    st.code(found.code, language="python")
+    if found.ok:
+        assert found.result is not None
+        st.success(t("basics.broadcast.result", shape=draw.shape_text(found.result)),
+                   icon=":material/check:")  # fmt: skip
+        for number, operand in enumerate(found.operands):
+            if any(operand.stretched):
+                name = "abcd"[number]
+                st.markdown(
+                    t(
+                        "basics.broadcast.expand_line",
+                        name=name,
+                        shape=draw.shape_text(operand.shape),
+                        result=draw.shape_text(found.result),
+                        strides=draw.shape_text(operand.expanded_strides or ()),
+                    )
+                )
+                _strides_link(
+                    state.expand_link(operand.shape, found.result),
+                    "basics.broadcast.see_in_strides",
+                    f"basics_strides_link_{number}",
+                )
+        return
+    st.error(
+        t(
+            "basics.broadcast.fails",
+            dim=found.failing_dim,
+            sizes=", ".join(map(str, found.failing_sizes)),
+        ),
+        icon=":material/close:",
+    )
+    _torch_said(found.torch_message or "")
+    if found.fix is None:
+        st.info(t("basics.broadcast.no_fix"))
+        return
+    fix = found.fix
+    name = "abcd"[fix.operand]
+    st.info(
+        t(
+            "basics.broadcast.fix",
+            name=name,
+            index=fix.index,
+            shape=draw.shape_text(fix.new_shape),
+            dims=", ".join(map(str, fix.unsqueezes)),
+            result=draw.shape_text(fix.result),
+        ),
+        icon=":material/build:",
+    )
+    shapes = [fix.new_shape if i == fix.operand else s for i, s in enumerate(found.shapes)]
+    st.button(
+        t("basics.broadcast.apply_fix"),
+        key="basics_apply_fix",
+        on_click=state.set_values,
+        kwargs={"shapes": " ".join(draw.shape_text(s) for s in shapes)},
+    )
+
+
+# ======================================================================= einsum
+
+EINSUM_EXAMPLES = {
+    "grayscale": ("...chw,c->...hw", "(2, 3, 5, 5) (3,)"),
+    "matmul": ("ij,jk->ik", "(2, 3) (3, 4)"),
+    "batch": ("bij,bjk->bik", "(2, 2, 3) (2, 3, 4)"),
+    "trace": ("ii->i", "(4, 4)"),
+    "transpose": ("ij->ji", "(2, 3)"),
+    "chain": ("ij,jk,kl->il", "(2, 3) (3, 4) (4, 5)"),
+}
+
+
+@st.fragment
+def einsum() -> None:
+    st.header(t("basics.einsum.header"), anchor=False)
+    st.markdown(t("basics.einsum.lesson"))
+    st.selectbox(
+        t("basics.einsum.examples_label"),
+        list(EINSUM_EXAMPLES),
+        index=None,
+        placeholder=t("basics.einsum.examples_placeholder"),
+        format_func=lambda k: t(f"basics.einsum.examples.{k}"),
+        key="basics_einsum_example",
+        on_change=_load_einsum_example,
+    )
+    left, right = st.columns([1, 1])
+    left.text_input(t("basics.einsum.equation"), key="basics_equation", max_chars=80)
+    right.text_input(
+        t("basics.einsum.shapes"),
+        key="basics_einsum_shapes",
+        max_chars=200,
+        help=t("basics.broadcast.shapes_help"),
+    )
+    try:
+        plan = state.current_einsum()
+    except BasicsError as exc:
+        _error(exc)
+        state.write_url()
+        return
+    if not plan.ok:
+        st.error(t("basics.einsum.refused"), icon=":material/close:")
+        _torch_said(plan.torch_message or "")
+    else:
+        _einsum_plan(plan)
+    quiz(Section.EINSUM)
+    state.write_url()
+
+
+def _load_einsum_example() -> None:
+    name = st.session_state.get("basics_einsum_example")
+    if name in EINSUM_EXAMPLES:
+        equation, shapes = EINSUM_EXAMPLES[name]
+        state.set_values(equation=equation, einsum_shapes=shapes)
+    st.session_state["basics_einsum_example"] = None
+
+
+def _einsum_plan(plan: EinsumPlan) -> None:
+    lang = language()
+    st.html(draw.einsum_html(plan, palette(), lang))
+    first, second, third = st.columns(3)
+    first.metric(t("basics.einsum.metric_output"), draw.shape_text(plan.output_shape))
+    summed = ", ".join(plan.summed) or "—"
+    second.metric(t("basics.einsum.metric_summed"), summed)
+    third.metric(t("basics.einsum.metric_terms"), format_count(plan.products))
+    if not plan.explicit:
+        st.caption(t("basics.einsum.implicit", output="".join(plan.output) or "—"))
+    st.dataframe(draw.sizes_frame(plan, lang), hide_index=True)
+    loops, broadcast_form = st.columns(2)
+    with loops:
+        st.markdown(f"**{t('basics.einsum.loops')}**")
+        st.code(plan.loop_code, language="python")
+    with broadcast_form:
+        st.markdown(f"**{t('basics.einsum.broadcast')}**")
+        st.code(plan.broadcast_code + "\n" + plan.einsum_code, language="python")
+        if plan.checked is True:
+            st.success(t("basics.einsum.checked"), icon=":material/check:")
+        elif plan.checked is None:
+            st.caption(t("basics.einsum.not_run"))
+    st.markdown(
+        t(
+            "basics.einsum.flops",
+            multiplies=f"{plan.multiplies:,}",
+            additions=f"{plan.additions:,}",
+            counted=f"{plan.counted_flops:,}" if plan.counted_flops is not None else "—",
+        )
+    )
+    if plan.counted_flops:
+        key = "same" if plan.counted_flops == 2 * plan.products else "different"
+        st.caption(t(f"basics.einsum.flops_{key}"))
+    else:
+        st.caption(t("basics.einsum.flops_none"))
+
+
+# ======================================================================= indexing
+
+INDEX_EXAMPLES = (
+    "x[1:, ::2]",
+    "x[:, 1]",
+    "x[None, 1:]",
+    "x[..., -1]",
+    "x[:, [0, 2]]",
+    "x[x > 5]",
+    "x[x % 2 == 0]",
+    "x[[0, 2], [1, 3]]",
+    "x[1:, None, ..., [0, 2]]",
+)
+
+
+@st.fragment
+def indexing() -> None:
+    st.header(t("basics.index.header"), anchor=False)
+    st.markdown(t("basics.index.lesson"))
+    shape_column, expression_column = st.columns([1, 2])
+    shape_column.text_input(t("basics.index.shape"), key="basics_index_shape", max_chars=60)
+    expression_column.text_input(
+        t("basics.index.expression"),
+        key="basics_index",
+        max_chars=120,
+        help=t("basics.index.expression_help"),
+    )
+    st.pills(
+        t("basics.index.examples"),
+        list(INDEX_EXAMPLES),
+        key="basics_index_example",
+        on_change=_load_index_example,
+    )
+    try:
+        result = state.current_index()
+    except BasicsError as exc:
+        _error(exc)
+        state.write_url()
+        return
+    if not result.ok:
+        st.error(t("basics.index.refused"), icon=":material/close:")
+        _torch_said(result.torch_message or "")
+    else:
+        _index_result(result)
+    quiz(Section.INDEXING)
+    state.write_url()
+
+
+def _load_index_example() -> None:
+    chosen = st.session_state.get("basics_index_example")
+    if chosen:
+        st.session_state["basics_index"] = chosen
+    st.session_state["basics_index_example"] = None
+
+
+def _index_result(result: IndexResult) -> None:
+    lang = language()
+    view = result.is_view
+    verdict = t(
+        "basics.index.verdict_view" if view else "basics.index.verdict_copy",
+        expression=result.expression,
+    )
+    (st.success if view else st.info)(verdict, icon=":material/link:" if view else
+                                      ":material/content_copy:")  # fmt: skip
+    source, picked = st.columns([1, 1])
+    with source:
+        st.markdown(f"**{t('basics.index.source', shape=draw.shape_text(result.shape))}**")
+        values = state.arange_values(result.shape)
+        picture = draw.cells_html(result.shape, values, palette(), frozenset(result.picked))
+        if picture is None:
+            st.caption(t("basics.index.too_big"))
+        else:
+            st.html(picture)
+    with picked:
+        st.markdown(
+            f"**{t('basics.index.result', shape=draw.shape_text(result.result_shape or ()))}**"
+        )
+        picture = draw.cells_html(result.result_shape or (), result.values, palette(), name="y")
+        if picture is None:
+            st.caption(t("basics.index.too_big"))
+        else:
+            st.html(picture)
+    st.caption(t("basics.index.legend"))
+    st.dataframe(draw.facts_frame(draw.index_facts(result, lang)), hide_index=True)
+    st.code(result.code, language="python")
+    _strides_link(state.index_link(result), "basics.index.see_in_strides", "basics_index_link")
+
+
+# ======================================================================= saving
+
+
+@st.fragment
+def saving() -> None:
+    st.header(t("basics.save.header"), anchor=False)
+    st.markdown(t("basics.save.lesson"))
+    first, second, third = st.columns([2, 2, 1])
+    first.text_input(t("basics.save.shape"), key="basics_save_shape", max_chars=60)
+    second.text_input(t("basics.save.view"), key="basics_save_view", max_chars=120)
+    third.selectbox("dtype", list(SAVE_DTYPES), key="basics_save_dtype")
+    try:
+        report = state.current_save()
+    except BasicsError as exc:
+        _error(exc)
+        state.write_url()
+        return
+    _save_report(report)
+    quiz(Section.SAVING)
+    state.write_url()
+
+
+def _save_report(report: SaveReport) -> None:
+    lang = language()
+    st.code(report.code, language="python")
+    first, second, third = st.columns(3)
+    first.metric(t("basics.save.metric_view"), format_bytes(report.saved_view))
+    second.metric(t("basics.save.metric_clone"), format_bytes(report.saved_clone))
+    third.metric(t("basics.save.metric_storage"), format_bytes(report.storage_bytes))
+    if report.view_is_view and report.saved_view > 2 * report.saved_clone:
+        st.warning(
+            t(
+                "basics.save.whole_storage",
+                view=report.view_expression,
+                shape=draw.shape_text(report.view_shape),
+                view_bytes=format_bytes(report.view_bytes),
+                storage=format_bytes(report.storage_bytes),
+            ),
+            icon=":material/warning:",
+        )
+    elif not report.view_is_view:
+        st.info(t("basics.save.not_a_view", view=report.view_expression))
+    items = {
+        t("basics.save.row_full"): report.saved_full,
+        t("basics.save.row_view"): report.saved_view,
+        t("basics.save.row_clone"): report.saved_clone,
+        t("basics.save.row_together"): report.saved_together,
+        t("basics.save.row_storage"): report.storage_bytes,
+        t("basics.save.row_view_bytes"): report.view_bytes,
+    }
+    st.dataframe(draw.bytes_frame(items, lang), hide_index=True, width="stretch")
+    st.caption(t("basics.save.file_name_note"))
+    shares = "yes" if report.loaded_shares else "no"
+    st.markdown(
+        t(
+            "basics.save.loaded",
+            storage=format_bytes(report.loaded_view_storage_bytes),
+            clone=format_bytes(report.loaded_clone_storage_bytes),
+        )
+    )
+    st.markdown(t(f"basics.save.together_{shares}"))
+    st.subheader(t("basics.save.hdf5"), anchor=False)
+    hdf = report.hdf5
+    if hdf.error_code is not None:
+        st.warning(
+            t(
+                f"basics.errors.{hdf.error_code}",
+                dtype=report.dtype,
+                torch_message=hdf.torch_message or "",
+            )
+        )
+        return
+    first, second, third = st.columns(3)
+    first.metric(t("basics.save.metric_h5_file"), format_bytes(hdf.file_bytes))
+    second.metric(t("basics.save.metric_h5_data"), format_bytes(hdf.data_bytes))
+    third.metric(t("basics.save.metric_h5_tail"), format_bytes(hdf.tail_bytes))
+    st.markdown(
+        t(
+            "basics.save.partial",
+            tail=f"{hdf.tail_bytes:,}",
+            rows=f"{hdf.tail_rows_bytes:,}",
+            data=f"{hdf.data_bytes:,}",
+            opened=f"{hdf.open_bytes:,}",
+            shape=draw.shape_text(hdf.tail_shape),
+        )
+    )
+    st.markdown(
+        t(
+            "basics.save.mapping",
+            torch_dtype=report.dtype,
+            numpy_dtype=hdf.numpy_dtype or "—",
+            hdf5_type=hdf.hdf5_type or "—",
+        )
+    )
+    if hdf.round_trip_equal:
+        st.caption(t("basics.save.round_trip"))
+
+
+# ======================================================================= quiz
+
+
+def quiz(section: Section) -> None:
+    """Predict, then reveal: a question drawn from a seed, graded by torch."""
+    with st.container(border=True):
+        right, answered = state.score(section)  # the reveal's callback has already scored
+        st.subheader(t("basics.quiz.header"), anchor=False)
+        st.caption(t("basics.quiz.score", right=right, answered=answered))
+        seed = state.quiz_seed(section)
+        question = state.question(section, seed)
+        st.markdown(t(f"basics.quiz.prompt.{section}"))
+        st.code(question.code, language="python")
+        answer = st.radio(
+            t("basics.quiz.answer"),
+            list(question.choices),
+            index=None,
+            format_func=_choice_text,
+            horizontal=True,
+            key=f"basics_quiz_answer_{section}_{seed}",
+        )
+        check, next_one = st.columns(2)
+        check.button(
+            t("basics.quiz.check"),
+            key=f"basics_quiz_check_{section}",
+            type="primary",
+            on_click=state.reveal,
+            args=(section, seed, answer),
+        )
+        next_one.button(
+            t("basics.quiz.next"),
+            key=f"basics_quiz_next_{section}",
+            on_click=state.next_question,
+            args=(section,),
+        )
+        revealed = state.revealed(section, seed)
+        if revealed is None:
+            return
+        if revealed == state.NO_ANSWER:
+            st.warning(t("basics.quiz.no_answer"))
+            return
+        expected = _choice_text(revealed.expected)
+        if revealed.correct:
+            st.success(t("basics.quiz.right", expected=expected), icon=":material/check:")
+        else:
+            st.error(t("basics.quiz.wrong", expected=expected), icon=":material/close:")
+
+
+def _choice_text(choice: str) -> str:
+    if choice in (ERROR_CHOICE, VIEW, COPY):
+        return t(f"basics.quiz.choices.{choice}")
+    if choice.startswith("≈"):
+        return t("basics.quiz.size_choice", size=choice)
+    return choice

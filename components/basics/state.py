@@ -1,0 +1,327 @@
+"""The basics room's state: its session keys, its URL, and its cached engine calls.
+
+Every session key starts with ``basics_``; every URL key with ``b_`` (``b_sec`` the section,
+then one per input, listed in :data:`FIELDS`). A shared link's values are read on a session's
+first run; the URL follows the inputs on every run, holding only what differs from the
+defaults, and never touches other keys (``lang``, other rooms').
+
+Engine results live in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes: its keys
+are what visitors type or share. The promotion table is the engine's own (built once per
+process).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from components.basics.draw import promotion_frame, promotion_styler
+from components.strides.state import URL_DTYPE as STRIDES_DTYPE
+from components.strides.state import URL_OPS as STRIDES_OPS
+from components.strides.state import URL_SHAPE as STRIDES_SHAPE
+from components.theme import Palette
+from torchatlas.basics import (
+    DEFAULT_VALUES,
+    DTYPES,
+    SAVE_DTYPES,
+    SCALAR_TYPES,
+    Broadcast,
+    Creation,
+    DTypeSpec,
+    EinsumPlan,
+    IndexResult,
+    Op,
+    OperandKind,
+    Promotion,
+    PromotionTable,
+    SaveReport,
+    broadcast,
+    creation,
+    einsum,
+    index,
+    parse_shape,
+    parse_shapes,
+    parse_value,
+    promote,
+    promotion_table,
+    serialize,
+)
+from torchatlas.basics.limits import MAX_REAL_ELEMENTS, MAX_SAVE_ELEMENTS
+from torchatlas.basics.quiz import Grade, Question, Section, grade, make_question
+from torchatlas.cache import BoundedCache
+from torchatlas.strides.limits import MAX_ELEMENTS as STRIDES_MAX_ELEMENTS
+
+SECTIONS = tuple(Section)
+STRIDES_PAGE = "views/strides.py"
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # session key
+    url: str  # URL key
+    default: str
+    choices: tuple[str, ...] = ()  # a closed set (a link's other values fall back)
+    max_chars: int = 200
+
+
+FIELDS: dict[str, Field] = {
+    field.key: field
+    for field in (
+        Field("basics_section", "b_sec", Section.TYPES.value, tuple(s.value for s in Section)),
+        Field("basics_left", "b_l", "int8", tuple(DTYPES)),
+        Field("basics_left_value", "b_lv", "100", max_chars=40),
+        Field("basics_right_kind", "b_rk", OperandKind.SCALAR.value, tuple(OperandKind)),
+        Field("basics_right", "b_r", "int", (*DTYPES, *SCALAR_TYPES)),
+        Field("basics_right_value", "b_rv", "1000", max_chars=40),
+        Field("basics_op", "b_op", Op.ADD.value, tuple(Op)),
+        Field("basics_shapes", "b_shapes", "(2, 3, 5, 5) (3, 1, 1)"),
+        Field("basics_equation", "b_eq", "...chw,c->...hw", max_chars=80),
+        Field("basics_einsum_shapes", "b_es", "(2, 3, 5, 5) (3,)"),
+        Field("basics_index_shape", "b_ishape", "3, 4", max_chars=60),
+        Field("basics_index", "b_ix", "x[1:, ::2]", max_chars=120),
+        Field("basics_save_shape", "b_sshape", "1000, 4", max_chars=60),
+        Field("basics_save_view", "b_sv", "x[:2]", max_chars=120),
+        Field("basics_save_dtype", "b_sdt", "float32", SAVE_DTYPES),
+    )
+}
+SECTION_KEY = "basics_section"
+LINK_BROKEN_KEY = "basics_link_broken"
+
+
+def _valid(field: Field, value: str) -> bool:
+    if field.choices:
+        return value in field.choices
+    return len(value) <= field.max_chars
+
+
+def initial_state() -> None:
+    """First run of a session: a shared link's values, else the defaults. Keys a test or an
+    earlier run already set are kept; a link's value that this room would never write (too
+    long, not one of the choices) is dropped and the reader told once."""
+    query = st.query_params
+    for field in FIELDS.values():
+        if field.key in st.session_state:
+            continue
+        value = field.default
+        if field.url in query:
+            shared = query.get(field.url, "")
+            if _valid(field, shared):
+                value = shared
+            else:
+                st.session_state[LINK_BROKEN_KEY] = True
+        st.session_state[field.key] = value
+    _fit_right_operand()
+
+
+def take_link_broken() -> bool:
+    return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
+
+
+def write_url() -> None:
+    """Only this room's keys, and only those that differ from the defaults."""
+    query = st.query_params
+    for field in FIELDS.values():
+        value = str(st.session_state.get(field.key, field.default))
+        if value == field.default or not _valid(field, value):
+            if field.url in query:
+                del query[field.url]
+        elif query.get(field.url) != value:
+            query[field.url] = value
+
+
+def section() -> Section:
+    value = st.session_state.get(SECTION_KEY) or Section.TYPES.value
+    return Section(value if value in FIELDS[SECTION_KEY].choices else Section.TYPES.value)
+
+
+def value(key: str) -> str:
+    return str(st.session_state.get(key, FIELDS[key].default))
+
+
+def set_values(**values: str) -> None:
+    """An example button's callback: its inputs replace the boxes'."""
+    for key, text in values.items():
+        st.session_state[f"basics_{key}"] = text
+
+
+# --------------------------------------------------------------------------- types
+
+
+def right_choices(kind: str) -> tuple[str, ...]:
+    return tuple(SCALAR_TYPES) if kind == OperandKind.SCALAR else tuple(DTYPES)
+
+
+def _fit_right_operand() -> None:
+    """A Python scalar has no torch dtype, a tensor no Python type: keep the pair valid."""
+    kind = value("basics_right_kind")
+    if value("basics_right") not in right_choices(kind):
+        st.session_state["basics_right"] = "int" if kind == OperandKind.SCALAR else "int64"
+
+
+def dtype_changed(side: str) -> None:
+    """A dtype or kind was picked: its operand's value becomes that dtype's example value."""
+    if side == "right":
+        _fit_right_operand()
+    dtype = value(f"basics_{side}")
+    st.session_state[f"basics_{side}_value"] = _value_text(DEFAULT_VALUES[dtype])
+
+
+def _value_text(number: object) -> str:
+    if isinstance(number, complex):
+        return f"{number.real:g}{number.imag:+g}j" if number.real else f"{number.imag:g}j"
+    if isinstance(number, float) and number.is_integer() and abs(number) < 1e16:
+        return f"{number:.1f}"
+    return repr(number)
+
+
+def current_promotion() -> Promotion:
+    """The explorer's ``a ⊕ b``. Raises BasicsValueError for a value torch refuses."""
+    left_value = parse_value(value("basics_left_value"))
+    right_value = parse_value(value("basics_right_value"))
+    a = DTypeSpec(OperandKind.TENSOR, value("basics_left"), left_value)
+    b = DTypeSpec(OperandKind(value("basics_right_kind")), value("basics_right"), right_value)
+    op = Op(value("basics_op"))
+    return ROOM_CACHE.get_or_compute(("promote", a, b, op), lambda: promote(a, b, op))
+
+
+def table() -> PromotionTable:
+    return promotion_table()
+
+
+def table_view(kind: str, lang: str, colours: Palette) -> Any:
+    """One block of the promotion table, styled: built once per block, language and theme."""
+    return ROOM_CACHE.get_or_compute(
+        ("table_view", kind, lang, colours),
+        lambda: promotion_styler(promotion_frame(promotion_table(), kind, lang), colours),
+    )
+
+
+def created() -> Creation:
+    return ROOM_CACHE.get_or_compute(("creation",), creation)
+
+
+# --------------------------------------------------------------------------- broadcasting
+
+
+def current_broadcast() -> Broadcast:
+    shapes = tuple(parse_shapes(value("basics_shapes")))
+    return ROOM_CACHE.get_or_compute(("broadcast", shapes), lambda: broadcast(list(shapes)))
+
+
+def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, Any] | None:
+    """The strides room's URL state for ``torch.ones(shape).expand(result)``, when that room
+    can show it (it starts from at least one dimension and holds a bounded tensor)."""
+    if not shape or math.prod(result) > STRIDES_MAX_ELEMENTS:
+        return None
+    return {
+        STRIDES_SHAPE: ",".join(map(str, shape)),
+        STRIDES_DTYPE: "float32",
+        STRIDES_OPS: [f"expand({', '.join(map(str, result))})"],
+    }
+
+
+# --------------------------------------------------------------------------- einsum
+
+
+def current_einsum() -> EinsumPlan:
+    equation = value("basics_equation")
+    shapes = tuple(parse_shapes(value("basics_einsum_shapes")))
+    return ROOM_CACHE.get_or_compute(("einsum", equation, shapes), lambda: einsum(equation, shapes))
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def index_shape() -> tuple[int, ...]:
+    return parse_shape(value("basics_index_shape"), max_elements=MAX_REAL_ELEMENTS)
+
+
+def current_index() -> IndexResult:
+    shape = index_shape()
+    expression = value("basics_index")
+    return ROOM_CACHE.get_or_compute(("index", shape, expression), lambda: index(shape, expression))
+
+
+def arange_values(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The source tensor's values (each its own flat position), for the picture."""
+    return ROOM_CACHE.get_or_compute(("arange", shape), lambda: tuple(range(math.prod(shape))))
+
+
+def index_link(result: IndexResult) -> dict[str, Any] | None:
+    """The strides room's URL state for this index on ``arange(numel).reshape(shape)``."""
+    if result.strides_op is None or not result.shape or not result.ok:
+        return None
+    return {
+        STRIDES_SHAPE: ",".join(map(str, result.shape)),
+        STRIDES_DTYPE: "int64",
+        STRIDES_OPS: [result.strides_op],
+    }
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def current_save() -> SaveReport:
+    shape = parse_shape(value("basics_save_shape"), max_elements=MAX_SAVE_ELEMENTS)
+    view = value("basics_save_view")
+    dtype = value("basics_save_dtype")
+    return ROOM_CACHE.get_or_compute(
+        ("save", shape, view, dtype), lambda: serialize(shape, view, dtype)
+    )
+
+
+# --------------------------------------------------------------------------- quiz
+
+
+def quiz_seed(section: Section) -> int:
+    return int(st.session_state.setdefault(f"basics_quiz_seed_{section}", 1))
+
+
+def next_question(section: Section) -> None:
+    st.session_state[f"basics_quiz_seed_{section}"] = quiz_seed(section) + 1
+
+
+def question(section: Section, seed: int) -> Question:
+    return ROOM_CACHE.get_or_compute(
+        ("question", section, seed), lambda: make_question(section, seed)
+    )
+
+
+NO_ANSWER = "no_answer"
+
+
+def reveal(section: Section, seed: int, given: str | None) -> None:
+    """The reveal button's callback: graded by torch before the page draws, so the score
+    above the question is already up to date; each question counts once, however often it
+    is revealed."""
+    key = f"basics_quiz_revealed_{section}"
+    if given is None:
+        st.session_state[key] = (seed, NO_ANSWER)
+        return
+    result = grade(question(section, seed), given)
+    st.session_state[key] = (seed, result)
+    graded = st.session_state.setdefault("basics_graded", {})
+    graded.setdefault((str(section), seed), result.correct)
+
+
+def revealed(section: Section, seed: int) -> Grade | str | None:
+    """This question's revealed grade (or NO_ANSWER), None before a reveal."""
+    stored = st.session_state.get(f"basics_quiz_revealed_{section}")
+    if stored is None or stored[0] != seed:
+        return None
+    return stored[1]
+
+
+def score(section: Section) -> tuple[int, int]:
+    """(right, answered) in this section, this session."""
+    graded = st.session_state.get("basics_graded", {})
+    marks = [right for (where, _), right in graded.items() if where == str(section)]
+    return sum(marks), len(marks)
+
+
+# --------------------------------------------------------------------------- cache
+CACHE_BYTES = 32 * 2**20
+ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
