@@ -321,10 +321,6 @@ def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:
     ]
 
 
-def facts_frame(rows: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    return pd.DataFrame({"": [label for label, _ in rows], " ": [value for _, value in rows]})
-
-
 # --------------------------------------------------------------------------- saving
 
 

@@ -117,10 +117,11 @@ def _promotion_explorer() -> None:
             )
             st.text_input(t("basics.types.value"), key="basics_left_value", max_chars=40)
         with middle:
-            st.radio(
+            st.segmented_control(
                 t("basics.types.op"),
                 ["add", "mul"],
                 format_func=lambda o: {"add": "+", "mul": "*"}[o],
+                required=True,
                 key="basics_op",
             )
         with right:
@@ -493,7 +494,9 @@ def _index_result(result: IndexResult) -> None:
         else:
             st.html(picture)
     st.caption(t("basics.index.legend"))
-    st.dataframe(draw.facts_frame(draw.index_facts(result, lang)), hide_index=True)
+    st.markdown(
+        "  \n".join(f"**{label}**: `{value}`" for label, value in draw.index_facts(result, lang))
+    )
     st.code(result.code, language="python")
     _strides_link(state.index_link(result), "basics.index.see_in_strides", "basics_index_link")
 

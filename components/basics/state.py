@@ -219,7 +219,7 @@ def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, An
     return {
         STRIDES_SHAPE: ",".join(map(str, shape)),
         STRIDES_DTYPE: "float32",
-        STRIDES_OPS: [f"expand({', '.join(map(str, result))})"],
+        STRIDES_OPS: [f".expand({', '.join(map(str, result))})"],
     }
 
 

@@ -132,3 +132,15 @@ def test_hdf5_temp_folder_is_always_removed() -> None:
     before = leftovers()
     serialize((20, 3), "x[:2]", "float64")
     assert leftovers() == before
+
+
+def test_the_code_shown_runs_and_measures_the_same(tmp_path, monkeypatch) -> None:
+    report = serialize((300, 4), "x[1:3]", "int16")
+    monkeypatch.chdir(tmp_path)  # the code writes coords.h5 where it runs
+    scope: dict = {}
+    exec(report.code, scope)  # the page's own generated code, in a test
+    assert scope["saved_bytes"](scope["view"]) == report.saved_view
+    assert scope["saved_bytes"](scope["view"].clone()) == report.saved_clone
+    assert scope["shared"] is report.loaded_shares is True
+    assert torch.equal(scope["last_two"], scope["x"][-2:])
+    assert os.path.getsize(tmp_path / "coords.h5") == report.hdf5.file_bytes

@@ -126,22 +126,27 @@ class SaveReport:
 
     @property
     def code(self) -> str:
+        """Runnable: every number on the page, measured the same way."""
         numel = math.prod(self.shape)
         return (
-            f"x = torch.arange({numel}, dtype=torch.{self.dtype}).reshape"
-            f"{_shape_args(self.shape)}\n"
-            f"view = {self.view_expression}\n"
-            "buffer = io.BytesIO()\n"
-            "torch.save(view, buffer)          # the whole storage of x\n"
-            "torch.save(view.clone(), buffer2) # only the view's elements\n"
+            "import io\nimport h5py\nimport torch\n\n"
+            f"x = torch.arange({numel}).to(torch.{self.dtype}).reshape{_shape_args(self.shape)}\n"
+            f"view = {self.view_expression}\n\n"
+            "def saved_bytes(obj):\n"
+            "    buffer = io.BytesIO()\n"
+            "    torch.save(obj, buffer)\n"
+            "    return buffer.getbuffer().nbytes\n\n"
+            "saved_bytes(view), saved_bytes(view.clone())  # the whole storage, then the view's\n"
+            "both = io.BytesIO()\n"
             'torch.save({"x": x, "view": view}, both)\n'
+            "both.seek(0)\n"
             "loaded = torch.load(both, weights_only=True)\n"
-            'loaded["view"].untyped_storage().data_ptr() == '
+            'shared = loaded["view"].untyped_storage().data_ptr() == '
             'loaded["x"].untyped_storage().data_ptr()\n\n'
-            "with h5py.File(f, 'w') as out:\n"
-            f"    out.create_dataset('{DATASET}', data=x.numpy())\n"
-            "with h5py.File(f, 'r') as inp:\n"
-            f"    last_two = torch.from_numpy(inp['{DATASET}'][-2:])"
+            f'with h5py.File("{DATASET}.h5", "w") as out:\n'
+            f'    out.create_dataset("{DATASET}", data=x.numpy())\n'
+            f'with h5py.File("{DATASET}.h5", "r") as inp:\n'
+            f'    last_two = torch.from_numpy(inp["{DATASET}"][-2:])'
         )
 
 
