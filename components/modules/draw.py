@@ -30,14 +30,14 @@ from torchatlas.modules.compare import COLUMNS, ComparisonRow
 
 MAX_DOT_NODES = 150  # a graph beyond this is unreadable; the table shows every module
 MAX_VALUES_SHOWN = 12  # numbers per tensor in the step table (the MLP's 3×8 weight has 24)
-YES, NO = "✅", "❌"
 
 
-def mark(value: bool) -> str:
-    return YES if value else NO
+def mark(value: bool, lang: str) -> str:
+    """Yes or no in words: emoji marks need a font that phones and servers may lack."""
+    return translate("modules.yes" if value else "modules.no", lang)
 
 
-def _number(value: float | None) -> str:
+def number(value: float | None) -> str:
     if value is None:
         return "—"
     if not math.isfinite(value):
@@ -51,7 +51,7 @@ def values_text(values: Sequence[float] | None, shape: Sequence[int] = ()) -> st
     """A tensor's first numbers, "[0.1234, -0.5000, …]" (None: no gradient)."""
     if values is None:
         return "None"
-    shown = ", ".join(_number(v) for v in values[:MAX_VALUES_SHOWN])
+    shown = ", ".join(number(v) for v in values[:MAX_VALUES_SHOWN])
     more = ", …" if len(values) > MAX_VALUES_SHOWN else ""
     return f"[{shown}{more}]"
 
@@ -59,7 +59,7 @@ def values_text(values: Sequence[float] | None, shape: Sequence[int] = ()) -> st
 # ---------------------------------------------------------------- side by side
 def comparison_frame(rows: Sequence[ComparisonRow], lang: str) -> pd.DataFrame:
     header = [translate(f"modules.compare.columns.{column}", lang) for column in COLUMNS]
-    data = [[mark(row.value(column)) for column in COLUMNS] for row in rows]
+    data = [[mark(row.value(column), lang) for column in COLUMNS] for row in rows]
     index = [translate(f"modules.compare.facts.{row.fact.value}", lang) for row in rows]
     return pd.DataFrame(data, columns=header, index=index)
 
@@ -92,11 +92,11 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
                 translate(f"modules.kinds.{row.kind.value}", lang),
                 row.shape_text,
                 row.dtype,
-                mark(row.requires_grad),
-                mark(row.in_parameters),
-                mark(row.in_state_dict),
-                mark(row.moved_by_to),
-                mark(row.seen_by_optimizer),
+                mark(row.requires_grad, lang),
+                mark(row.in_parameters, lang),
+                mark(row.in_state_dict, lang),
+                mark(row.moved_by_to, lang),
+                mark(row.seen_by_optimizer, lang),
                 note,
             ]
         )
@@ -266,7 +266,7 @@ def step_frame(trace: TrainingTrace, step: int, phase: str, lang: str) -> pd.Dat
                 "×".join(map(str, trace.shapes[index])),
                 values_text(value),
                 values_text(shown_grad),
-                mark(changed) if phase in ("step", "zero_grad") else "",
+                mark(changed, lang) if phase in ("step", "zero_grad") else "",
             ]
         )
     header = [
@@ -301,9 +301,14 @@ for step in range({steps}):
 
 
 # ---------------------------------------------------------------- modes
+def _short(value: float) -> str:
+    """A table cell: four significant digits (uninitialised memory can hold 1e38 or NaN)."""
+    return f"{value:.4g}"
+
+
 def _rows_frame(rows: Sequence[Sequence[float]], prefix: str) -> pd.DataFrame:
     return pd.DataFrame(
-        [[_number(value) for value in row] for row in rows],
+        [[_short(value) for value in row] for row in rows],
         columns=[f"{prefix}{index}" for index in range(len(rows[0]) if rows else 0)],
     )
 

@@ -17,7 +17,14 @@ from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.modules import draw, state
 from components.theme import palette
-from torchatlas.modules import SAVE_MODELS, TRAINABLE, ModeModel, ModuleReport, Severity
+from torchatlas.modules import (
+    SAVE_MODELS,
+    TRAINABLE,
+    ModeModel,
+    ModuleReport,
+    Severity,
+    TensorKind,
+)
 from torchatlas.modules.compare import SOURCE as COMPARE_SOURCE
 from torchatlas.modules.quiz import OPTIONS, Question
 
@@ -35,8 +42,8 @@ def intro() -> None:
 def side_by_side() -> None:
     st.header(t("modules.compare.header"), anchor=False)
     st.markdown(t("modules.compare.lead"))
-    left, right = st.columns([3, 2])
-    left.dataframe(draw.comparison_frame(state.comparison(), language()), width="stretch")
+    left, right = st.columns(2)
+    left.table(draw.comparison_frame(state.comparison(), language()))
     right.code(COMPARE_SOURCE, language="python")
     st.caption(t("modules.compare.caption"))
 
@@ -124,23 +131,17 @@ def _report(report: ModuleReport) -> None:
         return
     counts = draw.kind_counts(report)
     with st.container(key="modules_summary"):
-        columns = st.columns(4)
+        columns = st.columns(6)
         columns[0].metric(
             t("modules.summary.parameters"),
             format_count(report.total_params),
             help=t("modules.summary.parameters_help"),
         )
-        columns[1].metric(
-            t("modules.summary.kinds"),
-            t(
-                "modules.summary.kinds_value",
-                parameters=counts[draw.TensorKind.PARAMETER],
-                buffers=counts[draw.TensorKind.BUFFER],
-                plain=counts[draw.TensorKind.PLAIN],
-            ),
-        )
-        columns[2].metric(t("modules.summary.state_dict"), len(report.state_dict_keys))
-        columns[3].metric(t("modules.summary.optimizer"), report.optimizer_tensors)
+        columns[1].metric(t("modules.summary.parameter_tensors"), counts[TensorKind.PARAMETER])
+        columns[2].metric(t("modules.summary.buffers"), counts[TensorKind.BUFFER])
+        columns[3].metric(t("modules.summary.plain"), counts[TensorKind.PLAIN])
+        columns[4].metric(t("modules.summary.state_dict"), len(report.state_dict_keys))
+        columns[5].metric(t("modules.summary.optimizer"), report.optimizer_tensors)
     for finding in report.findings:
         text = f"**{finding.text('title', lang)}** — {finding.text('message', lang)}"
         if finding.severity is Severity.WARNING:
@@ -201,7 +202,7 @@ def training() -> None:
 @st.fragment
 def _training() -> None:
     lang = language()
-    controls = st.columns([2, 3, 3, 2])
+    controls = st.columns([3, 3, 3, 2])
     controls[0].selectbox(
         t("modules.training.model"),
         TRAINABLE,
@@ -254,7 +255,7 @@ def _training() -> None:
     step = int(st.session_state[state.STEP])
     phase = st.session_state.get(state.PHASE) or state.PHASES[0]
     record = trace.steps[step - 1]
-    loss = draw.values_text([record.loss])
+    loss = draw.number(record.loss)
     st.markdown(t(f"modules.training.explain.{phase}", step=step, loss=loss, lr=f"{trace.lr:g}"))
     st.dataframe(
         draw.step_frame(trace, step, phase, lang),
@@ -276,8 +277,8 @@ def _training() -> None:
         st.caption(
             t(
                 "modules.training.summary",
-                first=draw.values_text([trace.losses[0]]),
-                last=draw.values_text([trace.losses[-1]]),
+                first=draw.number(trace.losses[0]),
+                last=draw.number(trace.losses[-1]),
                 steps=total,
             )
         )
@@ -369,8 +370,8 @@ def _modes() -> None:
                 total=sum(len(row) for row in report.input),
                 p=report.dropout_p,
                 scale=f"{1 / (1 - report.dropout_p):g}",
-                again=draw.mark(report.train_output != report.train_output_again),
-                stable=draw.mark(report.eval_output == report.eval_output_again),
+                again=draw.mark(report.train_output != report.train_output_again, lang),
+                stable=draw.mark(report.eval_output == report.eval_output_again, lang),
             )
         )
     else:
@@ -388,9 +389,10 @@ def _modes() -> None:
 
 # ---------------------------------------------------------------- saving and loading
 def save_load() -> None:
-    st.header(t("modules.save.header"), anchor=False)
-    st.markdown(t("modules.save.lead"))
-    _save_load()
+    with st.container(key="modules_save_panel"):
+        st.header(t("modules.save.header"), anchor=False)
+        st.markdown(t("modules.save.lead"))
+        _save_load()
 
 
 @st.fragment
@@ -422,11 +424,11 @@ def _save_load() -> None:
         t(
             "modules.save.loaded",
             count=len(report.loaded_keys),
-            equal=draw.mark(report.round_trip_equal),
+            equal=draw.mark(report.round_trip_equal, lang),
         )
     )
     st.markdown(f"**{t('modules.save.refusal_title')}**")
-    st.markdown(t("modules.save.refusal_lead", default=draw.mark(report.default_refuses)))
+    st.markdown(t("modules.save.refusal_lead", default=draw.mark(report.default_refuses, lang)))
     st.code(report.refusal, language="text", wrap_lines=True)
     st.markdown(f"**{t('modules.save.attempts_title')}**")
     st.dataframe(draw.attempts_frame(report, lang), hide_index=True, width="stretch")
@@ -437,18 +439,20 @@ def _save_load() -> None:
 
 # ---------------------------------------------------------------- memory
 def memory() -> None:
-    st.header(t("modules.memory.header"), anchor=False)
-    st.markdown(t("modules.memory.lead"))
-    _memory()
+    with st.container(key="modules_memory_panel"):
+        st.header(t("modules.memory.header"), anchor=False)
+        st.markdown(t("modules.memory.lead"))
+        _memory()
 
 
 @st.fragment
 def _memory() -> None:
+    lang = language()
     again = st.button(
         t("modules.memory.again"), key="modules_memory_again", icon=":material/refresh:"
     )
     report = state.memory(fresh=again)
-    frames = draw.memory_frames(report, language())
+    frames = draw.memory_frames(report, lang)
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):
         column.markdown(f"**{title}**")
@@ -458,7 +462,7 @@ def _memory() -> None:
             "modules.memory.facts",
             bound=f"{report.bound:.4f}",
             fan_in=report.in_features,
-            within=draw.mark(report.within_bound),
+            within=draw.mark(report.within_bound, lang),
             nonfinite=report.nonfinite_in_empty,
         )
     )

@@ -59,7 +59,7 @@ def test_the_two_mylinear_presets_show_the_difference() -> None:
     table = _tensors(at)
     assert list(table["name"]) == ["W", "b"]
     assert set(table[translate("modules.table.kind")]) == {translate("modules.kinds.plain")}
-    assert set(table["parameters()"]) == {"❌"}
+    assert set(table["parameters()"]) == {"no"}
     warnings = " ".join(str(w.value) for w in at.warning)
     assert "self.W is a plain tensor" in warnings and "empty parameter list" in warnings
     assert any("nn.Parameter(torch.empty(3, 2))" in code.value for code in at.code)
@@ -71,7 +71,7 @@ def test_the_two_mylinear_presets_show_the_difference() -> None:
     assert not at.exception
     table = _tensors(at)
     assert set(table[translate("modules.table.kind")]) == {translate("modules.kinds.parameter")}
-    assert set(table["parameters()"]) == {"✅"} and set(table["state_dict()"]) == {"✅"}
+    assert set(table["parameters()"]) == {"yes"} and set(table["state_dict()"]) == {"yes"}
     assert not any("plain tensor" in str(w.value) for w in at.warning)
     assert at.metric[0].value == "8"
     assert _query(at)["nn_preset"] == "mylinear_parameter"
@@ -109,7 +109,7 @@ def test_a_training_run_draws_its_curve_and_steps_move_the_numbers() -> None:
         at.button(key="modules_next").click().run()
     assert at.session_state[room_state.PHASE] == "step"
     stepped = _step_table(at)
-    assert "None" not in set(stepped[".grad"]) and set(stepped["changed"]) == {"✅"}
+    assert "None" not in set(stepped[".grad"]) and set(stepped["changed"]) == {"yes"}
     assert list(stepped["value"]) != list(step_table["value"])
     at.select_slider(key="modules_lr").set_value(2.0).run()
     assert any("Diverging" in str(w.value) for w in at.warning)
@@ -142,7 +142,14 @@ def test_predict_then_reveal() -> None:
 
 def test_modes_and_saving() -> None:
     at = open_page(PAGE)
+    comparison = at.table[0].value
+    assert list(comparison.loc[translate("modules.compare.facts.in_state_dict")]) == [
+        "no",
+        "yes",
+        "yes",
+    ]
     assert "became 0" in rendered_text(at)
+    assert "kaiming_uniform_" in rendered_text(at)
     at.get("button_group")  # segmented controls render
     downloads = at.get("download_button")
     assert downloads, "no download button"

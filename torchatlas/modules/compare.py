@@ -30,9 +30,9 @@ COLUMNS = ("plain", "parameter", "buffer")
 SOURCE = """class Demo(nn.Module):
     def __init__(self):
         super().__init__()
-        self.plain = torch.ones(2)                          # a plain tensor attribute
-        self.parameter = nn.Parameter(torch.ones(2))        # registered: trains
-        self.register_buffer("buffer", torch.ones(2))       # registered: saved, never trained
+        self.plain = torch.ones(2)
+        self.parameter = nn.Parameter(torch.ones(2))
+        self.register_buffer("buffer", torch.ones(2))
 
     def forward(self, x):
         return (x * self.plain * self.parameter * self.buffer).sum()
