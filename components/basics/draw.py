@@ -18,6 +18,7 @@ from torchatlas.basics import (
     DTYPES,
     SCALAR_TYPES,
     Broadcast,
+    Creation,
     EinsumPlan,
     IndexResult,
     OperandKind,
@@ -41,6 +42,14 @@ _CATEGORY = {
     **dict.fromkeys(("uint8", "int8", "int16", "int32", "int64"), 1),
     **dict.fromkeys(("float16", "bfloat16", "float32", "float64"), 2),
 }
+
+
+class ReadyHtml(str):
+    """Finished HTML for st.html: a plain string goes through textwrap.dedent (a regex over
+    every character on every rerun); st.html takes an object's ``_repr_html_`` as it is."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
 
 
 def _esc(value: object) -> str:
@@ -73,27 +82,64 @@ def promotion_frame(found: PromotionTable, kind: OperandKind | str, lang: str) -
     return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
 
 
-def promotion_styler(frame: pd.DataFrame, palette: Palette) -> object:
-    """Cells that kept the left tensor's dtype in the accent colour's tint; cells that
-    changed category (int → float, … → complex) in the copy colour's tint."""
-
-    def colour(value: str, row: str) -> str:
-        result = value.removesuffix(" !")
-        if result == row:
-            return f"background-color: {_tint(palette.accent)}"
-        if _CATEGORY.get(result, 3) > _CATEGORY.get(row, 3):
-            return f"background-color: {_tint(palette.copy)}"
-        return ""
-
-    def style_row(series: pd.Series) -> list[str]:
-        return [colour(value, str(series.name)) for value in series]
-
-    return frame.style.apply(style_row, axis=1)
+def promotion_html(frame: pd.DataFrame, palette: Palette) -> str:
+    """The table block as HTML (built once per block, language and theme; a styled
+    DataFrame would be serialised again on every rerun). Cells that kept the left tensor's
+    dtype are tinted in the accent colour, cells that moved to a higher category in blue."""
+    cell = f"padding:0.3em 0.55em;border:1px solid {palette.border};font-family:monospace;"
+    head = "".join(
+        f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(c)}</th>"
+        for c in [frame.index.name, *frame.columns]
+    )
+    rows = []
+    for row, values in frame.iterrows():
+        tds = [f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(row)}</th>"]
+        for value in values:
+            result = str(value).removesuffix(" !")
+            background = "transparent"
+            if result == row:
+                background = _tint(palette.accent)
+            elif _CATEGORY.get(result, 3) > _CATEGORY.get(str(row), 3):
+                background = _tint(palette.copy)
+            tds.append(f"<td style='{cell}background:{background}'>{_esc(value)}</td>")
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    return ReadyHtml(
+        f"<div style='overflow-x:auto;color:{palette.text};font-size:0.85rem'>"
+        f"<table style='border-collapse:collapse'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _tint(hex_colour: str, alpha: float = 0.22) -> str:
     red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def creation_markdown(made: Creation, lang: str) -> str:
+    """Creation, default dtypes, casts and the named-tensor refusal, as one Markdown text."""
+    parts = [translate("basics.types.creation_lesson", lang), ""]
+    for item in made.made:
+        note = "" if item.initialised else " — " + translate("basics.types.uninitialised", lang)
+        parts += [f"`{item.code}` → `{item.dtype}`{note}", "", "```text",
+                  ", ".join(item.values), "```", ""]  # fmt: skip
+    parts += [translate("basics.types.defaults", lang, default=made.default_dtype), ""]
+    code = translate("basics.types.col_code", lang)
+    values = translate("basics.types.col_values", lang)
+    parts += [f"| {code} | dtype | {values} |", "|---|---|---|"]
+    parts += [
+        f"| `{item.code}` | `{item.dtype}` | {', '.join(item.values)} |" for item in made.defaults
+    ]
+    parts += ["", translate("basics.types.casts", lang), ""]
+    for cast in made.casts:
+        same = translate(
+            "basics.types.same_object" if cast.same_object else "basics.types.new_tensor", lang
+        )
+        parts.append(f"- `{cast.code}` → `{cast.dtype}` · {same}")
+    parts += ["", translate("basics.types.named", lang), "", "```python"]
+    for attempt in made.named:
+        parts += [attempt.code, f"# {attempt.raised}: {attempt.message}"]
+    parts.append("```")
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- broadcasting
@@ -160,7 +206,7 @@ def aligned_html(found: Broadcast, palette: Palette, lang: str) -> str:
         rows.append(
             f"<div><span style='{label_style}'><b>{_esc(result_label)}</b></span>{cells}</div>"
         )
-    return (
+    return ReadyHtml(
         f"<div style='overflow-x:auto;color:{palette.text};line-height:1.9'>"
         + "".join(rows)
         + "</div>"
@@ -211,7 +257,9 @@ def einsum_html(plan: EinsumPlan, palette: Palette, lang: str) -> str:
         f"<div><span style='{label_style}'><b>{_esc(out)}</b> "
         f"{_esc(shape_text(plan.output_shape))}</span>{chips or '()'}</div>"
     )
-    return f"<div style='overflow-x:auto;color:{palette.text};line-height:2'>{''.join(rows)}</div>"
+    return ReadyHtml(
+        f"<div style='overflow-x:auto;color:{palette.text};line-height:2'>{''.join(rows)}</div>"
+    )
 
 
 def sizes_frame(plan: EinsumPlan, lang: str) -> pd.DataFrame:
@@ -297,7 +345,7 @@ def cells_html(
             f"<div style='display:inline-block;margin:0 1em 0.6em 0;"
             f"vertical-align:top'>{''.join(lines)}</div>"
         )
-    return f"<div style='overflow-x:auto;color:{palette.text}'>{''.join(parts)}</div>"
+    return ReadyHtml(f"<div style='overflow-x:auto;color:{palette.text}'>{''.join(parts)}</div>")
 
 
 def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:

@@ -176,45 +176,13 @@ def _promotion_table() -> None:
         required=True,
         key="basics_table_kind",
     )
-    lang = language()
-    styled = state.ROOM_CACHE.get_or_compute(
-        ("table_view", kind, lang, palette()),
-        lambda: draw.promotion_styler(draw.promotion_frame(state.table(), kind, lang), palette()),
-    )
-    st.dataframe(styled, width="stretch")
+    st.html(state.table_view(kind, language(), palette()))
     st.caption(t("basics.types.table_legend"))
 
 
 def _creation() -> None:
-    made = state.created()
     with st.expander(t("basics.types.creation"), icon=":material/add_box:"):
-        st.markdown(t("basics.types.creation_lesson"))
-        for item in made.made:
-            note = "" if item.initialised else " — " + t("basics.types.uninitialised")
-            st.markdown(f"`{item.code}` → `{item.dtype}`{note}")
-            st.code(", ".join(item.values), language="text")
-        st.markdown(t("basics.types.defaults", default=made.default_dtype))
-        rows = [(item.code, item.dtype, ", ".join(item.values)) for item in made.defaults]
-        st.dataframe(
-            {
-                t("basics.types.col_code"): [r[0] for r in rows],
-                "dtype": [r[1] for r in rows],
-                t("basics.types.col_values"): [r[2] for r in rows],
-            },
-            hide_index=True,
-            width="stretch",
-        )
-        st.markdown(t("basics.types.casts"))
-        for cast in made.casts:
-            same = t("basics.types.same_object" if cast.same_object else "basics.types.new_tensor")
-            st.markdown(f"`{cast.code}` → `{cast.dtype}` · {same}")
-        st.markdown(t("basics.types.named"))
-        for attempt in made.named:
-            st.code(
-                f"{attempt.code}\n# {attempt.raised}: {attempt.message}",
-                language="python",
-                wrap_lines=True,
-            )
+        st.markdown(state.creation_text(language()))
 
 
 # ======================================================================= broadcasting
@@ -259,7 +227,7 @@ def broadcasting() -> None:
 
 def _broadcast_result(found: Broadcast) -> None:
     lang = language()
-    st.html(draw.aligned_html(found, palette(), lang))
+    st.html(state.aligned_picture(found, lang, palette()))
     st.caption(t("basics.broadcast.legend"))
     st.code(found.code, language="python")
     if found.ok:
@@ -376,7 +344,7 @@ def _load_einsum_example() -> None:
 
 def _einsum_plan(plan: EinsumPlan) -> None:
     lang = language()
-    st.html(draw.einsum_html(plan, palette(), lang))
+    st.html(state.einsum_picture(plan, lang, palette()))
     first, second, third = st.columns(3)
     first.metric(t("basics.einsum.metric_output"), draw.shape_text(plan.output_shape))
     summed = ", ".join(plan.summed) or "—"
@@ -475,24 +443,22 @@ def _index_result(result: IndexResult) -> None:
     )
     (st.success if view else st.info)(verdict, icon=":material/link:" if view else
                                       ":material/content_copy:")  # fmt: skip
+    source_picture, result_picture = state.index_pictures(result, palette())
     source, picked = st.columns([1, 1])
     with source:
         st.markdown(f"**{t('basics.index.source', shape=draw.shape_text(result.shape))}**")
-        values = state.arange_values(result.shape)
-        picture = draw.cells_html(result.shape, values, palette(), frozenset(result.picked))
-        if picture is None:
+        if source_picture is None:
             st.caption(t("basics.index.too_big"))
         else:
-            st.html(picture)
+            st.html(source_picture)
     with picked:
         st.markdown(
             f"**{t('basics.index.result', shape=draw.shape_text(result.result_shape or ()))}**"
         )
-        picture = draw.cells_html(result.result_shape or (), result.values, palette(), name="y")
-        if picture is None:
+        if result_picture is None:
             st.caption(t("basics.index.too_big"))
         else:
-            st.html(picture)
+            st.html(result_picture)
     st.caption(t("basics.index.legend"))
     st.markdown(
         "  \n".join(f"**{label}**: `{value}`" for label, value in draw.index_facts(result, lang))

@@ -18,7 +18,14 @@ from typing import Any
 
 import streamlit as st
 
-from components.basics.draw import promotion_frame, promotion_styler
+from components.basics.draw import (
+    aligned_html,
+    cells_html,
+    creation_markdown,
+    einsum_html,
+    promotion_frame,
+    promotion_html,
+)
 from components.strides.state import URL_DTYPE as STRIDES_DTYPE
 from components.strides.state import URL_OPS as STRIDES_OPS
 from components.strides.state import URL_SHAPE as STRIDES_SHAPE
@@ -191,16 +198,23 @@ def table() -> PromotionTable:
     return promotion_table()
 
 
-def table_view(kind: str, lang: str, colours: Palette) -> Any:
-    """One block of the promotion table, styled: built once per block, language and theme."""
+def table_view(kind: str, lang: str, colours: Palette) -> str:
+    """One block of the promotion table as HTML: built once per block, language and theme."""
     return ROOM_CACHE.get_or_compute(
         ("table_view", kind, lang, colours),
-        lambda: promotion_styler(promotion_frame(promotion_table(), kind, lang), colours),
+        lambda: promotion_html(promotion_frame(promotion_table(), kind, lang), colours),
     )
 
 
 def created() -> Creation:
     return ROOM_CACHE.get_or_compute(("creation",), creation)
+
+
+def creation_text(lang: str) -> str:
+    """The creation panel as one Markdown text, built once per language."""
+    return ROOM_CACHE.get_or_compute(
+        ("creation_text", lang), lambda: creation_markdown(created(), lang)
+    )
 
 
 # --------------------------------------------------------------------------- broadcasting
@@ -209,6 +223,12 @@ def created() -> Creation:
 def current_broadcast() -> Broadcast:
     shapes = tuple(parse_shapes(value("basics_shapes")))
     return ROOM_CACHE.get_or_compute(("broadcast", shapes), lambda: broadcast(list(shapes)))
+
+
+def aligned_picture(found: Broadcast, lang: str, colours: Palette) -> str:
+    return ROOM_CACHE.get_or_compute(
+        ("aligned", found.shapes, lang, colours), lambda: aligned_html(found, colours, lang)
+    )
 
 
 def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, Any] | None:
@@ -232,6 +252,13 @@ def current_einsum() -> EinsumPlan:
     return ROOM_CACHE.get_or_compute(("einsum", equation, shapes), lambda: einsum(equation, shapes))
 
 
+def einsum_picture(plan: EinsumPlan, lang: str, colours: Palette) -> str:
+    return ROOM_CACHE.get_or_compute(
+        ("einsum_html", plan.equation, plan.shapes, lang, colours),
+        lambda: einsum_html(plan, colours, lang),
+    )
+
+
 # --------------------------------------------------------------------------- indexing
 
 
@@ -245,9 +272,18 @@ def current_index() -> IndexResult:
     return ROOM_CACHE.get_or_compute(("index", shape, expression), lambda: index(shape, expression))
 
 
-def arange_values(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The source tensor's values (each its own flat position), for the picture."""
-    return ROOM_CACHE.get_or_compute(("arange", shape), lambda: tuple(range(math.prod(shape))))
+def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, str | None]:
+    """The source with the picked cells lit, and the result, both with their numbers (None
+    where too many cells to draw)."""
+
+    def build() -> tuple[str | None, str | None]:
+        values = tuple(range(math.prod(result.shape)))
+        source = cells_html(result.shape, values, colours, frozenset(result.picked))
+        picked = cells_html(result.result_shape or (), result.values, colours, name="y")
+        return source, picked
+
+    key = ("index_html", result.shape, result.expression, colours)
+    return ROOM_CACHE.get_or_compute(key, build)
 
 
 def index_link(result: IndexResult) -> dict[str, Any] | None:
