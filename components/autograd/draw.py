@@ -3,8 +3,9 @@ the freezing chart. No Streamlit here, so tests call every builder directly."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import pandas as pd
-import plotly.graph_objects as go
 
 from components.format import format_bytes, format_count
 from components.theme import Palette
@@ -159,46 +160,55 @@ def version_note(graph: Graph, error: ProgramError, lang: str) -> str | None:
     )
 
 
-def freeze_figure(report: FreezeReport, palette: Palette, lang: str) -> go.Figure:
-    names = [b.name for b in report.blocks]
-    trainable = [b.numel if b.trainable else 0 for b in report.blocks]
-    frozen = [0 if b.trainable else b.numel for b in report.blocks]
-    figure = go.Figure(
-        [
-            go.Bar(
-                name=translate("autograd.freeze.chart_trainable", lang),
-                x=names,
-                y=trainable,
-                marker_color=palette.accent,
-            ),
-            go.Bar(
-                name=translate("autograd.freeze.chart_frozen", lang),
-                x=names,
-                y=frozen,
-                marker_color=palette.muted,
-            ),
-        ]
-    )
-    figure.update_layout(
-        barmode="stack",
-        title=translate("autograd.freeze.chart_title", lang),
-        height=300,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        legend={"orientation": "h", "y": -0.2},
-    )
-    return figure
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table: one element, however many rows (cheaper to send than a table
+    widget on every rerun)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
-def optimizer_frame(report: FreezeReport, lang: str) -> pd.DataFrame:
+def freeze_bar_html(report: FreezeReport, palette: Palette, lang: str) -> str:
+    """One bar, a segment per block sized by its parameter count: trainable blocks in the
+    accent colour, frozen ones muted; a legend with the counts below. Plain HTML: it is
+    redrawn on every rerun, and a chart library would cost more than the rest of the panel."""
+    total = sum(b.numel for b in report.blocks) or 1
+    segments = []
+    for block in report.blocks:
+        colour = palette.accent if block.trainable else palette.border
+        width = max(100 * block.numel / total, 0.6)
+        segments.append(
+            f'<div title="{block.name}: {block.numel:,}" style="flex:0 0 {width:.2f}%;'
+            f'background:{colour};height:22px;border-right:1px solid {palette.background}"></div>'
+        )
+    trainable = translate("autograd.freeze.chart_trainable", lang)
+    frozen = translate("autograd.freeze.chart_frozen", lang)
+    legend = " · ".join(
+        f"<b>{b.name}</b> {format_count(b.numel)} ({trainable if b.trainable else frozen})"
+        for b in report.blocks
+    )
+    swatch = "display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 4px 0 10px"
+    return (
+        f'<div style="font-size:0.85rem;color:{palette.text}">'
+        f"<b>{translate('autograd.freeze.chart_title', lang)}</b>"
+        f'<span style="{swatch};background:{palette.accent}"></span>{trainable}'
+        f'<span style="{swatch};background:{palette.border}"></span>{frozen}'
+        f'<div style="display:flex;width:100%;margin:6px 0;border-radius:4px;overflow:hidden">'
+        f"{''.join(segments)}</div>"
+        f'<div style="color:{palette.muted}">{legend}</div></div>'
+    )
+
+
+def optimizer_table(report: FreezeReport, lang: str) -> str:
     rows = [
-        (o.source, o.groups, o.tensors, format_count(o.numel), o.frozen_tensors)
+        (f"`{o.source}`", o.groups, o.tensors, format_count(o.numel), o.frozen_tensors)
         for o in report.optimizers
     ]
-    columns = [
+    header = [
         translate(f"autograd.freeze.col_{c}", lang)
         for c in ("source", "groups", "tensors", "numel", "frozen")
     ]
-    return pd.DataFrame(rows, columns=columns)
+    return markdown_table(header, rows)
 
 
 def freeze_code(report: FreezeReport) -> str:

@@ -193,7 +193,6 @@ def graph(room: Room) -> None:
             disabled=step >= total,
             icon=":material/last_page:",
         )
-        st.markdown(t("autograd.graph.step") + f": **{step} / {total}**")
         st.info(draw.step_text(room.trace, step, lang), icon=":material/footprint:")
     dark = is_dark()
     colors = draw.dot_colors(palette(), dark)
@@ -214,12 +213,29 @@ def graph(room: Room) -> None:
 
 def _share(room: Room, step: int) -> None:
     with st.container(key="autograd_share"):
-        st.markdown(f"**{t('autograd.code.share')}**")
-        st.caption(t("autograd.code.share_caption"))
+        st.markdown(f"**{t('autograd.code.share')}** · {t('autograd.code.share_caption')}")
         st.code(state.share_link(room, step, language()), language=None, wrap_lines=True)
 
 
-# --------------------------------------------------------------------------- details
+# --------------------------------------------------------------------------- lessons
+
+
+def lessons(room: Room) -> None:
+    """Variables and code, freezing, then vs now. Only the open tab runs (on_change="rerun"
+    + .open): the others cost nothing on a rerun, which keeps stepping quick."""
+    labels = [t("autograd.tabs.details"), t("autograd.tabs.freeze"), t("autograd.tabs.history")]
+    details_tab, freeze_tab, history_tab = st.tabs(
+        labels, key=state.PANEL_KEY, on_change="rerun", default=labels[0]
+    )
+    if details_tab.open:
+        with details_tab:
+            details(room)
+    if freeze_tab.open:
+        with freeze_tab:
+            freezing()
+    if history_tab.open:
+        with history_tab:
+            then_and_now()
 
 
 def details(room: Room) -> None:
@@ -276,11 +292,10 @@ def freezing() -> None:
     )
     if not report.trainable:
         st.info(t("autograd.freeze.none_trainable"), icon=":material/ac_unit:")
-    st.plotly_chart(
-        draw.freeze_figure(report, palette(), lang), theme="streamlit", key="autograd_freeze_chart"
-    )
+    bar, table = state.freeze_texts(report, is_dark(), lang)
+    st.markdown(bar, unsafe_allow_html=True)
     st.markdown(f"**{t('autograd.freeze.optimizer_header')}**")
-    st.dataframe(draw.optimizer_frame(report, lang), hide_index=True)
+    st.markdown(table)
     st.caption(t("autograd.freeze.optimizer_note"))
     with st.expander(t("autograd.freeze.code"), icon=":material/code:"):
         st.code(draw.freeze_code(report), language="python")

@@ -18,6 +18,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from components.autograd.draw import freeze_bar_html, optimizer_table
+from components.theme import DARK, LIGHT
 from torchatlas.autograd import (
     BackwardTrace,
     Graph,
@@ -37,7 +39,7 @@ EXAMPLE_KEY, PROGRAM_KEY, SEED_KEY = "autograd_example", "autograd_program", "au
 ROOT_KEY, STEP_KEY = "autograd_root", "autograd_step"
 REVEALED_KEY, SIGNATURE_KEY = "autograd_revealed", "autograd_signature"
 LINK_BROKEN_KEY, TRAIN_PREFIX = "autograd_link_broken", "autograd_train_"
-QUIZ_PREFIX = "autograd_quiz_"
+QUIZ_PREFIX, PANEL_KEY = "autograd_quiz_", "autograd_panel"
 URL_EXAMPLE, URL_PROGRAM, URL_SEED = "a_ex", "a_prog", "a_seed"
 URL_ROOT, URL_STEP = "a_root", "a_step"
 CUSTOM = "custom"
@@ -281,6 +283,19 @@ def trainable() -> tuple[str, ...]:
 def freeze_report(blocks: tuple[str, ...]) -> FreezeReport:
     """Cached per trainable set: each costs a real ResNet-18 forward and backward."""
     return ROOM_CACHE.get_or_compute(("freeze", blocks), lambda: freeze(trainable=blocks))
+
+
+def freeze_texts(report: FreezeReport, dark: bool, lang: str) -> tuple[str, str]:
+    """The freezing panel's bar (HTML) and optimiser table (markdown), built once per
+    trainable set, theme and language."""
+    key = ("freeze_texts", report.trainable, dark, lang)
+    return ROOM_CACHE.get_or_compute(
+        key,
+        lambda: (
+            freeze_bar_html(report, DARK if dark else LIGHT, lang),
+            optimizer_table(report, lang),
+        ),
+    )
 
 
 @st.cache_resource(max_entries=1)

@@ -161,7 +161,7 @@ def test_a_custom_program_travels_in_the_link_and_a_broken_link_is_told() -> Non
 
 
 def test_freezing_toggles_change_the_counts() -> None:
-    at = open_page("views/autograd.py")
+    at = open_page("views/autograd.py", autograd_panel=translate("autograd.tabs.freeze"))
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[translate("autograd.freeze.trainable_params")] == f"{512 * 100 + 100:,}"
     at.toggle(key="autograd_train_layer4").set_value(True).run()
@@ -169,3 +169,20 @@ def test_freezing_toggles_change_the_counts() -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[translate("autograd.freeze.trainable_params")] == f"{8_445_028:,}"
     assert ("freeze", ("layer4", "fc")) in ROOM_CACHE
+    tables = " ".join(m.value for m in at.markdown)
+    assert "`model.parameters()` | 1 | 62 |" in tables
+    assert "`[p for p in model.parameters() if p.requires_grad]` | 1 | 17 |" in tables
+
+
+def test_then_and_now_tab_runs_variable_and_volatile() -> None:
+    at = open_page("views/autograd.py", autograd_panel=translate("autograd.tabs.history"))
+    ok(at)
+    codes = " ".join(c.value for c in at.code)
+    assert "volatile=True" in codes and "torch.inference_mode()" in codes
+    assert "volatile was removed" in rendered_text(at)
+
+
+def test_only_the_open_tab_runs() -> None:
+    at = open_page("views/autograd.py")
+    assert not at.metric  # the freezing tab is closed: no ResNet-18 ran for this rerun
+    assert any("import torch" in c.value for c in at.code)  # the code, in the open tab

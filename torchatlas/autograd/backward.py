@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from torchatlas.autograd.errors import ErrorCode, ProgramError, explain
-from torchatlas.autograd.graph import Graph, Values, labels, node_order, read
+from torchatlas.autograd.graph import Graph, Values, labels, node_index, node_order, read
 from torchatlas.autograd.parser import parse
 from torchatlas.autograd.run import Run, execute
 
@@ -73,10 +73,6 @@ class BackwardTrace:
         return self.steps if step is None else self.steps[: max(0, step)]
 
 
-def _values(grads: Any) -> tuple[Values | None, ...]:
-    return tuple(None if g is None else Values.of(g) for g in grads)
-
-
 def backward(
     graph: Graph,
     root: str,
@@ -101,30 +97,32 @@ def record(
     *,
     steps: int | None = None,
     retain_graph: bool = False,
+    nodes: list[Any] | None = None,
 ) -> BackwardTrace:
-    """Backward from ``root`` of a live run whose graph was just read (``graph``)."""
+    """Backward from ``root`` of a live run whose graph was just read (``graph``; ``nodes``
+    its :func:`~torchatlas.autograd.graph.node_order` when already walked)."""
     line = run.lines.get(root, 0)
     tensor = run.tensor(root)
     if tensor is None:
         error = ProgramError(ErrorCode.NO_ROOT, line, {"name": root})
         return BackwardTrace(root, graph, (), 0, (), error)
-    nodes = node_order(run)
-    index = {fn: i for i, fn in enumerate(nodes)}
+    nodes = node_order(run) if nodes is None else nodes
+    index = node_index(nodes)
     names = labels(run)
-    done: list[BackwardStep] = []
+    # The hooks keep the gradient tensors themselves; they become Values after backward.
+    # Holding a reference is safe: autograd only accumulates in place into a gradient nobody
+    # else holds, so a kept tensor never changes. A gradient passed from one node to the
+    # next is one tensor: converted once (by id, while every kept tensor is alive).
+    raw: list[tuple[int, str, str | None, tuple[Any, ...], tuple[Any, ...]]] = []
 
     def hook_for(fn: Any) -> Any:
-        position = index[fn]
+        position = index[id(fn)]
         name = type(fn).__name__
         leaf = names.get(id(fn.variable), "?") if name == "AccumulateGrad" else None
 
         def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
             # a node hook's grad_outputs come in, its grad_inputs go out along next_functions
-            done.append(
-                BackwardStep(
-                    len(done), position, name, _values(grad_outputs), _values(grad_inputs), leaf
-                )
-            )
+            raw.append((position, name, leaf, tuple(grad_outputs), tuple(grad_inputs)))
 
         return hook
 
@@ -143,13 +141,32 @@ def record(
     finally:
         for handle in handles:
             handle.remove()
+    converted: dict[int, Values] = {}
+
+    def values(grads: tuple[Any, ...]) -> tuple[Values | None, ...]:
+        out = []
+        for grad in grads:
+            if grad is None:
+                out.append(None)
+                continue
+            known = converted.get(id(grad))
+            if known is None:
+                known = converted[id(grad)] = Values.of(grad)
+            out.append(known)
+        return tuple(out)
+
+    done = [
+        BackwardStep(i, position, name, values(grad_in), values(grad_out), leaf)
+        for i, (position, name, leaf, grad_in, grad_out) in enumerate(raw)
+    ]
+    raw.clear()  # the tensors are converted: let them go
     filled = {step.leaf: step.index for step in done if step.leaf is not None}
     reached = {step.node for step in done}
     grads = []
     for name, t in variables:
         grad = t.grad if (t.is_leaf or t.retains_grad) else None
         value = None if grad is None else Values.of(grad)
-        node = index.get(t.grad_fn) if t.grad_fn is not None else None
+        node = index.get(id(t.grad_fn)) if t.grad_fn is not None else None
         was = before.get(name)
         if t.is_leaf and not t.requires_grad:
             reason = GradReason.NO_REQUIRES_GRAD
@@ -172,8 +189,9 @@ def trace_and_backward(
     """One run for both: the graph, then backward from ``root`` (default: the graph's own
     default root), without running the program twice."""
     run = execute(parse(program), seed)
-    graph = read(run)
+    nodes = node_order(run)
+    graph = read(run, nodes)
     chosen = root or graph.default_root
     if run.error is not None or chosen is None:
         return graph, None
-    return graph, record(run, graph, chosen)
+    return graph, record(run, graph, chosen, nodes=nodes)

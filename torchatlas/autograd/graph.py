@@ -7,6 +7,7 @@ here keeps a tensor, so a :class:`Graph` pickles, caches and compares like plain
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -47,11 +48,15 @@ class Values:
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> Values:
-        tensor = tensor.detach()
-        flat = tuple(tensor.reshape(-1).tolist()) if tensor.numel() <= MAX_SHOWN else None
-        floating = tensor.is_floating_point() or tensor.is_complex()
-        norm = float(tensor.norm()) if floating and tensor.numel() else 0.0
-        return cls(tuple(tensor.shape), flat, norm)
+        # Called for every gradient of a backward replay: the common small cases avoid
+        # extra tensor ops (a reshape, a norm kernel), which cost more than the values.
+        shape = tuple(tensor.shape)
+        if not tensor.is_floating_point():
+            tensor = tensor.double()  # integers and booleans: the norm needs floats
+        if tensor.numel() <= MAX_SHOWN:
+            flat = tuple(tensor.reshape(-1).tolist())
+            return cls(shape, flat, math.hypot(*flat))
+        return cls(shape, None, float(torch.linalg.vector_norm(tensor.detach())))
 
     def short(self, count: int = 3) -> str:
         """A few values for a label: ``[0.12, -0.5, 1.0, …]``, or the shape and norm."""
@@ -213,18 +218,25 @@ def _saved(node: Any) -> tuple[SavedValue, ...]:
 
 def walk(roots: list[Any]) -> list[Any]:
     """Every backward node reachable from ``roots``, each once, in a fixed order (depth
-    first, ``next_functions`` in order): the index of a node in this list is its id."""
+    first, ``next_functions`` in order): the index of a node in this list is its id.
+    Nodes are told apart by ``id()``: hashing a node object costs far more, and every node
+    stays alive in the list while the ids are used."""
     order: list[Any] = []
-    seen: set[Any] = set()
+    seen: set[int] = set()
     stack = [fn for fn in reversed(roots) if fn is not None]
     while stack:
         fn = stack.pop()
-        if fn in seen:
+        if id(fn) in seen:
             continue
-        seen.add(fn)
+        seen.add(id(fn))
         order.append(fn)
         stack.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
     return order
+
+
+def node_index(nodes: list[Any]) -> dict[int, int]:
+    """``id(node)`` → its index in ``nodes`` (the nodes must stay alive meanwhile)."""
+    return {id(fn): i for i, fn in enumerate(nodes)}
 
 
 def labels(run: Run) -> dict[int, str]:
@@ -249,11 +261,12 @@ def node_order(run: Run) -> list[Any]:
     return walk([t.grad_fn for t in tensors(run)])
 
 
-def read(run: Run) -> Graph:
-    """The frozen record of a run: variables (each field from torch), then the graph."""
+def read(run: Run, nodes: list[Any] | None = None) -> Graph:
+    """The frozen record of a run: variables (each field from torch), then the graph.
+    ``nodes``: the run's :func:`node_order`, when the caller already walked it."""
     names = labels(run)
-    nodes = node_order(run)
-    index = {fn: i for i, fn in enumerate(nodes)}
+    nodes = node_order(run) if nodes is None else nodes
+    index = node_index(nodes)
     outputs: dict[int, list[str]] = {}
     variables, others = [], []
     for name, value in run.names.items():
@@ -262,7 +275,7 @@ def read(run: Run) -> Graph:
             others.append(_other(name, line, value))
             continue
         fn = value.grad_fn
-        node = index.get(fn) if fn is not None else None
+        node = index.get(id(fn)) if fn is not None else None
         if node is not None:
             outputs.setdefault(node, []).append(name)
         grad = value.grad if (value.is_leaf or value.retains_grad) else None
@@ -289,7 +302,7 @@ def read(run: Run) -> Graph:
         if type(fn).__name__ == "AccumulateGrad":
             leaf = names.get(id(fn.variable), "?")
         edges = tuple(
-            Edge(None if nxt is None else index[nxt], nr) for nxt, nr in fn.next_functions
+            Edge(None if nxt is None else index[id(nxt)], nr) for nxt, nr in fn.next_functions
         )
         graph_nodes.append(
             GraphNode(i, type(fn).__name__, edges, _saved(fn), leaf, tuple(outputs.get(i, ())))

@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass, field
 
 from torchatlas.autograd.errors import ErrorCode, ProgramRefused
+from torchatlas.cache import BoundedCache
 
 __all__ = [
     "CREATION",
@@ -147,9 +148,23 @@ def _what(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "…"
 
 
+# Checked programs by text: a page, a notebook or a classroom traces the same few programs
+# over and over, and the tree is read-only once checked. Bounded by bytes, as the keys are
+# whatever visitors type.
+PARSED_BYTES = 8 << 20
+_PARSED: BoundedCache[str, Program] = BoundedCache(PARSED_BYTES)
+
+
 def parse(text: str) -> Program:
     """Check ``text`` against the allow list; raise :class:`ProgramRefused` (code, line,
-    what was refused) on the first thing outside it. Nothing is evaluated."""
+    what was refused) on the first thing outside it. Nothing is evaluated. A refusal is
+    never cached; an accepted program is (its tree is only read afterwards)."""
+    if len(text) > MAX_SOURCE:  # before hashing a long text as a key
+        raise _refuse(ErrorCode.TOO_LONG, length=f"{len(text):,}", limit=f"{MAX_SOURCE:,}")
+    return _PARSED.get_or_compute(text, lambda: _parse(text))
+
+
+def _parse(text: str) -> Program:
     if not text.strip():
         raise _refuse(ErrorCode.EMPTY)
     if len(text) > MAX_SOURCE:

@@ -115,6 +115,19 @@ def _numel(size: tuple[int, ...]) -> int:
     return math.prod(size) if size else 1
 
 
+def _broadcast(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The broadcast shape of two shapes (None where they do not broadcast); plain Python,
+    as torch.broadcast_shapes goes through its symbolic-shape machinery."""
+    rank = max(len(left), len(right))
+    left, right = (1,) * (rank - len(left)) + left, (1,) * (rank - len(right)) + right
+    out = []
+    for a, b in zip(left, right, strict=True):
+        if a != b and 1 not in (a, b):
+            return None
+        out.append(b if a == 1 else a)
+    return tuple(out)
+
+
 class _Interpreter:
     def __init__(self, run: Run, generator: torch.Generator) -> None:
         self.run = run
@@ -231,11 +244,9 @@ class _Interpreter:
         raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(value).__name__)
 
     def check_broadcast(self, left: Any, right: Any) -> None:
-        shapes = [v.shape for v in (left, right) if isinstance(v, torch.Tensor)]
-        if len(shapes) == 2:
-            try:
-                size = torch.broadcast_shapes(*shapes)
-            except RuntimeError:
+        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
+            size = _broadcast(tuple(left.shape), tuple(right.shape))
+            if size is None:
                 return  # torch raises its own (explained) error when the op runs
             if _numel(tuple(size)) > MAX_ELEMENTS:
                 raise AutogradError(
