@@ -91,12 +91,13 @@ def test_a_training_run_draws_its_curve(app_page) -> None:
     page = _open(app_page)
     page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
     before = page.locator("[data-testid='stPlotlyChart']").first.inner_html()
-    for _ in range(3):  # forward → loss → backward → step()
+    for phase in ("loss", "backward", "step"):  # forward → loss → backward → step()
         page.locator(".st-key-modules_next button").click()
+        words = translate(f"modules.training.explain.{phase}", step=1, loss="", lr="0.1")
+        page.get_by_text(words.split(":**")[0].strip("*"), exact=False).first.wait_for(
+            timeout=60_000
+        )
         wait_for_app(page)
-    assert translate("modules.training.explain.step", step=1, lr="0.1").split(":")[0].strip(
-        "*"
-    ) in _body(page)
     lr = page.locator(".st-key-modules_lr input[type='range']").first
     lr.focus()
     page.keyboard.press("End")  # the largest learning rate
