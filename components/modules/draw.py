@@ -234,6 +234,9 @@ def loss_figure(
         xaxis_title=translate("modules.training.step", lang),
         yaxis_title=translate("modules.training.loss", lang),
         yaxis_type="log" if log else "linear",
+        # one tick per few decades, written as powers of ten (a diverging run spans 1e35)
+        yaxis_exponentformat="power",
+        yaxis_dtick=max(1, math.ceil(math.log10(max(finite) / min(finite)) / 6)) if log else None,
         showlegend=False,
         title=translate("modules.training.curve_title", lang, lr=f"{trace.lr:g}"),
     )

@@ -130,18 +130,22 @@ def _report(report: ModuleReport) -> None:
                 st.code(str(detail), language="text")
         return
     counts = draw.kind_counts(report)
-    with st.container(key="modules_summary"):
-        columns = st.columns(6)
-        columns[0].metric(
+    # A horizontal container wraps its metrics: three to a row on a phone, not six rows.
+    with st.container(key="modules_summary", horizontal=True, gap="medium"):
+        st.metric(
             t("modules.summary.parameters"),
             format_count(report.total_params),
             help=t("modules.summary.parameters_help"),
+            width=110,
         )
-        columns[1].metric(t("modules.summary.parameter_tensors"), counts[TensorKind.PARAMETER])
-        columns[2].metric(t("modules.summary.buffers"), counts[TensorKind.BUFFER])
-        columns[3].metric(t("modules.summary.plain"), counts[TensorKind.PLAIN])
-        columns[4].metric(t("modules.summary.state_dict"), len(report.state_dict_keys))
-        columns[5].metric(t("modules.summary.optimizer"), report.optimizer_tensors)
+        for label, value in (
+            ("parameter_tensors", counts[TensorKind.PARAMETER]),
+            ("buffers", counts[TensorKind.BUFFER]),
+            ("plain", counts[TensorKind.PLAIN]),
+            ("state_dict", len(report.state_dict_keys)),
+            ("optimizer", report.optimizer_tensors),
+        ):
+            st.metric(t(f"modules.summary.{label}"), value, width=110)
     for finding in report.findings:
         text = f"**{finding.text('title', lang)}** — {finding.text('message', lang)}"
         if finding.severity is Severity.WARNING:
@@ -202,7 +206,7 @@ def training() -> None:
 @st.fragment
 def _training() -> None:
     lang = language()
-    controls = st.columns([3, 3, 3, 2])
+    controls = st.columns([3, 3, 3, 3])
     controls[0].selectbox(
         t("modules.training.model"),
         TRAINABLE,
