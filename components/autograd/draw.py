@@ -52,6 +52,17 @@ def step_text(result: BackwardTrace, step: int, lang: str) -> str:
     if done.leaf is not None:
         grad = result.grad(done.leaf)
         value = grad.grad if grad is not None else None
+        if grad is not None and grad.before is not None:
+            return translate(
+                "autograd.graph.accumulated",
+                lang,
+                step=step,
+                total=total,
+                leaf=done.leaf,
+                added=_many(done.grad_in, lang),
+                before=values_text(grad.before, lang),
+                grad=values_text(value, lang),
+            )
         return translate(
             "autograd.graph.filled",
             lang,

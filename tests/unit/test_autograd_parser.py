@@ -198,3 +198,17 @@ def test_examples_all_parse_and_the_code_is_plain_torch() -> None:
         assert "generator=g" in code or "rand" not in example.program
         assert "manual_seed(3)" in code
         compile(code, "<example>", "exec")  # valid Python (not run here)
+
+
+def test_each_backward_counts_as_several_operations() -> None:
+    """A backward runs the whole graph: many of them in a loop hit the operation budget."""
+    from torchatlas.autograd.run import BACKWARD_COST
+
+    program = (
+        "w = randn(3, requires_grad=True)\nloss = (w * w).sum()\n"
+        "for i in range(10):\n    for j in range(10):\n        loss.backward(retain_graph=True)\n"
+    )
+    graph = trace(program)
+    assert graph.error is not None and graph.error.code is ErrorCode.TOO_MANY_OPS
+    assert graph.backward_calls < 100
+    assert graph.backward_calls * BACKWARD_COST <= MAX_OPS

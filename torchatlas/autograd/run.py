@@ -60,6 +60,7 @@ _GRAD_MODES: dict[str, Callable[[], Any]] = {
 }
 _BROADCASTING = ("add", "sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_")
 _MATMUL = ("matmul", "mm")
+BACKWARD_COST = 10  # operations one ``.backward()`` counts for
 
 
 @dataclass
@@ -359,6 +360,8 @@ class _Interpreter:
         if name in _MATMUL and rest:
             self.check_matmul(target, rest[0])
         if name == "backward":
+            # a backward runs every node of the graph: it counts as several operations
+            self.count(BACKWARD_COST - 1)
             self.run.backward_calls += 1
         if name in ("view", "reshape"):
             rest = [self.size_value(v) for v in rest]

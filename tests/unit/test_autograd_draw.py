@@ -1,0 +1,81 @@
+"""The autograd room's pure builders: step text, the .grad table as a step sees it, the
+version note of the in-place trap, and the freezing bar and table."""
+
+from __future__ import annotations
+
+from components.autograd import draw
+from components.theme import DARK, LIGHT
+from torchatlas.autograd import backward, trace
+from torchatlas.autograd.examples import EXAMPLES
+from torchatlas.autograd.freeze import BLOCKS, BlockInfo, FreezeReport, OptimizerView
+from torchatlas.i18n import translate
+
+
+def _replay(key: str):
+    graph = trace(EXAMPLES[key].program)
+    return graph, backward(graph, graph.default_root)
+
+
+def test_step_text_before_during_and_at_a_leaf() -> None:
+    _, result = _replay("propagation")
+    assert draw.step_text(result, 0, "en") == translate("autograd.graph.before")
+    first = draw.step_text(result, 1, "en")
+    assert "SumBackward0" in first and "Step 1 of 4" in first
+    last = draw.step_text(result, 4, "ko")
+    assert "z.grad" in last and "AccumulateGrad" in last
+
+
+def test_accumulation_says_what_was_added_to_what() -> None:
+    _, result = _replay("accumulate")
+    text = draw.step_text(result, len(result.steps), "en")
+    # w = ones(3), x = [1, 2, 3]: an earlier backward left [1, 2, 3]; this one adds [1, 2, 3]
+    assert "added [1, 2, 3]" in text and "held [1, 2, 3]" in text and "now [2, 4, 6]" in text
+
+
+def test_grads_table_fills_a_leaf_only_once_its_step_ran() -> None:
+    _, result = _replay("mlp")
+    filled_at = result.grad("w1").filled_at
+    before = draw.grads_frame(result, filled_at, "en")
+    after = draw.grads_frame(result, filled_at + 1, "en")
+    row = lambda table: table[table.iloc[:, 0] == "w1"].iloc[0]  # noqa: E731
+    assert row(before).iloc[2] == translate("autograd.grads.pending", step=filled_at + 1)
+    assert row(after).iloc[1] == result.grad("w1").grad.short(4)
+    assert row(after).iloc[2] == translate("autograd.grads.reasons.filled")
+
+
+def test_version_note_names_the_tensor_changed_in_place() -> None:
+    graph, result = _replay("inplace_trap")
+    note = draw.version_note(graph, result.error, "en")
+    assert note is not None and "`a`" in note and "version 1" in note
+    assert draw.version_note(graph, graph.error or result.error, "ko") is not None
+
+
+def test_dark_dot_colours_differ_from_light() -> None:
+    graph, result = _replay("propagation")
+    light = graph.to_dot(result, 2, draw.dot_colors(LIGHT, False))
+    dark = graph.to_dot(result, 2, draw.dot_colors(DARK, True))
+    assert light != dark and DARK.text in dark
+
+
+def _report(trainable: tuple[str, ...]) -> FreezeReport:
+    blocks = tuple(BlockInfo(b, b in trainable, 2, 100 * (i + 1), 400 * (i + 1))
+                   for i, b in enumerate(BLOCKS))  # fmt: skip
+    views = (OptimizerView("model.parameters()", 1, 12, 2100, 10),
+             OptimizerView("model.fc.parameters()", 1, 2, 600, 0))  # fmt: skip
+    return FreezeReport("resnet18", trainable, (512, 100), (2, 3, 64, 64), (), blocks, views,
+                        4096, 1, 8192, 2)  # fmt: skip
+
+
+def test_freezing_bar_and_table() -> None:
+    report = _report(("fc",))
+    html = draw.freeze_bar_html(report, LIGHT, "en")
+    assert html.count(f"background:{LIGHT.accent};height") == 1  # only fc is trainable
+    assert html.count(f"background:{LIGHT.border};height") == len(BLOCKS) - 1
+    assert "fc</b> 600" in html
+    table = draw.optimizer_table(report, "ko")
+    assert "| `model.fc.parameters()` | 1 | 2 | 600 | 0 |" in table
+    assert translate("autograd.freeze.col_source", "ko") in table
+    code = draw.freeze_code(report)
+    assert "model.fc = torch.nn.Linear(512, 100)" in code
+    assert "torch.optim.SGD(model.fc.parameters(), lr=0.01)" in code
+    compile(code, "<freeze code>", "exec")
