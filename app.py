@@ -6,37 +6,47 @@ entry script puts a freshly started server in legacy multipage mode until some s
 ``st.navigation``, so the very first visitor's deep link (``/strides?lang=ko``) was served
 without this file (no language switch, Streamlit's file list as navigation). Checked by
 tests/e2e/test_pages.py::test_first_visit_of_a_fresh_server_is_a_deep_link.
+
+``streamlit run app.py`` finds the ``st.App`` below and serves this same file through it: the
+app's lifespan starts when the server does, so the rooms, the sandbox and the default
+classifier are warm before the first visitor arrives (without it Streamlit runs nothing of ours
+until someone opens a page, and that visitor waits for all of it). Each visitor's script run
+executes this file as ``__main__``: the page part.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from components.i18n import t
-from components.rooms import built_rooms
-from components.sidebar import language_switch, torch_box
-from components.warm import warm_server
+from components.warm import server_lifespan, warm_server
 
-st.set_page_config(
-    page_title="Torch Atlas",
-    page_icon=":material/explore:",
-    layout="wide",
-    menu_items={"About": "Torch Atlas — see what PyTorch does."},
-)
+if __name__ != "__main__":  # imported by the server at start-up
+    app = st.App(__file__, lifespan=server_lifespan)
+else:  # a visitor's script run
+    from components.i18n import t
+    from components.rooms import built_rooms
+    from components.sidebar import language_switch, torch_box
 
-language_switch()
-# The first visitors of a fresh server arrive together: load every room once, in one order,
-# and start the sandbox and the default classifier before anyone presses a button.
-warm_server()
-
-home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
-sections: dict[str, list[st.Page]] = {t("app.section.start"): [home]}
-for room in built_rooms():
-    page = st.Page(
-        room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
+    st.set_page_config(
+        page_title="Torch Atlas",
+        page_icon=":material/explore:",
+        layout="wide",
+        menu_items={"About": "Torch Atlas — see what PyTorch does."},
     )
-    sections.setdefault(t(room.section), []).append(page)
 
-current = st.navigation(sections)
-torch_box()
-current.run()
+    language_switch()
+    # Started at server start already; under a server started some other way (AppTest, an
+    # ASGI host that skips lifespans) the first visitors load every room once, in one order.
+    warm_server()
+
+    home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
+    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home]}
+    for room in built_rooms():
+        page = st.Page(
+            room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
+        )
+        sections.setdefault(t(room.section), []).append(page)
+
+    current = st.navigation(sections)
+    torch_box()
+    current.run()

@@ -23,11 +23,13 @@ Reference counting, which frees almost everything, is unaffected by either.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator
 
 from components.rooms import built_rooms
 
@@ -117,3 +119,13 @@ def warm_server() -> None:
     threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()
     # A daemon: it holds nothing that needs tearing down.
     threading.Thread(target=_collect_periodically, name="torchatlas-gc", daemon=True).start()
+
+
+@contextlib.asynccontextmanager
+async def server_lifespan(_app: object) -> AsyncIterator[None]:
+    """The ``st.App`` lifespan (app.py): warm the server as it starts, before any visitor.
+
+    In a thread, so the server accepts connections at once; a visitor who arrives meanwhile
+    waits for the same imports under the same lock instead of starting them again."""
+    threading.Thread(target=warm_server, name="torchatlas-start", daemon=False).start()
+    yield

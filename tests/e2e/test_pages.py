@@ -3,6 +3,7 @@ screenshot that still resembles the README's picture of that page."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,43 @@ def test_first_visit_of_a_fresh_server_is_a_deep_link(
             expect(page.locator("h1").first).to_have_text(title)
         finally:
             context.close()
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line
+            )
+        except OSError:  # the process ended meanwhile
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            children.append(int(status.parent.name))
+    return children
+
+
+def test_the_server_warms_before_the_first_visitor(tmp_path: Path) -> None:
+    """app.py's st.App lifespan starts the sandbox (its zygote is a child of the server) as
+    the server starts: no page is opened here, yet the zygote appears."""
+    with running_app(tmp_path / "server.log") as url:
+        port = url.rsplit(":", 1)[1]
+        servers = [
+            int(cmdline.parent.name)
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline")
+            if _readable(cmdline) and f"\0{port}\0" in cmdline.read_text()
+            and "streamlit" in cmdline.read_text()
+        ]  # fmt: skip
+        assert len(servers) == 1, servers
+        deadline = time.monotonic() + 180
+        while not _children(servers[0]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _children(servers[0]), "no sandbox zygote started before any visitor came"
+
+
+def _readable(path: Path) -> bool:
+    try:
+        path.read_text()
+    except OSError:
+        return False
+    return True
