@@ -17,19 +17,21 @@ collection after every script run by default (``runner.postScriptGC``), so in a 
 those collections alone serialise everyone. So the app switches that off (.streamlit/config.toml)
 and instead (1) moves everything loaded at start-up, which lives as long as the process, into
 the collector's permanent generation (``gc.freeze``), and (2) collects on a timer from one
-background thread, so cyclic garbage from visitors' runs is still returned within a minute.
+background thread, so cyclic garbage from visitors' runs is still returned within a minute,
+and asks the C allocator to hand freed memory back to the system.
 Reference counting, which frees almost everything, is unaffected by either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from components.rooms import built_rooms
 
@@ -75,10 +77,24 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
+def _malloc_trim() -> Callable[[], object]:
+    """glibc's ``malloc_trim(0)``, or a no-op where the C library has none (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
 def _collect_periodically() -> None:
+    # Memory freed by Python and torch stays with the C allocator (in its arenas, one per
+    # thread) until it is trimmed: after a class leaves, trimming hands it back to the system.
+    trim = _malloc_trim()
     while True:
         time.sleep(COLLECT_EVERY_S)
         gc.collect()
+        trim()
 
 
 def _warm_slow_parts() -> None:

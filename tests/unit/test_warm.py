@@ -53,8 +53,15 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
             raise Stop
         return 0
 
+    trims: list[int] = []
     monkeypatch.setattr(warm, "COLLECT_EVERY_S", 0.0)
     monkeypatch.setattr(warm.gc, "collect", fake_collect)
+    monkeypatch.setattr(warm, "_malloc_trim", lambda: lambda: trims.append(1))
     with pytest.raises(Stop):
         warm._collect_periodically()
     assert len(calls) == 3
+    assert len(trims) == 2  # after each collection that returned
+
+
+def test_malloc_trim_is_glibcs_here() -> None:
+    assert warm._malloc_trim()() in (0, 1)  # glibc returns whether memory was released
