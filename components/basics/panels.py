@@ -509,6 +509,7 @@ def _save_report(report: SaveReport) -> None:
         )
     elif not report.view_is_view:
         st.info(t("basics.save.not_a_view", view=report.view_expression))
+    _strides_link(state.save_link(report), "basics.save.see_in_strides", "basics_save_link")
     items = {
         t("basics.save.row_full"): report.saved_full,
         t("basics.save.row_view"): report.saved_view,

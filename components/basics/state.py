@@ -309,6 +309,17 @@ def current_save() -> SaveReport:
     )
 
 
+def save_link(report: SaveReport) -> dict[str, Any] | None:
+    """The strides room's URL state for the saved view: its storage is x's whole storage."""
+    if not report.view_is_view or math.prod(report.shape) > STRIDES_MAX_ELEMENTS:
+        return None
+    return {
+        STRIDES_SHAPE: ",".join(map(str, report.shape)),
+        STRIDES_DTYPE: report.dtype,
+        STRIDES_OPS: [report.view_expression.removeprefix("x")],
+    }
+
+
 # --------------------------------------------------------------------------- quiz
 
 

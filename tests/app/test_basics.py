@@ -210,6 +210,8 @@ def test_saving_measures_the_whole_storage() -> None:
     text = rendered_text(at)
     assert "15.6 KiB" in at.warning[0].value  # 1000 × 4 float32: x's whole storage
     assert translate("basics.save.together_yes") in text
+    query = parse_qs(_links(at)[0].query_string)
+    assert query == {"s_shape": ["1000,4"], "s_dtype": ["float32"], "s_ops": ["[:2]"]}
     at.selectbox(key="basics_save_dtype").set_value("bfloat16").run()
     assert "BFloat16" in at.warning[-1].value
 

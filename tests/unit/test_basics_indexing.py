@@ -122,6 +122,19 @@ def test_bounded_and_linear() -> None:
     with pytest.raises(BasicsValueError) as caught:
         index((100, 100), "x[0]")
     assert caught.value.code is ErrorCode.TOO_MANY_ELEMENTS
+    # two lists that broadcast to 14 × 26 positions, each gathering a 4096-element slice
+    rows = "[" + ",".join(["0"] * 26) + "]"
+    columns = "[" + ",".join(["[0]"] * 14) + "]"
+    with pytest.raises(BasicsValueError) as caught:
+        index((1, 1, 4096), f"x[{rows},{columns}]")
+    assert caught.value.code is ErrorCode.TOO_MANY_ELEMENTS
+
+
+def test_the_bound_counts_the_real_result() -> None:
+    rows = "[" + ",".join(["0"] * 26) + "]"
+    columns = "[" + ",".join(["[1]"] * 14) + "]"
+    found = index((64, 64), f"x[{rows},{columns}]")  # 364 elements: allowed
+    assert found.result_shape == (14, 26) and not found.is_view
 
 
 def test_strides_op_only_for_what_the_strides_room_reads() -> None:

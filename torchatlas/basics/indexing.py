@@ -23,6 +23,7 @@ import torch
 from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
 from torchatlas.basics.limits import (
     MAX_DRAWN,
+    MAX_GATHERED,
     MAX_INDEX_NODES,
     MAX_INDEX_TEXT,
     MAX_REAL_ELEMENTS,
@@ -270,8 +271,19 @@ def index(shape: tuple[int, ...], expression: str) -> IndexResult:
         raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=numel, limit=MAX_REAL_ELEMENTS)
     parsed = parse_index_expression(expression)
     x = source_tensor(shape)
+    key = parsed.key(x)
+    # Integer lists broadcast against each other: two short lists can gather hundreds of
+    # slices of x. The result's shape is found on the meta device first (no data), and a
+    # result past the bound is refused before torch allocates it.
+    if Part.INT_LIST in parsed.parts:
+        try:
+            planned = math.prod(torch.empty(shape, device="meta")[key].shape)
+        except (IndexError, RuntimeError, ValueError, TypeError, NotImplementedError):
+            planned = 0  # the real index below raises torch's own words
+        if planned > MAX_GATHERED:
+            raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=planned, limit=MAX_GATHERED)
     try:
-        y = x[parsed.key(x)]
+        y = x[key]
     except (IndexError, RuntimeError, ValueError, TypeError) as exc:
         return IndexResult(
             shape, parsed.text, parsed.kind, parsed.parts, torch_message=torch_words(exc)

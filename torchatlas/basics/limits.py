@@ -16,4 +16,5 @@ MAX_EINSUM_RUN = 1 << 16  # product of all letter sizes up to which einsum runs 
 MAX_INDEX_TEXT = 120
 MAX_INDEX_NODES = 80
 MAX_VALUE_TEXT = 40
+MAX_GATHERED = 1 << 20  # an advanced index's result, bounded before it is made
 MAX_DRAWN = 512  # cells a picture shows
