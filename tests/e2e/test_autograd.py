@@ -16,13 +16,17 @@ def _click(page, key: str) -> None:
     wait_for_app(page)
 
 
-def _step_to_end(page) -> int:
-    steps = 0
-    while page.locator(".st-key-autograd_next button").first.is_enabled():
-        _click(page, "autograd_next")
-        steps += 1
-        assert steps < 50
-    return steps
+def _next(page, step: int, total: int) -> None:
+    """Press "next step" and wait until the page says it shows ``step`` (a fragment rerun:
+    its own text is the sign it finished)."""
+    _click(page, "autograd_next")
+    expect(page.get_by_text(f"Step {step} of {total}").first).to_be_visible(timeout=30_000)
+
+
+def _step_to_end(page, start: int, total: int) -> None:
+    for step in range(start + 1, total + 1):
+        _next(page, step, total)
+    expect(page.locator(".st-key-autograd_next button").first).to_be_disabled()
 
 
 def _graph_text(page) -> str:
@@ -44,9 +48,10 @@ def test_step_backward_to_the_end_and_read_the_leaf_grad(app_page) -> None:
     expected = backward(trace(EXAMPLES["propagation"].program), "loss")
     assert "AccumulateGrad" in _graph_text(page)
     assert ".grad" not in _graph_text(page)
-    _click(page, "autograd_next")
+    total = len(expected.steps)
+    _next(page, 1, total)
     expect(page.get_by_text("SumBackward0").first).to_be_visible()
-    assert _step_to_end(page) == len(expected.steps) - 1
+    _step_to_end(page, 1, total)
     assert_no_error(page)
     grad = expected.grad("z").grad
     assert f".grad {grad.short()}" in _graph_text(page).replace("\n", " ")
@@ -55,12 +60,23 @@ def test_step_backward_to_the_end_and_read_the_leaf_grad(app_page) -> None:
     save_screenshot(page, "autograd-light")
 
 
-def test_dark_theme(app_page) -> None:
+def test_dark_theme_and_the_freezing_tab(app_page) -> None:
     page = app_page("autograd", dark=True, height=1400, query="a_ex=mlp&a_step=6")
     assert_no_error(page)
     expect(page.get_by_text("Step 6 of 10").first).to_be_visible()
     _show(page, ".st-key-autograd_graph")
     save_screenshot(page, "autograd-dark")
+    page.get_by_role("tab", name=translate("autograd.tabs.freeze")).click()
+    wait_for_app(page)
+    label = translate("autograd.freeze.trainable_params")
+    expect(page.get_by_text(label, exact=True)).to_be_visible()
+    expect(page.get_by_text("51,300").first).to_be_visible()
+    page.locator(".st-key-autograd_train_layer4 label").first.click()
+    wait_for_app(page)
+    expect(page.get_by_text("8,445,028").first).to_be_visible()
+    assert_no_error(page)
+    _show(page, ".st-key-autograd_train_stem")
+    save_screenshot(page, "autograd-freeze-dark")
 
 
 def test_korean(app_page) -> None:
@@ -76,8 +92,8 @@ def test_korean(app_page) -> None:
 def test_phone_width(app_page) -> None:
     page = app_page("autograd", width=400, height=900)
     assert_no_error(page)
-    _click(page, "autograd_next")
-    _click(page, "autograd_next")
+    _next(page, 1, 4)
+    _next(page, 2, 4)
     assert_no_error(page)
     _graph_text(page)
     save_screenshot(page, "autograd-phone")
@@ -85,8 +101,8 @@ def test_phone_width(app_page) -> None:
 
 def test_share_a_link(app_page) -> None:
     page = app_page("autograd", query="a_ex=retain_grad")
-    _click(page, "autograd_next")
-    _click(page, "autograd_next")
+    _next(page, 1, 4)
+    _next(page, 2, 4)
     link = page.locator(".st-key-autograd_share code").first.inner_text().strip()
     assert "a_ex=retain_grad" in link and "a_step=2" in link
     assert link.startswith("http")
