@@ -86,7 +86,7 @@ def promotion_html(frame: pd.DataFrame, palette: Palette) -> str:
     """The table block as HTML (built once per block, language and theme; a styled
     DataFrame would be serialised again on every rerun). Cells that kept the left tensor's
     dtype are tinted in the accent colour, cells that moved to a higher category in blue."""
-    cell = f"padding:0.3em 0.55em;border:1px solid {palette.border};font-family:monospace;"
+    cell = f"padding:0.2em 0.4em;border:1px solid {palette.border};font-family:monospace;"
     head = "".join(
         f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(c)}</th>"
         for c in [frame.index.name, *frame.columns]
@@ -104,7 +104,7 @@ def promotion_html(frame: pd.DataFrame, palette: Palette) -> str:
             tds.append(f"<td style='{cell}background:{background}'>{_esc(value)}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
     return ReadyHtml(
-        f"<div style='overflow-x:auto;color:{palette.text};font-size:0.85rem'>"
+        f"<div style='overflow-x:auto;color:{palette.text};font-size:0.78rem'>"
         f"<table style='border-collapse:collapse'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
