@@ -100,7 +100,7 @@ def types() -> None:
     _promotion_table()
     _creation()
     quiz(Section.TYPES)
-    state.write_url()
+    state.write_url(Section.TYPES)
 
 
 def _promotion_explorer() -> None:
@@ -218,11 +218,11 @@ def broadcasting() -> None:
         found = state.current_broadcast()
     except BasicsError as exc:
         _error(exc)
-        state.write_url()
+        state.write_url(Section.BROADCASTING)
         return
     _broadcast_result(found)
     quiz(Section.BROADCASTING)
-    state.write_url()
+    state.write_url(Section.BROADCASTING)
 
 
 def _broadcast_result(found: Broadcast) -> None:
@@ -323,7 +323,7 @@ def einsum() -> None:
         plan = state.current_einsum()
     except BasicsError as exc:
         _error(exc)
-        state.write_url()
+        state.write_url(Section.EINSUM)
         return
     if not plan.ok:
         st.error(t("basics.einsum.refused"), icon=":material/close:")
@@ -331,7 +331,7 @@ def einsum() -> None:
     else:
         _einsum_plan(plan)
     quiz(Section.EINSUM)
-    state.write_url()
+    state.write_url(Section.EINSUM)
 
 
 def _load_einsum_example() -> None:
@@ -416,7 +416,7 @@ def indexing() -> None:
         result = state.current_index()
     except BasicsError as exc:
         _error(exc)
-        state.write_url()
+        state.write_url(Section.INDEXING)
         return
     if not result.ok:
         st.error(t("basics.index.refused"), icon=":material/close:")
@@ -424,7 +424,7 @@ def indexing() -> None:
     else:
         _index_result(result)
     quiz(Section.INDEXING)
-    state.write_url()
+    state.write_url(Section.INDEXING)
 
 
 def _load_index_example() -> None:
@@ -482,11 +482,11 @@ def saving() -> None:
         report = state.current_save()
     except BasicsError as exc:
         _error(exc)
-        state.write_url()
+        state.write_url(Section.SAVING)
         return
     _save_report(report)
     quiz(Section.SAVING)
-    state.write_url()
+    state.write_url(Section.SAVING)
 
 
 def _save_report(report: SaveReport) -> None:

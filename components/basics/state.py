@@ -104,10 +104,26 @@ def _valid(field: Field, value: str) -> bool:
     return len(value) <= field.max_chars
 
 
+READY_KEY = "basics_ready"
+WRITTEN_KEY = "basics_url_written"
+# Each section's inputs: a section's run can change only these (and the section itself).
+SECTION_FIELDS: dict[str, tuple[str, ...]] = {
+    Section.TYPES: ("basics_left", "basics_left_value", "basics_right_kind", "basics_right",
+                    "basics_right_value", "basics_op"),
+    Section.BROADCASTING: ("basics_shapes",),
+    Section.EINSUM: ("basics_equation", "basics_einsum_shapes"),
+    Section.INDEXING: ("basics_index_shape", "basics_index"),
+    Section.SAVING: ("basics_save_shape", "basics_save_view", "basics_save_dtype"),
+}  # fmt: skip
+
+
 def initial_state() -> None:
     """First run of a session: a shared link's values, else the defaults. Keys a test or an
     earlier run already set are kept; a link's value that this room would never write (too
-    long, not one of the choices) is dropped and the reader told once."""
+    long, not one of the choices) is dropped and the reader told once. Later runs pay one
+    session-state read here (each read takes locks and walks the widget state)."""
+    if READY_KEY in st.session_state:
+        return
     query = st.query_params
     for field in FIELDS.values():
         if field.key in st.session_state:
@@ -121,17 +137,26 @@ def initial_state() -> None:
                 st.session_state[LINK_BROKEN_KEY] = True
         st.session_state[field.key] = value
     _fit_right_operand()
+    st.session_state[READY_KEY] = True
 
 
 def take_link_broken() -> bool:
     return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
 
 
-def write_url() -> None:
-    """Only this room's keys, and only those that differ from the defaults."""
+def write_url(shown: Section) -> None:
+    """Only this room's keys, only those that differ from the defaults, and only the shown
+    section's (no other section's inputs can change while it runs); the query string is
+    touched only when they changed since the last write."""
+    keys = (SECTION_KEY, *SECTION_FIELDS[shown])
+    values = tuple(str(st.session_state.get(key, FIELDS[key].default)) for key in keys)
+    written = st.session_state.get(WRITTEN_KEY)
+    if written == (keys, values):
+        return
+    st.session_state[WRITTEN_KEY] = (keys, values)
     query = st.query_params
-    for field in FIELDS.values():
-        value = str(st.session_state.get(field.key, field.default))
+    for key, value in zip(keys, values, strict=True):
+        field = FIELDS[key]
         if value == field.default or not _valid(field, value):
             if field.url in query:
                 del query[field.url]
