@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import pandas as pd
-
 from components.format import format_bytes, format_count
 from components.theme import Palette
 from torchatlas.autograd import BackwardTrace, Graph, ProgramError, Values
 from torchatlas.autograd.errors import ErrorCode
 from torchatlas.autograd.freeze import FreezeReport
 from torchatlas.autograd.history import Outcome
+from torchatlas.autograd.quiz import Question, Score
 from torchatlas.i18n import translate
 
 
@@ -82,7 +81,7 @@ def step_text(result: BackwardTrace, step: int, lang: str) -> str:
     )
 
 
-def grads_frame(result: BackwardTrace, step: int, lang: str) -> pd.DataFrame:
+def grads_rows(result: BackwardTrace, step: int, lang: str) -> list[tuple[str, str, str]]:
     """Each variable's ``.grad`` as it stands after ``step`` steps, and why."""
     rows = []
     for grad in result.grads:
@@ -93,40 +92,42 @@ def grads_frame(result: BackwardTrace, step: int, lang: str) -> pd.DataFrame:
         else:
             value = "None" if grad.grad is None else grad.grad.short(4)
         rows.append((grad.name, value, reason))
-    columns = [translate(f"autograd.grads.col_{c}", lang) for c in ("variable", "grad", "why")]
-    return pd.DataFrame(rows, columns=columns)
+    return rows
 
 
-def variables_frame(graph: Graph, lang: str) -> pd.DataFrame:
+def grads_table(result: BackwardTrace, step: int, lang: str) -> str:
+    header = [translate(f"autograd.grads.col_{c}", lang) for c in ("variable", "grad", "why")]
+    rows = [
+        (f"`{name}`", f"`{value}`", reason)
+        for name, value, reason in grads_rows(result, step, lang)
+    ]
+    return markdown_table(header, rows)
+
+
+def variables_table(graph: Graph, lang: str) -> str:
+    """Every variable, each field as torch reports it (torch's own True/False and names)."""
+    header = [
+        translate(f"autograd.variables.col_{c}", lang)
+        for c in (
+            "name", "line", "shape", "dtype", "requires_grad", "is_leaf", "grad_fn", "version",
+            "values",
+        )
+    ]  # fmt: skip
     rows = [
         (
-            v.name,
+            f"`{v.name}`",
             v.line,
-            str(tuple(v.shape)),
+            f"`{tuple(v.shape)}`",
             v.dtype,
             v.requires_grad,
             v.is_leaf,
             v.grad_fn or "None",
             "—" if v.version is None else v.version,
-            v.values.short(4),
+            f"`{v.values.short(4)}`",
         )
         for v in graph.variables
     ]
-    columns = [
-        translate(f"autograd.variables.col_{c}", lang)
-        for c in (
-            "name",
-            "line",
-            "shape",
-            "dtype",
-            "requires_grad",
-            "is_leaf",
-            "grad_fn",
-            "version",
-            "values",
-        )
-    ]
-    return pd.DataFrame(rows, columns=columns)
+    return markdown_table(header, rows)
 
 
 def saved_lines(graph: Graph, lang: str) -> list[str]:
@@ -259,3 +260,26 @@ def outcome_text(outcome: Outcome, lang: str) -> str:
     for warning in outcome.warnings:
         text += "  \n" + translate("autograd.history.warned", lang, warning=f"“{warning}”")
     return text
+
+
+def quiz_table(score: Score, variables: Sequence[str], lang: str) -> str:
+    """The marks: one row per variable, one column per question, torch's answer where the
+    prediction was wrong."""
+    marks = {(a.variable, a.question): a for a in score.answers}
+    header = [translate("autograd.quiz.variable", lang)] + [
+        translate(f"autograd.quiz.{q}", lang) for q in Question
+    ]
+    rows = []
+    for variable in variables:
+        row = [f"`{variable}`"]
+        for question in Question:
+            answer = marks.get((variable, question))
+            if answer is None:
+                row.append("—")
+            elif answer.correct:
+                row.append(f":green[✓ {answer.actual}]")
+            else:
+                wrong = translate("autograd.quiz.wrong", lang, actual=answer.actual)
+                row.append(f":red[✗ {wrong}]")
+        rows.append(row)
+    return markdown_table(header, rows)

@@ -99,38 +99,25 @@ def _program_error(room: Room, stopped: str) -> None:
 
 
 def predict(room: Room) -> None:
-    """Predict requires_grad / is_leaf / .grad is None for a few variables, then reveal."""
+    """Predict requires_grad / is_leaf / .grad is None for a few variables, then reveal:
+    one choice of chips per variable (what torch will report True), one table of marks."""
     variables = state.quiz_variables(room)
     if not variables or room.graph is None or room.graph.error is not None:
         return
-    yes, no = t("autograd.quiz.yes"), t("autograd.quiz.no")
     with st.expander(
         t("autograd.quiz.header"), expanded=not state.revealed(), icon=":material/quiz:"
     ):
         st.caption(t("autograd.quiz.caption", root=room.root or "loss"))
-        score = state.score(room, yes)
-        marks = {} if score is None else {(a.variable, a.question): a for a in score.answers}
+        score = state.score(room)
         for variable in variables:
-            st.markdown(f"**`{variable}`**")
-            row = st.container(horizontal=True)
-            for question in Question:
-                answer = marks.get((variable, question))
-                label = t(f"autograd.quiz.{question}")
-                if answer is not None:
-                    actual = yes if answer.actual else no
-                    label += " — " + (
-                        f":green[{t('autograd.quiz.right')}]"
-                        if answer.correct
-                        else f":red[{t('autograd.quiz.wrong', actual=actual)}]"
-                    )
-                row.radio(
-                    label,
-                    [yes, no],
-                    index=None,
-                    horizontal=True,
-                    key=state.quiz_key(variable, question),
-                    disabled=score is not None,
-                )
+            st.pills(
+                t("autograd.quiz.variable_true", name=variable),
+                list(Question),
+                selection_mode="multi",
+                format_func=lambda question: t(f"autograd.quiz.{question}"),
+                key=state.quiz_key(variable),
+                disabled=score is not None,
+            )
         if score is None:
             st.button(
                 t("autograd.quiz.reveal"),
@@ -139,6 +126,7 @@ def predict(room: Room) -> None:
                 type="primary",
             )
         else:
+            st.markdown(draw.quiz_table(score, variables, language()))
             st.success(t("autograd.quiz.score", correct=score.correct, total=score.total))
             st.button(t("autograd.quiz.again"), key="autograd_again", on_click=state.hide)
 
@@ -203,9 +191,8 @@ def graph(room: Room) -> None:
             _program_error(room, stopped=t("autograd.program.backward_stopped", root=room.root))
         elif step >= total and total:
             st.success(t("autograd.graph.done", total=total), icon=":material/check_circle:")
-        st.markdown(f"**{t('autograd.grads.header')}**")
-        st.dataframe(
-            draw.grads_frame(room.trace, step, lang), hide_index=True, key="autograd_grads"
+        st.markdown(
+            f"**{t('autograd.grads.header')}**\n\n" + state.grads_markdown(room, step, lang)
         )
     state.write_url(room, step)
     _share(room, step)
@@ -245,9 +232,7 @@ def details(room: Room) -> None:
     lang = language()
     st.subheader(t("autograd.variables.header"))
     if room.graph.variables:
-        st.dataframe(
-            draw.variables_frame(room.graph, lang), hide_index=True, key="autograd_variables"
-        )
+        st.markdown(state.variables_markdown(room, lang))
     if room.graph.others:
         names = ", ".join(f"`{o.name}` = {o.text}" for o in room.graph.others)
         st.caption(t("autograd.variables.others", names=names))

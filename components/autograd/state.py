@@ -18,7 +18,12 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from components.autograd.draw import freeze_bar_html, optimizer_table
+from components.autograd.draw import (
+    freeze_bar_html,
+    grads_table,
+    optimizer_table,
+    variables_table,
+)
 from components.theme import DARK, LIGHT
 from torchatlas.autograd import (
     BackwardTrace,
@@ -241,6 +246,18 @@ def dot(room: Room, step: int, dark: bool, colors: dict[str, str]) -> str:
     return ROOM_CACHE.get_or_compute(key, lambda: room.graph.to_dot(room.trace, step, colors))
 
 
+def grads_markdown(room: Room, step: int, lang: str) -> str:
+    assert room.trace is not None
+    key = ("grads", room.program, room.seed, room.root, step, lang)
+    return ROOM_CACHE.get_or_compute(key, lambda: grads_table(room.trace, step, lang))
+
+
+def variables_markdown(room: Room, lang: str) -> str:
+    assert room.graph is not None
+    key = ("variables", room.program, room.seed, lang)
+    return ROOM_CACHE.get_or_compute(key, lambda: variables_table(room.graph, lang))
+
+
 # --------------------------------------------------------------------------- quiz
 
 
@@ -252,22 +269,24 @@ def quiz_variables(room: Room) -> tuple[str, ...]:
     return tuple(chosen or names[:3])
 
 
-def quiz_key(variable: str, question: Question) -> str:
-    return f"{QUIZ_PREFIX}{variable}_{question}"
+def quiz_key(variable: str) -> str:
+    return f"{QUIZ_PREFIX}{variable}"
 
 
 def revealed() -> bool:
     return bool(st.session_state.get(REVEALED_KEY))
 
 
-def score(room: Room, yes: str) -> Score | None:
+def score(room: Room) -> Score | None:
+    """The predictions graded against torch: a chip picked predicts True, one left out
+    predicts False."""
     if room.graph is None or not revealed():
         return None
     predictions: dict[tuple[str, Question], bool | None] = {}
     for variable in quiz_variables(room):
+        picked = set(st.session_state.get(quiz_key(variable)) or ())
         for question in Question:
-            answer = st.session_state.get(quiz_key(variable, question))
-            predictions[(variable, question)] = None if answer is None else answer == yes
+            predictions[(variable, question)] = question in picked
     return grade(room.graph, room.trace, quiz_variables(room), predictions)
 
 

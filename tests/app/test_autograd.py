@@ -20,11 +20,15 @@ def graph_dot(at: AppTest) -> str:
     return at.get("graphviz_chart")[0].proto.spec
 
 
-def grads_table(at: AppTest):
-    """The .grad table: the page's first table (the variables table follows it)."""
-    table = at.dataframe[0].value
-    assert list(table.columns)[1] == ".grad"
-    return table
+def grads_table(at: AppTest) -> dict[str, tuple[str, str]]:
+    """The .grad table (a markdown table under its header): variable → (.grad, why)."""
+    header = translate("autograd.grads.header")
+    text = next(m.value for m in at.markdown if m.value.startswith(f"**{header}**"))
+    rows = {}
+    for line in text.splitlines()[4:]:
+        name, grad, why = (cell.strip() for cell in line.strip("| ").split(" | "))
+        rows[name.strip("`")] = (grad.strip("`"), why)
+    return rows
 
 
 def step_to_end(at: AppTest) -> int:
@@ -46,21 +50,19 @@ def test_run_an_example_and_step_backward_to_the_end() -> None:
     dot = graph_dot(at)
     assert dot.startswith("digraph") and "AccumulateGrad" in dot and ".grad" not in dot
     # before backward, z's .grad is not there yet
-    table = grads_table(at)
-    z_row = table[table.iloc[:, 0] == "z"].iloc[0]
-    assert z_row.iloc[1] == "—"
+    assert grads_table(at)["z"][0] == "—"
     expected = backward(trace(EXAMPLES["propagation"].program), "loss")
     steps = step_to_end(at)
     assert steps == len(expected.steps) == 4
     assert at.success[0].value == translate("autograd.graph.done", total=4)
     # the leaf's .grad, as torch filled it, is in the table and on the graph
     table = grads_table(at)
-    z_row = table[table.iloc[:, 0] == "z"].iloc[0]
-    assert z_row.iloc[1] == expected.grad("z").grad.short(4)
-    assert z_row.iloc[2] == translate("autograd.grads.reasons.filled")
+    assert table["z"] == (
+        expected.grad("z").grad.short(4),
+        translate("autograd.grads.reasons.filled"),
+    )
     assert f".grad {expected.grad('z').grad.short()}" in graph_dot(at)
-    a_row = table[table.iloc[:, 0] == "a"].iloc[0]
-    assert a_row.iloc[1] == "None"
+    assert table["a"][0] == "None"
     # one step back hides it again
     at.button(key="autograd_prev").click().run()
     assert ".grad" not in graph_dot(at)
@@ -70,19 +72,20 @@ def test_run_an_example_and_step_backward_to_the_end() -> None:
 
 def test_predict_then_reveal_scores_each_answer() -> None:
     at = open_page("views/autograd.py")
-    yes, no = translate("autograd.quiz.yes"), translate("autograd.quiz.no")
-    # a: requires_grad no, is_leaf yes (right), .grad is None yes; b: requires_grad yes
-    at.radio(key="autograd_quiz_a_requires_grad").set_value(no)
-    at.radio(key="autograd_quiz_a_is_leaf").set_value(no)  # wrong: a is a leaf
-    at.radio(key="autograd_quiz_a_grad_is_none").set_value(yes)
-    at.radio(key="autograd_quiz_b_requires_grad").set_value(yes)
+    # a: requires_grad False, is_leaf True, .grad None → picking those two is all right;
+    # b: picking nothing misses requires_grad (True) and .grad is None (True: not a leaf);
+    # z: picking requires_grad and is_leaf (and not .grad is None) is all right.
+    at.pills(key="autograd_quiz_a").set_value(["is_leaf", "grad_is_none"])
+    at.pills(key="autograd_quiz_z").set_value(["requires_grad", "is_leaf"])
     at.button(key="autograd_reveal").click().run()
     ok(at)
-    assert any(s.value == translate("autograd.quiz.score", correct=3, total=9) for s in at.success)
-    labels = [r.label for r in at.radio]
-    assert any(translate("autograd.quiz.wrong", actual=yes) in label for label in labels)
+    assert any(s.value == translate("autograd.quiz.score", correct=7, total=9) for s in at.success)
+    marks = next(m.value for m in at.markdown if m.value.startswith("| "))
+    b_row = next(line for line in marks.splitlines() if line.startswith("| `b`"))
+    assert b_row.count("✗") == 2 and translate("autograd.quiz.wrong", actual=True) in b_row
+    assert at.pills(key="autograd_quiz_a").disabled
     at.button(key="autograd_again").click().run()
-    assert at.radio(key="autograd_quiz_a_is_leaf").value is None
+    assert at.pills(key="autograd_quiz_a").value == []
 
 
 def test_in_place_trap_shows_the_version_counter_in_the_page() -> None:
@@ -149,8 +152,7 @@ def test_a_custom_program_travels_in_the_link_and_a_broken_link_is_told() -> Non
     ok(fresh)
     assert fresh.selectbox(key="autograd_example").value == "custom"
     fresh.button(key="autograd_all").click().run()
-    table = grads_table(fresh)
-    assert table[table.iloc[:, 0] == "w"].iloc[0].iloc[1] == "[3, 3]"
+    assert grads_table(fresh)["w"][0] == "[3, 3]"
     broken = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     broken.session_state["lang"] = "en"
     broken.run()

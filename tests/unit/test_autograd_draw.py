@@ -35,12 +35,21 @@ def test_accumulation_says_what_was_added_to_what() -> None:
 def test_grads_table_fills_a_leaf_only_once_its_step_ran() -> None:
     _, result = _replay("mlp")
     filled_at = result.grad("w1").filled_at
-    before = draw.grads_frame(result, filled_at, "en")
-    after = draw.grads_frame(result, filled_at + 1, "en")
-    row = lambda table: table[table.iloc[:, 0] == "w1"].iloc[0]  # noqa: E731
-    assert row(before).iloc[2] == translate("autograd.grads.pending", step=filled_at + 1)
-    assert row(after).iloc[1] == result.grad("w1").grad.short(4)
-    assert row(after).iloc[2] == translate("autograd.grads.reasons.filled")
+    before = {row[0]: row for row in draw.grads_rows(result, filled_at, "en")}
+    after = {row[0]: row for row in draw.grads_rows(result, filled_at + 1, "en")}
+    assert before["w1"][2] == translate("autograd.grads.pending", step=filled_at + 1)
+    assert after["w1"][1] == result.grad("w1").grad.short(4)
+    assert after["w1"][2] == translate("autograd.grads.reasons.filled")
+    table = draw.grads_table(result, filled_at + 1, "ko")
+    assert table.count("\n") == len(result.grads) + 1  # header, rule, a row per variable
+    assert f"| `w1` | `{after['w1'][1]}` |" in table
+
+
+def test_variables_table_has_every_field() -> None:
+    graph, _ = _replay("propagation")
+    table = draw.variables_table(graph, "en")
+    assert "| `b` | 5 | `(5, 5)` | float32 | True | False | AddBackward0 | 0 |" in table
+    assert "| `a` | 4 | `(5, 5)` | float32 | False | True | None | 0 |" in table
 
 
 def test_version_note_names_the_tensor_changed_in_place() -> None:
