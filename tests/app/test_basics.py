@@ -255,3 +255,34 @@ def test_quiz_is_graded_by_torch_and_scored(section: str) -> None:
     at.button(key=f"basics_quiz_check_{section}").click().run()
     assert at.error
     assert translate("basics.quiz.score", right=1, answered=2) in rendered_text(at)
+
+
+ODD_INPUTS = [
+    ("types", "basics_left_value", "nan"),
+    ("types", "basics_left_value", "1e400"),
+    ("types", "basics_left_value", "1+2j"),
+    ("types", "basics_right_value", "-1"),
+    ("types", "basics_right_value", "__import__('os')"),
+    ("broadcasting", "basics_shapes", "(((("),
+    ("broadcasting", "basics_shapes", "(1000000, 1000000) (1000000, 1)"),
+    ("broadcasting", "basics_shapes", "(0,) (3,)"),
+    ("broadcasting", "basics_shapes", "() ()"),
+    ("einsum", "basics_equation", "...->..."),
+    ("einsum", "basics_equation", "ij,jk->ik;import os"),
+    ("einsum", "basics_einsum_shapes", "(1000000, 1000000) (1000000, 1000000)"),
+    ("einsum", "basics_einsum_shapes", "(0, 3) (3, 0)"),
+    ("indexing", "basics_index", "x["),
+    ("indexing", "basics_index", "x[0:0]"),
+    ("indexing", "basics_index_shape", ""),
+    ("indexing", "basics_index_shape", "0, 4"),
+    ("saving", "basics_save_shape", "0, 4"),
+    ("saving", "basics_save_view", "x[5000:]"),
+    ("saving", "basics_save_view", "x[x > 1]"),
+]
+
+
+@pytest.mark.parametrize(("section", "key", "text"), ODD_INPUTS)
+def test_odd_input_is_explained_never_a_traceback(section: str, key: str, text: str) -> None:
+    at = open_page("views/basics.py", basics_section=section)
+    at.text_input(key=key).set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
