@@ -104,6 +104,11 @@ def grads_table(result: BackwardTrace, step: int, lang: str) -> str:
     return markdown_table(header, rows)
 
 
+def shape_text(shape: tuple[int, ...]) -> str:
+    """``5×5``: short, and it does not wrap in a narrow column (``()`` for a scalar)."""
+    return "×".join(map(str, shape)) if shape else "()"
+
+
 def variables_table(graph: Graph, lang: str) -> str:
     """Every variable, each field as torch reports it (torch's own True/False and names)."""
     header = [
@@ -117,13 +122,13 @@ def variables_table(graph: Graph, lang: str) -> str:
         (
             f"`{v.name}`",
             v.line,
-            f"`{tuple(v.shape)}`",
+            shape_text(v.shape),
             v.dtype,
             v.requires_grad,
             v.is_leaf,
             v.grad_fn or "None",
             "—" if v.version is None else v.version,
-            f"`{v.values.short(4)}`",
+            v.values.short(4),
         )
         for v in graph.variables
     ]
@@ -178,6 +183,12 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def scrolling(table: str) -> str:
+    """A markdown table inside a block that scrolls sideways: on a phone a wide table
+    would otherwise be cut off (show it with ``unsafe_allow_html``; only our own markup)."""
+    return f'<div style="overflow-x:auto">\n\n{table}\n\n</div>'
 
 
 def freeze_bar_html(report: FreezeReport, palette: Palette, lang: str) -> str:

@@ -192,7 +192,8 @@ def graph(room: Room) -> None:
         elif step >= total and total:
             st.success(t("autograd.graph.done", total=total), icon=":material/check_circle:")
         st.markdown(
-            f"**{t('autograd.grads.header')}**\n\n" + state.grads_markdown(room, step, lang)
+            f"**{t('autograd.grads.header')}**\n\n" + state.grads_markdown(room, step, lang),
+            unsafe_allow_html=True,
         )
     state.write_url(room, step)
     _share(room, step)
@@ -232,7 +233,7 @@ def details(room: Room) -> None:
     lang = language()
     st.subheader(t("autograd.variables.header"))
     if room.graph.variables:
-        st.markdown(state.variables_markdown(room, lang))
+        st.markdown(state.variables_markdown(room, lang), unsafe_allow_html=True)
     if room.graph.others:
         names = ", ".join(f"`{o.name}` = {o.text}" for o in room.graph.others)
         st.caption(t("autograd.variables.others", names=names))
@@ -280,7 +281,7 @@ def freezing() -> None:
     bar, table = state.freeze_texts(report, is_dark(), lang)
     st.markdown(bar, unsafe_allow_html=True)
     st.markdown(f"**{t('autograd.freeze.optimizer_header')}**")
-    st.markdown(table)
+    st.markdown(table, unsafe_allow_html=True)
     st.caption(t("autograd.freeze.optimizer_note"))
     with st.expander(t("autograd.freeze.code"), icon=":material/code:"):
         st.code(draw.freeze_code(report), language="python")

@@ -22,6 +22,7 @@ from components.autograd.draw import (
     freeze_bar_html,
     grads_table,
     optimizer_table,
+    scrolling,
     variables_table,
 )
 from components.theme import DARK, LIGHT
@@ -249,13 +250,13 @@ def dot(room: Room, step: int, dark: bool, colors: dict[str, str]) -> str:
 def grads_markdown(room: Room, step: int, lang: str) -> str:
     assert room.trace is not None
     key = ("grads", room.program, room.seed, room.root, step, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: grads_table(room.trace, step, lang))
+    return ROOM_CACHE.get_or_compute(key, lambda: scrolling(grads_table(room.trace, step, lang)))
 
 
 def variables_markdown(room: Room, lang: str) -> str:
     assert room.graph is not None
     key = ("variables", room.program, room.seed, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: variables_table(room.graph, lang))
+    return ROOM_CACHE.get_or_compute(key, lambda: scrolling(variables_table(room.graph, lang)))
 
 
 # --------------------------------------------------------------------------- quiz
@@ -312,7 +313,7 @@ def freeze_texts(report: FreezeReport, dark: bool, lang: str) -> tuple[str, str]
         key,
         lambda: (
             freeze_bar_html(report, DARK if dark else LIGHT, lang),
-            optimizer_table(report, lang),
+            scrolling(optimizer_table(report, lang)),
         ),
     )
 

@@ -25,7 +25,8 @@ def grads_table(at: AppTest) -> dict[str, tuple[str, str]]:
     header = translate("autograd.grads.header")
     text = next(m.value for m in at.markdown if m.value.startswith(f"**{header}**"))
     rows = {}
-    for line in text.splitlines()[4:]:
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    for line in table[1:]:  # the header row first; the rule starts with "|-"
         name, grad, why = (cell.strip() for cell in line.strip("| ").split(" | "))
         rows[name.strip("`")] = (grad.strip("`"), why)
     return rows

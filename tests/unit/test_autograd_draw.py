@@ -48,8 +48,10 @@ def test_grads_table_fills_a_leaf_only_once_its_step_ran() -> None:
 def test_variables_table_has_every_field() -> None:
     graph, _ = _replay("propagation")
     table = draw.variables_table(graph, "en")
-    assert "| `b` | 5 | `(5, 5)` | float32 | True | False | AddBackward0 | 0 |" in table
-    assert "| `a` | 4 | `(5, 5)` | float32 | False | True | None | 0 |" in table
+    assert "| `b` | 5 | 5×5 | float32 | True | False | AddBackward0 | 0 |" in table
+    assert "| `a` | 4 | 5×5 | float32 | False | True | None | 0 |" in table
+    assert "| `loss` | 6 | () | float32 | True | False | SumBackward0 | 0 |" in table
+    assert draw.scrolling(table).startswith('<div style="overflow-x:auto">')
 
 
 def test_version_note_names_the_tensor_changed_in_place() -> None:
