@@ -380,3 +380,25 @@ def bytes_frame(items: Mapping[str, int], lang: str) -> pd.DataFrame:
             translate("basics.save.col_readable", lang): [format_bytes(v) for v in items.values()],
         }
     )
+
+
+def size_bars(items: Mapping[str, int], palette: Palette, highlight: str | None = None) -> str:
+    """Horizontal bars, one per labelled size, lengths proportional to the largest, each
+    with its byte count written beside it (the picture for "how big is the file")."""
+    largest = max(items.values(), default=0) or 1
+    rows = []
+    for label, size in items.items():
+        width = max(80 * size / largest, 0.5)  # room left on the line for the number
+        colour = palette.accent if label == highlight else palette.copy
+        rows.append(
+            "<div style='display:flex;align-items:center;gap:0.6em;margin:3px 0'>"
+            f"<span style='flex:0 0 15em;color:{palette.muted};font-size:0.82rem;"
+            f"font-family:monospace'>{_esc(label)}</span>"
+            "<span style='flex:1 1 auto;white-space:nowrap'>"
+            "<span style='display:inline-block;height:1.1em;"
+            f"width:{width:.2f}%;background:{_tint(colour, 0.75)};border-radius:3px;"
+            f"vertical-align:middle'></span>"
+            f"<span style='margin-left:0.5em;color:{palette.text};font-size:0.85rem'>"
+            f"{size:,} B</span></span></div>"
+        )
+    return ReadyHtml(f"<div style='color:{palette.text}'>{''.join(rows)}</div>")

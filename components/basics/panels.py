@@ -518,7 +518,16 @@ def _save_report(report: SaveReport) -> None:
         t("basics.save.row_storage"): report.storage_bytes,
         t("basics.save.row_view_bytes"): report.view_bytes,
     }
-    st.dataframe(draw.bytes_frame(items, lang), hide_index=True, width="stretch")
+    bars = (
+        t("basics.save.bar_full"),
+        t("basics.save.bar_view"),
+        t("basics.save.bar_clone"),
+        t("basics.save.bar_h5_file"),
+        t("basics.save.bar_h5_tail"),
+    )
+    st.html(state.save_picture(report, bars, palette()))
+    with st.expander(t("basics.save.all_numbers"), icon=":material/table:"):
+        st.dataframe(draw.bytes_frame(items, lang), hide_index=True, width="stretch")
     st.caption(t("basics.save.file_name_note"))
     shares = "yes" if report.loaded_shares else "no"
     st.markdown(

@@ -25,6 +25,7 @@ from components.basics.draw import (
     einsum_html,
     promotion_frame,
     promotion_html,
+    size_bars,
 )
 from components.strides.state import URL_DTYPE as STRIDES_DTYPE
 from components.strides.state import URL_OPS as STRIDES_OPS
@@ -332,6 +333,21 @@ def current_save() -> SaveReport:
     return ROOM_CACHE.get_or_compute(
         ("save", shape, view, dtype), lambda: serialize(shape, view, dtype)
     )
+
+
+def save_picture(report: SaveReport, labels: tuple[str, ...], colours: Palette) -> str:
+    """The file sizes as bars: torch.save of x, of the view, of its clone, and HDF5's file and
+    partial read (labels in that order, in the reader's language)."""
+
+    def build() -> str:
+        sizes = [report.saved_full, report.saved_view, report.saved_clone]
+        if report.hdf5.error_code is None:
+            sizes += [report.hdf5.file_bytes, report.hdf5.tail_bytes]
+        items = dict(zip(labels, sizes, strict=False))
+        return size_bars(items, colours, highlight=labels[1])
+
+    key = ("save_bars", report.shape, report.view_expression, report.dtype, labels, colours)
+    return ROOM_CACHE.get_or_compute(key, build)
 
 
 def save_link(report: SaveReport) -> dict[str, Any] | None:

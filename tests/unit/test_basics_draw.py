@@ -13,6 +13,7 @@ from components.basics.draw import (
     einsum_html,
     promotion_frame,
     promotion_html,
+    size_bars,
 )
 from components.theme import DARK, LIGHT
 from torchatlas.basics import broadcast, creation, einsum, index, promotion_table
@@ -55,3 +56,9 @@ def test_promotion_table_html_and_creation_text() -> None:
     assert table.count("<tr>") == 13 and DARK.text in table
     text = creation_markdown(creation(), "en")
     assert "TypeError" in text and "names" in text and "torch.empty(2, 3)" in text
+
+
+def test_size_bars_are_proportional_and_numbered() -> None:
+    bars = size_bars({"view": 17_577, "clone": 1_577}, LIGHT, highlight="view")
+    assert "17,577 B" in bars and "1,577 B" in bars
+    assert "width:80.00%" in bars and "width:7.18%" in bars
