@@ -147,6 +147,12 @@ def test_every_error_code_has_text_in_both_languages() -> None:
         ("x = randn(3)\nif x > 0:\n    y = x", ErrorCode.AMBIGUOUS_CONDITION),
         ("x = randn(3)\ny = randn(4)\nz = x + y", ErrorCode.SHAPE_MISMATCH),
         ("x = randn(2, 3)\ny = x @ x", ErrorCode.SHAPE_MISMATCH),
+        ("x = eye(4096)", ErrorCode.TOO_BIG),
+        ("x = eye(64)", None),
+        ("x = eye(2, 4096)", ErrorCode.TOO_BIG),
+        ("x = randn(3, requires_grad=True)\nx.grad.zero_()", ErrorCode.NOT_A_TENSOR),
+        ("x = randn(3)\nn = x.numpy()\nif n > x:\n    y = 1", ErrorCode.NOT_A_TENSOR),
+        ("x = torch.sigmoid()", ErrorCode.NOT_A_TENSOR),
     ],
 )
 def test_bounds_are_checked_before_allocating(program: str, code: ErrorCode | None) -> None:
@@ -154,6 +160,12 @@ def test_bounds_are_checked_before_allocating(program: str, code: ErrorCode | No
     graph = trace(program)
     assert (graph.error.code if graph.error else None) is code
     assert time.perf_counter() - started < 5  # nothing enormous was built
+
+
+def test_a_missing_grad_is_named_as_none() -> None:
+    graph = trace("x = randn(3, requires_grad=True)\nx.grad.zero_()")
+    assert graph.error.params["what"] == "None"
+    assert "None" in graph.error.message
 
 
 def test_loops_are_bounded_and_counted() -> None:

@@ -25,6 +25,7 @@ from torchatlas.autograd.parser import (
     MAX_ELEMENTS,
     MAX_OPS,
     MAX_TOTAL_ELEMENTS,
+    METHODS,
     RANDOM,
     Program,
     dtype_name,
@@ -178,7 +179,8 @@ class _Interpreter:
         elif isinstance(node, ast.If):
             test = node.test
             assert isinstance(test, ast.Compare)
-            left, right = self.expr(test.left), self.expr(test.comparators[0])
+            left = self.operand(self.expr(test.left))
+            right = self.operand(self.expr(test.comparators[0]))
             self.count(1)
             outcome = _COMPARE[type(test.ops[0])](left, right)
             self.block(node.body if bool(outcome) else node.orelse)
@@ -225,14 +227,14 @@ class _Interpreter:
             raise AutogradError(ErrorCode.UNKNOWN_NAME, name=node.id)
         return self.run.names[node.id]
 
-    def expect_tensor(self, value: Any, what: str = "") -> torch.Tensor:
+    def expect_tensor(self, value: Any) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):
-            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=what or type(value).__name__)
+            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
         return value
 
     def number(self, value: Any) -> int | float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(value).__name__)
+            raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
         return value
 
     def operand(self, value: Any) -> Any:
@@ -242,7 +244,7 @@ class _Interpreter:
             isinstance(value, int | float) and not isinstance(value, bool)
         ):
             return value
-        raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(value).__name__)
+        raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
 
     def check_broadcast(self, left: Any, right: Any) -> None:
         if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
@@ -292,10 +294,10 @@ class _Interpreter:
         if isinstance(node, ast.Tuple):
             return tuple(self.expr(item) for item in node.elts)
         if isinstance(node, ast.Attribute):
-            value = self.expect_tensor(self.expr(node.value), node.attr)
+            value = self.expect_tensor(self.expr(node.value))
             return value.grad if node.attr == "grad" else self.produced(value.T)
         if isinstance(node, ast.Subscript):
-            value = self.expect_tensor(self.expr(node.value), "[]")
+            value = self.expect_tensor(self.expr(node.value))
             index = self.index(node.slice)
             self.count(1)
             return self.produced(value[index])
@@ -345,12 +347,12 @@ class _Interpreter:
             return self.produced(self.create(name, args, kwargs))
         if name is not None and name in FUNCTIONS and isinstance(func, ast.Attribute):
             if not args:
-                raise AutogradError(ErrorCode.NOT_A_TENSOR, what=name)
-            target, rest = self.expect_tensor(args[0], name), args[1:]
+                raise AutogradError(ErrorCode.NOT_A_TENSOR, what="None")
+            target, rest = self.expect_tensor(args[0]), args[1:]
         else:
             assert isinstance(func, ast.Attribute)
             name = func.attr
-            target, rest = self.expect_tensor(self.expr(func.value), name), args
+            target, rest = self.expect_tensor(self.expr(func.value)), args
         for value in rest:
             if value is None or isinstance(value, bool | list | tuple):
                 continue  # a flag (requires_grad_(True)) or sizes (view / reshape)
@@ -359,6 +361,8 @@ class _Interpreter:
             self.check_broadcast(target, rest[0])
         if name in _MATMUL and rest:
             self.check_matmul(target, rest[0])
+        if name not in METHODS:  # the parser let only listed names through; say so twice
+            raise AutogradError(ErrorCode.UNKNOWN_METHOD, name=name)
         if name == "backward":
             # a backward runs every node of the graph: it counts as several operations
             self.count(BACKWARD_COST - 1)
@@ -402,7 +406,9 @@ class _Interpreter:
             size = self.size(args)
             if not 1 <= len(size) <= 2:
                 raise AutogradError(ErrorCode.BAD_SIZE, what="eye(n)")
-            return torch.eye(*size, **kwargs)
+            rows, columns = size[0], size[-1]  # eye(n) is n × n
+            self.size([rows, columns])
+            return torch.eye(rows, columns, **kwargs)
         if name == "arange":
             numbers = [self.number(a) for a in args]
             if not 1 <= len(numbers) <= 3:
@@ -425,6 +431,11 @@ class _Interpreter:
 
 
 MAX_NUMBER = 1 << 63
+
+
+def _kind(value: Any) -> str:
+    """What a value is, for the "needs a tensor" message (None: often a .grad not yet set)."""
+    return "None" if value is None else type(value).__name__
 
 
 def _number_op(op: type, left: int | float, right: int | float) -> int | float:
