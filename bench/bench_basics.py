@@ -30,7 +30,7 @@ import torch
 from bench.bench_strides import serve_like_a_server, shell_with_trivial_page
 from bench.harness import open_page, timed
 from torchatlas.basics import TABLE_COLUMNS, build_table
-from torchatlas.basics.promotion import _one
+from torchatlas.basics.promotion import table_operand
 from torchatlas.basics.quiz import Section
 
 TABLE_TARGET_S = 0.050
@@ -40,8 +40,8 @@ PAGE_TARGET = 3.0
 def table_against_bare_calls(rounds: int) -> tuple[float, float, float, int]:
     """Medians of (full table, bare result_type calls, bare result_type + add pairs)."""
     build_table()  # warm: torch's first calls of each kernel pay one-time setup
-    rows = [_one(kind, dtype) for kind, dtype in TABLE_COLUMNS[:12]]
-    columns = [_one(kind, dtype) for kind, dtype in TABLE_COLUMNS]
+    rows = [table_operand(kind, dtype) for kind, dtype in TABLE_COLUMNS[:12]]
+    columns = [table_operand(kind, dtype) for kind, dtype in TABLE_COLUMNS]
     cells = len(rows) * len(columns)
 
     def bare_result_type() -> None:

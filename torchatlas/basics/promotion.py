@@ -304,7 +304,8 @@ class PromotionTable:
 _ONES: dict[tuple[OperandKind, str], torch.Tensor | bool | int | float | complex] = {}
 
 
-def _one(kind: OperandKind, dtype: str) -> torch.Tensor | bool | int | float | complex:
+def table_operand(kind: OperandKind, dtype: str) -> torch.Tensor | bool | int | float | complex:
+    """The operand the table uses for (kind, dtype): ones, built once per process."""
     key = (kind, dtype)
     if key not in _ONES:
         if kind is OperandKind.SCALAR:
@@ -329,10 +330,10 @@ def build_table() -> PromotionTable:
 
 def _fill(rows: tuple[str, ...], cells: list) -> PromotionTable:
     for row in rows:
-        left = _one(OperandKind.TENSOR, row)
+        left = table_operand(OperandKind.TENSOR, row)
         line = []
         for kind, dtype in TABLE_COLUMNS:
-            right = _one(kind, dtype)
+            right = table_operand(kind, dtype)
             result = torch.result_type(left, right)  # type: ignore[arg-type]
             try:
                 op_dtype: str | None = _name(torch.add(left, right).dtype)  # type: ignore[arg-type]
