@@ -185,7 +185,7 @@ def graph(room: Room) -> None:
     dark = is_dark()
     colors = draw.dot_colors(palette(), dark)
     with st.container(key="autograd_graph"):
-        st.graphviz_chart(state.dot(room, step, dark, colors), width="stretch")
+        st.graphviz_chart(state.dot(room, step, dark, colors, lang), width="stretch")
     if room.trace is not None:
         if room.trace.error is not None and step >= total:
             _program_error(room, stopped=t("autograd.program.backward_stopped", root=room.root))

@@ -40,6 +40,7 @@ from torchatlas.autograd.history import ThenNow, then_and_now
 from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question, Score, grade
 from torchatlas.cache import BoundedCache
+from torchatlas.i18n import translate
 
 EXAMPLE_KEY, PROGRAM_KEY, SEED_KEY = "autograd_example", "autograd_program", "autograd_seed"
 ROOT_KEY, STEP_KEY = "autograd_root", "autograd_step"
@@ -241,10 +242,13 @@ def shown_step(room: Room) -> int:
     return step
 
 
-def dot(room: Room, step: int, dark: bool, colors: dict[str, str]) -> str:
+def dot(room: Room, step: int, dark: bool, colors: dict[str, str], lang: str) -> str:
     assert room.graph is not None
-    key = ("dot", room.program, room.seed, room.root, step, dark)
-    return ROOM_CACHE.get_or_compute(key, lambda: room.graph.to_dot(room.trace, step, colors))
+    key = ("dot", room.program, room.seed, room.root, step, dark, lang)
+    words = {word: translate(f"autograd.graph.dot_{word}", lang) for word in ("leaf", "saved")}
+    return ROOM_CACHE.get_or_compute(
+        key, lambda: room.graph.to_dot(room.trace, step, colors, words)
+    )
 
 
 def grads_markdown(room: Room, step: int, lang: str) -> str:

@@ -131,6 +131,9 @@ def test_dot_marks_leaves_colours_and_step_gradients() -> None:
     # colours can be the page's theme
     dark = graph.to_dot(result, 1, {"text": "#e8eaf0"})
     assert 'fontcolor="#e8eaf0"' in dark
+    # and the words can be the reader's language
+    korean = graph.to_dot(result, 1, words={"leaf": "리프", "saved": "저장"})
+    assert "(5, 5) 리프" in korean and "저장: other, self" in korean and " leaf" not in korean
 
 
 def test_dot_quotes_labels() -> None:

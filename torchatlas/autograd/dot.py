@@ -41,13 +41,18 @@ def _shape(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
+DEFAULT_WORDS: dict[str, str] = {"leaf": "leaf", "saved": "saved"}
+
+
 def to_dot(
     graph: Graph,
     trace: BackwardTrace | None = None,
     step: int | None = None,
     colors: Mapping[str, str] | None = None,
+    words: Mapping[str, str] | None = None,
 ) -> str:
     c = {**DEFAULT_COLORS, **(colors or {})}
+    w = {**DEFAULT_WORDS, **(words or {})}
     done = trace.reached(step) if trace is not None else ()
     ran = {s.node: s for s in done}
     filled = {s.leaf for s in done if s.leaf is not None}
@@ -61,7 +66,7 @@ def to_dot(
     for v in graph.variables:
         label = f"{v.name}\n{_shape(v.shape)}"
         if v.is_leaf:
-            label += " leaf"
+            label += f" {w['leaf']}"
         grad = trace.grad(v.name) if trace is not None else None
         if (
             grad is not None
@@ -85,7 +90,7 @@ def to_dot(
         label = node.name
         saved = [s.name for s in node.saved if s.shape is not None]
         if saved:
-            label += "\nsaved: " + ", ".join(saved[:3])
+            label += f"\n{w['saved']}: " + ", ".join(saved[:3])
         lines.append(
             f"  n{node.index} [label={_quote(label)}, shape=ellipse, style=filled, "
             f'color="{color}", fillcolor="{fill}"];'

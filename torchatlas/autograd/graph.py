@@ -160,12 +160,15 @@ class Graph:
         trace: BackwardTrace | None = None,
         step: int | None = None,
         colors: Mapping[str, str] | None = None,
+        words: Mapping[str, str] | None = None,
     ) -> str:
         """Graphviz DOT text of the graph (for ``st.graphviz_chart`` or any Graphviz); with a
-        backward trace, the gradients on the edges reached by ``step`` (default: all)."""
+        backward trace, the gradients on the edges reached by ``step`` (default: all).
+        ``colors`` and ``words`` (``leaf``, ``saved``) replace the defaults: a page passes its
+        theme's colours and its reader's language."""
         from torchatlas.autograd.dot import to_dot
 
-        return to_dot(self, trace, step, colors)
+        return to_dot(self, trace, step, colors, words)
 
 
 def _text(value: Any) -> str:
