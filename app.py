@@ -7,11 +7,11 @@ entry script puts a freshly started server in legacy multipage mode until some s
 without this file (no language switch, Streamlit's file list as navigation). Checked by
 tests/e2e/test_pages.py::test_first_visit_of_a_fresh_server_is_a_deep_link.
 
-``streamlit run app.py`` finds the ``st.App`` below and serves this same file through it: the
-app's lifespan starts when the server does, so the rooms, the sandbox and the default
-classifier are warm before the first visitor arrives (without it Streamlit runs nothing of ours
-until someone opens a page, and that visitor waits for all of it). Each visitor's script run
-executes this file as ``__main__``: the page part.
+``streamlit run app.py`` finds the ``st.App`` below and serves this same file through it. Its
+lifespan runs as the server starts, and the server takes no visitor until it has finished: the
+rooms, the sandbox and the default classifier are warm for the first one (without it Streamlit
+runs nothing of ours until someone opens a page, and that visitor waits for all of it). Each
+visitor's script run executes this file as ``__main__``: the page part.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ Reference counting, which frees almost everything, is unaffected by either.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import gc
@@ -112,6 +113,22 @@ def _warm_slow_parts() -> None:
         classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
     except Exception:  # the classify page explains a model that cannot load
         _LOG.warning("warm: the default classifier did not load", exc_info=True)
+    try:
+        from torchatlas.presets import DEFAULT_PRESET, PRESETS, preset_source
+        from torchatlas.shapes import explore, parse_shapes
+        from torchatlas.shapes.analysis import parse_dtypes
+
+        preset = PRESETS[DEFAULT_PRESET]
+        # The shape explorer analyses this preset when a visitor opens it: the report is then
+        # in the shared cache, so that first analysis is answered at once.
+        explore(
+            preset_source(preset.file),
+            parse_shapes(preset.shapes),
+            input_dtypes=parse_dtypes(preset.dtypes) or None,
+            model=preset.model,
+        )
+    except Exception:  # the shapes page reports its own errors
+        _LOG.warning("warm: the default shape analysis failed", exc_info=True)
     freeze_long_lived()  # the model and what loading it imported live as long as the server
     _warmed.set()
 
@@ -121,27 +138,41 @@ def wait_until_warm(timeout_s: float) -> bool:
     return _warmed.wait(timeout_s)
 
 
+def _claim_start() -> bool:
+    """True for the one caller that starts the warm-up; False for every later one."""
+    with _IMPORT_LOCK:
+        if _started.is_set():
+            return False
+        _started.set()
+    # A daemon: it holds nothing that needs tearing down.
+    threading.Thread(target=_collect_periodically, name="torchatlas-gc", daemon=True).start()
+    return True
+
+
 def warm_server() -> None:
     """Import the rooms (serialised), and start warming the sandbox and the classifier once."""
     import_rooms()
-    if _started.is_set():
-        return
-    with _IMPORT_LOCK:
-        if _started.is_set():
-            return
-        _started.set()
-    # Not a daemon: the interpreter waits for it at exit instead of tearing torch down under a
-    # thread that is still loading a model (a C++ "terminate called" abort).
-    threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()
-    # A daemon: it holds nothing that needs tearing down.
-    threading.Thread(target=_collect_periodically, name="torchatlas-gc", daemon=True).start()
+    if _claim_start():
+        # Not a daemon: the interpreter waits for it at exit instead of tearing torch down
+        # under a thread that is still loading a model (a C++ "terminate called" abort).
+        threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()
+
+
+def warm_before_serving() -> None:
+    """Everything :func:`warm_server` starts, finished before this returns."""
+    import_rooms()
+    if _claim_start():
+        _warm_slow_parts()
+    else:
+        wait_until_warm(600)
 
 
 @contextlib.asynccontextmanager
 async def server_lifespan(_app: object) -> AsyncIterator[None]:
-    """The ``st.App`` lifespan (app.py): warm the server as it starts, before any visitor.
+    """The ``st.App`` lifespan (app.py): the server warms up before it takes its first visitor.
 
-    In a thread, so the server accepts connections at once; a visitor who arrives meanwhile
-    waits for the same imports under the same lock instead of starting them again."""
-    threading.Thread(target=warm_server, name="torchatlas-start", daemon=False).start()
+    The server answers no request until this yields, so "started" means ready: the first
+    visitor's analysis or classification does not wait for imports, the sandbox or a model.
+    The work runs in a thread, off the event loop."""
+    await asyncio.to_thread(warm_before_serving)
     yield
