@@ -23,6 +23,7 @@ from torchatlas.basics import (
     IndexResult,
     OperandKind,
     PromotionTable,
+    SaveReport,
 )
 from torchatlas.i18n import translate
 
@@ -372,14 +373,63 @@ def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- saving
 
 
-def bytes_frame(items: Mapping[str, int], lang: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            translate("basics.save.col_what", lang): list(items),
-            translate("basics.save.col_bytes", lang): [f"{v:,}" for v in items.values()],
-            translate("basics.save.col_readable", lang): [format_bytes(v) for v in items.values()],
-        }
+def save_markdown(report: SaveReport, lang: str) -> str:
+    """The saving report's text: every byte count as a table, what loading gives back, and
+    the HDF5 side (partial read, dtype mapping, round trip)."""
+
+    def say(key: str, **params: object) -> str:
+        return translate(f"basics.save.{key}", lang, **params)
+
+    rows = (
+        ("row_full", report.saved_full),
+        ("row_view", report.saved_view),
+        ("row_clone", report.saved_clone),
+        ("row_together", report.saved_together),
+        ("row_storage", report.storage_bytes),
+        ("row_view_bytes", report.view_bytes),
     )
+    parts = [
+        f"| {say('col_what')} | {say('col_bytes')} | {say('col_readable')} |",
+        "|---|--:|--:|",
+        *(f"| {say(key)} | {size:,} | {format_bytes(size)} |" for key, size in rows),
+        "",
+        f"*{say('file_name_note')}*",
+        "",
+        say(
+            "loaded",
+            storage=format_bytes(report.loaded_view_storage_bytes),
+            clone=format_bytes(report.loaded_clone_storage_bytes),
+        ),
+        "",
+        say("together_yes" if report.loaded_shares else "together_no"),
+        "",
+        f"### {say('hdf5')}",
+        "",
+    ]
+    hdf = report.hdf5
+    if hdf.error_code is not None:  # the page shows it as a warning, under this heading
+        return "\n".join(parts)
+    parts += [
+        say(
+            "partial",
+            tail=f"{hdf.tail_bytes:,}",
+            rows=f"{hdf.tail_rows_bytes:,}",
+            data=f"{hdf.data_bytes:,}",
+            opened=f"{hdf.open_bytes:,}",
+            shape=shape_text(hdf.tail_shape),
+            file=format_bytes(hdf.file_bytes),
+        ),
+        "",
+        say(
+            "mapping",
+            torch_dtype=report.dtype,
+            numpy_dtype=hdf.numpy_dtype or "—",
+            hdf5_type=hdf.hdf5_type or "—",
+        ),
+    ]
+    if hdf.round_trip_equal:
+        parts += ["", say("round_trip")]
+    return "\n".join(parts)
 
 
 def size_bars(items: Mapping[str, int], palette: Palette, highlight: str | None = None) -> str:

@@ -490,7 +490,6 @@ def saving() -> None:
 
 
 def _save_report(report: SaveReport) -> None:
-    lang = language()
     st.code(report.code, language="python")
     first, second, third = st.columns(3)
     first.metric(t("basics.save.metric_view"), format_bytes(report.saved_view))
@@ -510,14 +509,6 @@ def _save_report(report: SaveReport) -> None:
     elif not report.view_is_view:
         st.info(t("basics.save.not_a_view", view=report.view_expression))
     _strides_link(state.save_link(report), "basics.save.see_in_strides", "basics_save_link")
-    items = {
-        t("basics.save.row_full"): report.saved_full,
-        t("basics.save.row_view"): report.saved_view,
-        t("basics.save.row_clone"): report.saved_clone,
-        t("basics.save.row_together"): report.saved_together,
-        t("basics.save.row_storage"): report.storage_bytes,
-        t("basics.save.row_view_bytes"): report.view_bytes,
-    }
     bars = (
         t("basics.save.bar_full"),
         t("basics.save.bar_view"),
@@ -526,19 +517,8 @@ def _save_report(report: SaveReport) -> None:
         t("basics.save.bar_h5_tail"),
     )
     st.html(state.save_picture(report, bars, palette()))
-    with st.expander(t("basics.save.all_numbers"), icon=":material/table:"):
-        st.dataframe(draw.bytes_frame(items, lang), hide_index=True, width="stretch")
-    st.caption(t("basics.save.file_name_note"))
-    shares = "yes" if report.loaded_shares else "no"
-    st.markdown(
-        t(
-            "basics.save.loaded",
-            storage=format_bytes(report.loaded_view_storage_bytes),
-            clone=format_bytes(report.loaded_clone_storage_bytes),
-        )
-    )
-    st.markdown(t(f"basics.save.together_{shares}"))
-    st.subheader(t("basics.save.hdf5"), anchor=False)
+    # everything else is text: one Markdown element, built once per report and language
+    st.markdown(state.save_text(report, language()))
     hdf = report.hdf5
     if hdf.error_code is not None:
         st.warning(
@@ -546,33 +526,9 @@ def _save_report(report: SaveReport) -> None:
                 f"basics.errors.{hdf.error_code}",
                 dtype=report.dtype,
                 torch_message=hdf.torch_message or "",
-            )
+            ),
+            icon=":material/warning:",
         )
-        return
-    first, second, third = st.columns(3)
-    first.metric(t("basics.save.metric_h5_file"), format_bytes(hdf.file_bytes))
-    second.metric(t("basics.save.metric_h5_data"), format_bytes(hdf.data_bytes))
-    third.metric(t("basics.save.metric_h5_tail"), format_bytes(hdf.tail_bytes))
-    st.markdown(
-        t(
-            "basics.save.partial",
-            tail=f"{hdf.tail_bytes:,}",
-            rows=f"{hdf.tail_rows_bytes:,}",
-            data=f"{hdf.data_bytes:,}",
-            opened=f"{hdf.open_bytes:,}",
-            shape=draw.shape_text(hdf.tail_shape),
-        )
-    )
-    st.markdown(
-        t(
-            "basics.save.mapping",
-            torch_dtype=report.dtype,
-            numpy_dtype=hdf.numpy_dtype or "—",
-            hdf5_type=hdf.hdf5_type or "—",
-        )
-    )
-    if hdf.round_trip_equal:
-        st.caption(t("basics.save.round_trip"))
 
 
 # ======================================================================= quiz

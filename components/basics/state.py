@@ -25,6 +25,7 @@ from components.basics.draw import (
     einsum_html,
     promotion_frame,
     promotion_html,
+    save_markdown,
     size_bars,
 )
 from components.strides.state import URL_DTYPE as STRIDES_DTYPE
@@ -348,6 +349,11 @@ def save_picture(report: SaveReport, labels: tuple[str, ...], colours: Palette) 
 
     key = ("save_bars", report.shape, report.view_expression, report.dtype, labels, colours)
     return ROOM_CACHE.get_or_compute(key, build)
+
+
+def save_text(report: SaveReport, lang: str) -> str:
+    key = ("save_text", report.shape, report.view_expression, report.dtype, lang)
+    return ROOM_CACHE.get_or_compute(key, lambda: save_markdown(report, lang))
 
 
 def save_link(report: SaveReport) -> dict[str, Any] | None:

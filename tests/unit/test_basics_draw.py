@@ -13,10 +13,11 @@ from components.basics.draw import (
     einsum_html,
     promotion_frame,
     promotion_html,
+    save_markdown,
     size_bars,
 )
 from components.theme import DARK, LIGHT
-from torchatlas.basics import broadcast, creation, einsum, index, promotion_table
+from torchatlas.basics import broadcast, creation, einsum, index, promotion_table, serialize
 
 
 @pytest.mark.parametrize("palette", [LIGHT, DARK])
@@ -62,3 +63,12 @@ def test_size_bars_are_proportional_and_numbered() -> None:
     bars = size_bars({"view": 17_577, "clone": 1_577}, LIGHT, highlight="view")
     assert "17,577 B" in bars and "1,577 B" in bars
     assert "width:80.00%" in bars and "width:7.18%" in bars
+
+
+def test_save_text_carries_every_measured_number() -> None:
+    report = serialize((1000, 4), "x[:2]", "float32")
+    text = save_markdown(report, "en")
+    for number in (report.saved_full, report.saved_view, report.saved_clone, report.view_bytes):
+        assert f"{number:,}" in text
+    assert report.hdf5.hdf5_type == "H5T_IEEE_F32LE" and "H5T_IEEE_F32LE" in text
+    assert "H5T" not in save_markdown(serialize((10, 4), "x[:2]", "bfloat16"), "ko")
