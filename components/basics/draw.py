@@ -263,19 +263,34 @@ def einsum_html(plan: EinsumPlan, palette: Palette, lang: str) -> str:
     )
 
 
-def sizes_frame(plan: EinsumPlan, lang: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            translate("basics.einsum.col_letter", lang): [
-                "…" + k[1:] if k.startswith("…") else k for k, _ in plan.sizes
-            ],
-            translate("basics.einsum.col_size", lang): [v for _, v in plan.sizes],
-            translate("basics.einsum.col_role", lang): [
-                translate(f"basics.einsum.role_{'summed' if k in plan.summed else 'kept'}", lang)
-                for k, _ in plan.sizes
-            ],
-        }
-    )
+def einsum_markdown(plan: EinsumPlan, lang: str) -> str:
+    """Each letter's size and role as a table, then the FLOPs: the loop nest's count and
+    FlopCounterMode's, with what their difference means."""
+
+    def say(key: str, **params: object) -> str:
+        return translate(f"basics.einsum.{key}", lang, **params)
+
+    parts = [
+        f"| {say('col_letter')} | {say('col_size')} | {say('col_role')} |",
+        "|---|--:|---|",
+    ]
+    for label, size in plan.sizes:
+        shown = "…" + label[1:] if label.startswith("…") else label
+        role = say("role_summed" if label in plan.summed else "role_kept")
+        parts.append(f"| `{shown}` | {size:,} | {role} |")
+    counted = f"{plan.counted_flops:,}" if plan.counted_flops is not None else "—"
+    parts += [
+        "",
+        say("flops", multiplies=f"{plan.multiplies:,}", additions=f"{plan.additions:,}",
+            counted=counted),
+        "",
+    ]  # fmt: skip
+    if plan.counted_flops:
+        same = plan.counted_flops == 2 * plan.products
+        parts.append(f"*{say('flops_same' if same else 'flops_different')}*")
+    else:
+        parts.append(f"*{say('flops_none')}*")
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- indexing

@@ -352,7 +352,6 @@ def _einsum_plan(plan: EinsumPlan) -> None:
     third.metric(t("basics.einsum.metric_terms"), format_count(plan.products))
     if not plan.explicit:
         st.caption(t("basics.einsum.implicit", output="".join(plan.output) or "—"))
-    st.dataframe(draw.sizes_frame(plan, lang), hide_index=True)
     loops, broadcast_form = st.columns(2)
     with loops:
         st.markdown(f"**{t('basics.einsum.loops')}**")
@@ -364,19 +363,7 @@ def _einsum_plan(plan: EinsumPlan) -> None:
             st.success(t("basics.einsum.checked"), icon=":material/check:")
         elif plan.checked is None:
             st.caption(t("basics.einsum.not_run"))
-    st.markdown(
-        t(
-            "basics.einsum.flops",
-            multiplies=f"{plan.multiplies:,}",
-            additions=f"{plan.additions:,}",
-            counted=f"{plan.counted_flops:,}" if plan.counted_flops is not None else "—",
-        )
-    )
-    if plan.counted_flops:
-        key = "same" if plan.counted_flops == 2 * plan.products else "different"
-        st.caption(t(f"basics.einsum.flops_{key}"))
-    else:
-        st.caption(t("basics.einsum.flops_none"))
+    st.markdown(state.einsum_text(plan, lang))
 
 
 # ======================================================================= indexing

@@ -23,6 +23,7 @@ from components.basics.draw import (
     cells_html,
     creation_markdown,
     einsum_html,
+    einsum_markdown,
     promotion_frame,
     promotion_html,
     save_markdown,
@@ -284,6 +285,11 @@ def einsum_picture(plan: EinsumPlan, lang: str, colours: Palette) -> str:
         ("einsum_html", plan.equation, plan.shapes, lang, colours),
         lambda: einsum_html(plan, colours, lang),
     )
+
+
+def einsum_text(plan: EinsumPlan, lang: str) -> str:
+    key = ("einsum_text", plan.equation, plan.shapes, lang)
+    return ROOM_CACHE.get_or_compute(key, lambda: einsum_markdown(plan, lang))
 
 
 # --------------------------------------------------------------------------- indexing

@@ -11,6 +11,7 @@ from components.basics.draw import (
     cells_html,
     creation_markdown,
     einsum_html,
+    einsum_markdown,
     promotion_frame,
     promotion_html,
     save_markdown,
@@ -36,6 +37,10 @@ def test_einsum_picture_names_every_letter_with_its_size() -> None:
     for chip in ("<b>c</b>=3", "<b>h</b>=4", "<b>w</b>=5", "<b>…0</b>=2"):
         assert chip in picture
     assert "dashed" in picture  # the summed letter
+    plan = einsum("ij,jk->ik", [(2, 3), (3, 5)])
+    text = einsum_markdown(plan, "en")
+    assert "| `j` | 3 |" in text
+    assert f"**{plan.counted_flops:,}**" in text and f"**{plan.multiplies:,}**" in text
 
 
 def test_cells_carry_their_numbers_and_light_the_picked_ones() -> None:
