@@ -18,7 +18,8 @@ those collections alone serialise everyone. So the app switches that off (.strea
 and instead (1) moves everything loaded at start-up, which lives as long as the process, into
 the collector's permanent generation (``gc.freeze``), and (2) collects on a timer from one
 background thread, so cyclic garbage from visitors' runs is still returned within a minute,
-and asks the C allocator to hand freed memory back to the system.
+and asks the C allocator to hand freed memory back to the system. The same thread ends the
+sessions whose reconnect window has passed (components/sessions.py).
 Reference counting, which frees almost everything, is unaffected by either.
 """
 
@@ -35,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from components.rooms import built_rooms
+from components.sessions import end_expired_sessions
 
 _LOG = logging.getLogger(__name__)
 _IMPORT_LOCK = threading.Lock()
@@ -94,6 +96,10 @@ def _collect_periodically() -> None:
     trim = _malloc_trim()
     while True:
         time.sleep(COLLECT_EVERY_S)
+        try:
+            end_expired_sessions()  # their memory is freed by the collections that follow
+        except Exception:  # upkeep must never stop
+            _LOG.warning("upkeep: ending expired sessions failed", exc_info=True)
         gc.collect()
         trim()
 
