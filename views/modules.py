@@ -14,11 +14,5 @@ from components.i18n import t
 from components.modules import panels
 
 st.title(t("app.rooms.modules.title"))
-panels.intro()
-panels.side_by_side()
-panels.inspector()
-panels.training()
-panels.quiz()
-panels.modes()
-panels.save_load()
-panels.memory()
+section = panels.intro()
+panels.show(section)

@@ -31,11 +31,39 @@ from torchatlas.modules.quiz import OPTIONS, Question
 EDITOR_HEIGHT = 340
 
 
-def intro() -> None:
+def intro() -> str:
+    """The room's introduction and its section picker; returns the section to show."""
     state.init()
+    state.keep_values()
     st.markdown(t("modules.intro"))
     if state.take_link_broken():
         st.warning(t("modules.link_broken"), icon=":material/link_off:")
+    st.segmented_control(
+        t("modules.sections.label"),
+        state.SECTIONS,
+        key=state.SECTION,
+        format_func=lambda section: t(f"modules.sections.{section}"),
+        on_change=state.save_to_url,
+    )
+    return state.current_section()
+
+
+def show(section: str) -> None:
+    """The chosen section's panels (one at a time: a rerun draws only what is shown)."""
+    if section == "inspect":
+        inspector()
+    elif section == "compare":
+        side_by_side()
+    elif section == "train":
+        training()
+    elif section == "quiz":
+        quiz()
+    elif section == "modes":
+        modes()
+    elif section == "save":
+        save_load()
+    else:
+        memory()
 
 
 # ---------------------------------------------------------------- side by side
@@ -43,7 +71,10 @@ def side_by_side() -> None:
     st.header(t("modules.compare.header"), anchor=False)
     st.markdown(t("modules.compare.lead"))
     left, right = st.columns(2)
-    left.table(draw.comparison_frame(state.comparison(), language()))
+    lang = language()
+    left.table(
+        state.drawn(("compare", lang), lambda: draw.comparison_frame(state.comparison(), lang))
+    )
     right.code(COMPARE_SOURCE, language="python")
     st.caption(t("modules.compare.caption"))
 
@@ -101,12 +132,14 @@ def inspector() -> None:
         finally:
             place.empty()
     inspection = state.last_inspection()
-    _report(inspection.report)
+    _report(inspection.report, (inspection.source, inspection.model))
     with st.expander(t("modules.inspect.code_title"), icon=":material/code:"):
         st.code(draw.inspection_code(inspection.source, inspection.model), language="python")
 
 
-def _report(report: ModuleReport) -> None:
+def _report(report: ModuleReport, where: tuple[str, str]) -> None:
+    """The report's error, or its summary, findings, tensor table and module tree; ``where``
+    (the source and model box it came from) names its drawings in the cache."""
     lang = language()
     if report.error is not None:
         title, message, hint = draw.error_text(report.error, lang)
@@ -157,7 +190,10 @@ def _report(report: ModuleReport) -> None:
     st.subheader(t("modules.table.title"), anchor=False)
     if report.tensors:
         st.dataframe(
-            draw.tensor_frame(report, lang), hide_index=True, width="stretch", key="modules_tensors"
+            state.drawn(("tensors", *where, lang), lambda: draw.tensor_frame(report, lang)),
+            hide_index=True,
+            width="stretch",
+            key="modules_tensors",
         )
     else:
         st.info(t("modules.table.none"))
@@ -166,9 +202,16 @@ def _report(report: ModuleReport) -> None:
     st.subheader(t("modules.tree.title"), anchor=False)
     table_tab, graph_tab = st.tabs([t("modules.tree.table_tab"), t("modules.tree.graph_tab")])
     with table_tab:
-        st.dataframe(draw.tree_frame(report, lang), hide_index=True, width="stretch")
+        st.dataframe(
+            state.drawn(("tree", *where, lang), lambda: draw.tree_frame(report, lang)),
+            hide_index=True,
+            width="stretch",
+        )
     with graph_tab:
-        dot = draw.tree_dot(report, palette(), lang)
+        colours = palette()
+        dot = state.drawn(
+            ("dot", *where, colours, lang), lambda: draw.tree_dot(report, colours, lang)
+        )
         if dot is None:
             st.caption(t("modules.tree.too_large", limit=draw.MAX_DOT_NODES))
         else:
@@ -234,6 +277,7 @@ def _training() -> None:
         help=t("modules.training.forget_help"),
     )
     trace = state.trace()
+    colours = palette()
     if trace.optimizer_error:
         with st.container(border=True, key="modules_train_refused"):
             st.error(t("modules.training.refused"), icon=":material/block:")
@@ -262,7 +306,10 @@ def _training() -> None:
     loss = draw.number(record.loss)
     st.markdown(t(f"modules.training.explain.{phase}", step=step, loss=loss, lr=f"{trace.lr:g}"))
     st.dataframe(
-        draw.step_frame(trace, step, phase, lang),
+        state.drawn(
+            ("step", state.trace_key(), step, phase, lang),
+            lambda: draw.step_frame(trace, step, phase, lang),
+        ),
         hide_index=True,
         width="stretch",
         key="modules_step_table",
@@ -275,7 +322,12 @@ def _training() -> None:
     if trace.forget_zero_grad and total > 1 and not trace.optimizer_error:
         st.info(t("modules.training.accumulating"), icon=":material/add_circle:")
     st.plotly_chart(
-        draw.loss_figure(trace, palette(), lang, step), theme="streamlit", key="modules_loss_chart"
+        state.drawn(
+            ("loss", state.trace_key(), step, colours, lang),
+            lambda: draw.loss_figure(trace, colours, lang, step),
+        ),
+        theme="streamlit",
+        key="modules_loss_chart",
     )
     if trace.steps and not trace.optimizer_error:
         st.caption(
@@ -361,7 +413,7 @@ def _modes() -> None:
     )
     key = st.session_state.get(state.MODE) or ModeModel.DROPOUT.value
     report = state.mode_report(key)
-    frames = draw.mode_frames(report, lang)
+    frames = state.drawn(("modes", key, lang), lambda: draw.mode_frames(report, lang))
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):
         column.markdown(f"**{title}**")
@@ -379,7 +431,7 @@ def _modes() -> None:
             )
         )
     else:
-        stats = draw.running_stats_frame(report, lang)
+        stats = state.drawn(("stats", key, lang), lambda: draw.running_stats_frame(report, lang))
         st.markdown(
             t(
                 "modules.modes.batchnorm_facts",
@@ -413,9 +465,17 @@ def _save_load() -> None:
     report = state.serialization(key)
     left, right = st.columns(2)
     left.markdown(f"**{t('modules.save.state_title')}**")
-    left.dataframe(draw.state_frame(report, lang), hide_index=True, width="stretch")
+    left.dataframe(
+        state.drawn(("state", key, lang), lambda: draw.state_frame(report, lang)),
+        hide_index=True,
+        width="stretch",
+    )
     right.markdown(f"**{t('modules.save.zip_title', size=format_bytes(report.file_size))}**")
-    right.dataframe(draw.zip_frame(report, lang), hide_index=True, width="stretch")
+    right.dataframe(
+        state.drawn(("zip", key, lang), lambda: draw.zip_frame(report, lang)),
+        hide_index=True,
+        width="stretch",
+    )
     st.download_button(
         t("modules.save.download"),
         data=report.file_bytes,
@@ -435,7 +495,11 @@ def _save_load() -> None:
     st.markdown(t("modules.save.refusal_lead", default=draw.mark(report.default_refuses, lang)))
     st.code(report.refusal, language="text", wrap_lines=True)
     st.markdown(f"**{t('modules.save.attempts_title')}**")
-    st.dataframe(draw.attempts_frame(report, lang), hide_index=True, width="stretch")
+    st.dataframe(
+        state.drawn(("attempts", key, lang), lambda: draw.attempts_frame(report, lang)),
+        hide_index=True,
+        width="stretch",
+    )
     st.caption(t("modules.save.attempts_caption"))
     with st.expander(t("modules.save.code_title"), icon=":material/code:"):
         st.code(draw.save_code(key), language="python")

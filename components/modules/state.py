@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from components.i18n import t
 from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
-from torchatlas.cache import BoundedCache
+from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.modules import (
     DEFAULT_PRESET,
     MAX_STEPS,
@@ -62,9 +63,13 @@ TRAIN_MODEL, LR, STEPS, FORGET = (
 STEP, PHASE = "modules_step", "modules_phase"
 MODE, SAVE_MODEL, MEMORY = "modules_mode", "modules_save_model", "modules_memory"
 QUIZ, REVEALED = "modules_quiz_", "modules_revealed_"  # + the question's value
+SECTION = "modules_section"
 URL_PRESET, URL_SOURCE, URL_MODEL = "nn_preset", "nn_src", "nn_model"
 URL_TRAIN, URL_LR, URL_STEPS, URL_FORGET = "nn_train", "nn_lr", "nn_steps", "nn_forget"
-URL_MODE, URL_SAVE = "nn_mode", "nn_save"
+URL_MODE, URL_SAVE, URL_SECTION = "nn_mode", "nn_save", "nn_section"
+# One section at a time: the room has many tables and a chart, and a rerun draws only what is
+# shown (each section's widgets rerun only their own fragment).
+SECTIONS = ("inspect", "compare", "train", "quiz", "modes", "save", "memory")
 
 INSPECT_TIMEOUT_S = 10
 LR_CHOICES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0)
@@ -136,6 +141,34 @@ def init() -> None:
     st.session_state[SAVE_MODEL] = _choice(query, URL_SAVE, SAVE_MODELS, "mylinear")
     st.session_state[STEP] = 1
     st.session_state[PHASE] = PHASES[0]
+    section = _choice(query, URL_SECTION, SECTIONS, SECTIONS[0])
+    st.session_state.setdefault(SECTION, section)  # a test or a caller may have chosen one
+
+
+# Widgets whose values outlive their section: Streamlit forgets a widget's value once a run
+# does not draw it, so every full run hands these values back to session state first.
+KEPT = (
+    SOURCE,
+    MODEL,
+    PRESET,
+    TRAIN_MODEL,
+    LR,
+    STEPS,
+    FORGET,
+    STEP,
+    PHASE,
+    MODE,
+    SAVE_MODEL,
+    SECTION,
+)
+
+
+def keep_values() -> None:
+    """Re-own the kept widget values (and the quiz answers) for this run."""
+    quiz = [key for key in st.session_state if str(key).startswith(QUIZ)]
+    for key in (*KEPT, *quiz):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
 
 
 def take_link_broken() -> bool:
@@ -164,6 +197,7 @@ def save_to_url() -> None:
         URL_FORGET: "1" if st.session_state[FORGET] else "0",
         URL_MODE: st.session_state[MODE],
         URL_SAVE: st.session_state[SAVE_MODEL],
+        URL_SECTION: current_section(),
     }
     query = st.query_params
     for key, value in wanted.items():
@@ -172,6 +206,12 @@ def save_to_url() -> None:
                 query.pop(key)
         elif query.get(key) != value:
             query[key] = value
+
+
+def current_section() -> str:
+    """The section shown (a cleared segmented control falls back to the first)."""
+    value = st.session_state.get(SECTION)
+    return value if value in SECTIONS else SECTIONS[0]
 
 
 # ---------------------------------------------------------------- the sandbox
@@ -231,12 +271,7 @@ _TRACES: BoundedCache[tuple[Any, ...], TrainingTrace] = BoundedCache(TRACE_CACHE
 
 def trace() -> TrainingTrace:
     """The run the training controls describe (computed once per distinct setting)."""
-    key = (
-        st.session_state[TRAIN_MODEL],
-        float(st.session_state[LR]),
-        int(st.session_state[STEPS]),
-        bool(st.session_state[FORGET]),
-    )
+    key = trace_key()
     return _TRACES.get_or_compute_once(
         key, lambda: train_steps(key[0], lr=key[1], steps=key[2], forget_zero_grad=key[3])
     )
@@ -257,6 +292,37 @@ def memory(fresh: bool = False) -> InitReport:
     if fresh or MEMORY not in st.session_state:
         st.session_state[MEMORY] = uninitialised_memory()
     return st.session_state[MEMORY]
+
+
+# What the panels draw from cached results (tables, figures, DOT), built once per result,
+# language and theme: a rerun then only hands them to Streamlit. Entries weigh their data.
+DRAWN_CACHE_BYTES = 32 << 20
+_DRAWN: BoundedCache[tuple[Any, ...], Any] = BoundedCache(DRAWN_CACHE_BYTES)
+
+
+def _drawn_size(value: Any) -> int:
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(deep=True).sum()) + 1024
+    if isinstance(value, dict):
+        return sum(_drawn_size(item) for item in value.values()) + 1024
+    if hasattr(value, "to_plotly_json"):  # a Plotly figure: its numbers and layout
+        return 64 * sum(len(trace.y or ()) for trace in value.data) + 16_384
+    return deep_size(value)
+
+
+def drawn(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """``build()`` kept under ``key`` (a result's identity, the language, the theme)."""
+    return _DRAWN.get_or_compute(key, build, nbytes=_drawn_size)
+
+
+def trace_key() -> tuple[Any, ...]:
+    """The training controls' values: what a trace (and every drawing of it) depends on."""
+    return (
+        st.session_state[TRAIN_MODEL],
+        float(st.session_state[LR]),
+        int(st.session_state[STEPS]),
+        bool(st.session_state[FORGET]),
+    )
 
 
 _GRADES: BoundedCache[tuple[str, str], Grade] = BoundedCache(4 << 20)

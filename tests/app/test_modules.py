@@ -96,8 +96,12 @@ def test_pasted_code_that_is_refused_explains_itself() -> None:
     assert translate("modules.errors.refused.title") in at.error[0].value
 
 
+def _section(at: AppTest, section: str) -> AppTest:
+    return at.button_group(key=room_state.SECTION).set_value(section).run()
+
+
 def test_a_training_run_draws_its_curve_and_steps_move_the_numbers() -> None:
-    at = open_page(PAGE)
+    at = open_page(PAGE, modules_section="train")
     spec = _loss_spec(at)
     losses = spec["data"][0]["y"]
     assert len(losses) == room_state.DEFAULT_STEPS and losses[-1] < losses[0] / 10
@@ -118,17 +122,18 @@ def test_a_training_run_draws_its_curve_and_steps_move_the_numbers() -> None:
     assert translate("modules.training.accumulating") in [str(i.value) for i in at.info]
     query = _query(at)
     assert query["nn_lr"] == "2.0" and query["nn_steps"] == "50" and query["nn_forget"] == "1"
+    assert query["nn_section"] == "train"
 
 
 def test_the_plain_model_refuses_to_train() -> None:
-    at = open_page(PAGE)
+    at = open_page(PAGE, modules_section="train")
     at.selectbox(key="modules_train_model").set_value("mylinear_plain").run()
     assert translate("modules.training.refused") in [str(e.value) for e in at.error]
     assert any("empty parameter list" in code.value for code in at.code)
 
 
 def test_predict_then_reveal() -> None:
-    at = open_page(PAGE)
+    at = open_page(PAGE, modules_section="quiz")
     at.radio(key="modules_quiz_plain_step").set_value("changes").run()
     at.button(key="modules_reveal_plain_step").click().run()
     assert not at.exception
@@ -142,21 +147,28 @@ def test_predict_then_reveal() -> None:
 
 def test_modes_and_saving() -> None:
     at = open_page(PAGE)
+    _section(at, "compare")
     comparison = at.table[0].value
     assert list(comparison.loc[translate("modules.compare.facts.in_state_dict")]) == [
         "no",
         "yes",
         "yes",
     ]
+    assert "became 0" not in rendered_text(at)  # one section at a time
+    _section(at, "modes")
     assert "became 0" in rendered_text(at)
+    at.button_group(key=room_state.MODE).set_value("batchnorm").run()
+    assert "momentum = 0.1" in rendered_text(at)
+    _section(at, "memory")
     assert "kaiming_uniform_" in rendered_text(at)
-    at.get("button_group")  # segmented controls render
+    _section(at, "save")
     downloads = at.get("download_button")
     assert downloads, "no download button"
-    at.session_state[room_state.MODE] = "batchnorm"
-    at.run()
-    assert "momentum = 0.1" in rendered_text(at)
     assert "Weights only load failed" in " ".join(code.value for code in at.code)
+    assert _query(at)["nn_section"] == "save"
+    _section(at, "inspect")  # the code, the box and the answers outlive their section
+    assert at.text_area(key="modules_source").value == PRESETS["mylinear_plain"].source
+    assert _query(at)["nn_mode"] == "batchnorm"
 
 
 def test_korean() -> None:
@@ -164,9 +176,15 @@ def test_korean() -> None:
     assert not at.exception
     text = rendered_text(at)
     assert at.title[0].value == translate("app.rooms.modules.title", "ko")
-    assert translate("modules.compare.header", "ko") in text
-    assert translate("modules.training.header", "ko") in text
+    assert translate("modules.inspect.header", "ko") in text
     assert "W은(는) 평범한 텐서입니다" in " ".join(str(w.value) for w in at.warning)
+    # AppTest formats a picked option in the test's thread, in English: open the section
+    trained = open_page(PAGE, "ko", modules_section="train")
+    assert not trained.exception
+    assert translate("modules.training.header", "ko") in rendered_text(trained)
+    assert translate("modules.training.explain.forward", "ko", step=1).split(":")[0] in (
+        rendered_text(trained)
+    )
 
 
 def test_a_shared_link_restores_the_room() -> None:
@@ -191,10 +209,13 @@ def test_a_shared_link_restores_the_room() -> None:
     assert not at.exception
     assert at.text_area(key="modules_source").value == source
     assert at.metric[0].value == str(4 * 3 + 3 + 2 + 2)  # fc(4→3) and BatchNorm1d(2)
+    assert decode_source(_query(at)["nn_src"]) == source
+    _section(at, "train")
     assert at.session_state[room_state.TRAIN_MODEL] == "mlp"
     assert len(_loss_spec(at)["data"][0]["y"]) == 40
+    _section(at, "modes")
     assert "momentum" in rendered_text(at)
-    assert decode_source(_query(at)["nn_src"]) == source
+    assert decode_source(_query(at)["nn_src"]) == source  # other sections keep the code
 
 
 def test_a_damaged_link_keeps_the_defaults() -> None:
@@ -209,8 +230,9 @@ def test_a_damaged_link_keeps_the_defaults() -> None:
     assert at.text_area(key="modules_source").value == PRESETS["mylinear_plain"].source
 
 
-def test_a_rerun_computes_nothing_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = open_page(PAGE)
+@pytest.mark.parametrize("section", room_state.SECTIONS)
+def test_a_rerun_computes_nothing_again(monkeypatch: pytest.MonkeyPatch, section: str) -> None:
+    at = open_page(PAGE, modules_section=section)
     calls: list[str] = []
     for name in ("train_steps", "inspect_module", "save_load", "modes"):
         original = getattr(room_state, name)

@@ -33,12 +33,19 @@ pytestmark = pytest.mark.skipif(not _sandbox_installed(), reason="no sandbox for
 def _open(app_page, *args, **kwargs):
     """Open the room and wait for the inspection (the first one also warms the sandbox)."""
     page = app_page("modules", *args, **kwargs)
-    page.wait_for_selector(
-        ".st-key-modules_summary [data-testid='stMetric'], .st-key-modules_error",
-        timeout=120_000,
-    )
+    if "nn_section" not in kwargs.get("query", ""):
+        page.wait_for_selector(
+            ".st-key-modules_summary [data-testid='stMetric'], .st-key-modules_error",
+            timeout=120_000,
+        )
     wait_for_app(page)
     return page
+
+
+def _section(page, section: str, lang: str = "en") -> None:
+    label = translate(f"modules.sections.{section}", lang)
+    page.locator(".st-key-modules_section button").filter(has_text=label).first.click()
+    wait_for_app(page)
 
 
 def _metric(page, label: str) -> str:
@@ -50,16 +57,11 @@ def _body(page) -> str:
     return page.locator("body").inner_text()
 
 
-def _show(page, selector: str) -> None:
-    page.locator(selector).first.evaluate(
-        "el => { el.scrollIntoView({block: 'start'});"
-        " return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }"
-    )
-
-
 def _choose(page, key: str, option: str) -> None:
     """Pick ``option`` in the keyed selectbox."""
-    page.locator(f".st-key-{key} input").first.click()
+    box = page.locator(f".st-key-{key} input").first
+    box.click()
+    box.fill(option[:24])  # filter the menu, as a user would, so the option is on screen
     page.get_by_role("option", name=option).first.click()
     wait_for_app(page)
 
@@ -83,12 +85,16 @@ def test_the_two_mylinear_presets_light_and_dark(app_page) -> None:
     dark = _open(app_page, dark=True)
     assert_no_error(dark)
     save_screenshot(dark, "modules-dark")
+    _section(dark, "save")
+    assert_no_error(dark)
+    assert dark.locator(".st-key-modules_download button").count() == 1
     save_element_screenshot(dark, ".st-key-modules_save_panel", "modules-save-dark")
+    _section(dark, "memory")
     save_element_screenshot(dark, ".st-key-modules_memory_panel", "modules-memory-dark")
 
 
 def test_a_training_run_draws_its_curve(app_page) -> None:
-    page = _open(app_page)
+    page = _open(app_page, query="nn_section=train")
     page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
     before = page.locator("[data-testid='stPlotlyChart']").first.inner_html()
     for phase in ("loss", "backward", "step"):  # forward → loss → backward → step()
@@ -105,8 +111,7 @@ def test_a_training_run_draws_its_curve(app_page) -> None:
     wait_for_app(page)
     assert_no_error(page)
     assert page.locator("[data-testid='stPlotlyChart']").first.inner_html() != before
-    assert "nn_lr=2.0" in page.url
-    _show(page, ".st-key-modules_lr")
+    assert "nn_lr=2.0" in page.url and "nn_section=train" in page.url
     save_screenshot(page, "modules-training")
 
 
@@ -114,15 +119,17 @@ def test_korean(app_page) -> None:
     page = _open(app_page, lang="ko")
     assert_no_error(page)
     body = _body(page)
-    assert translate("modules.compare.header", "ko") in body
+    assert translate("modules.inspect.header", "ko") in body
     assert "self.W은(는) 평범한 텐서입니다" in body
     save_screenshot(page, "modules-ko")
+    _section(page, "train", "ko")
+    assert translate("modules.training.header", "ko") in _body(page)
 
 
 def test_phone(app_page) -> None:
     page = _open(app_page, width=400, height=900)
     assert_no_error(page)
-    assert translate("modules.training.header") in _body(page)
+    assert translate("modules.inspect.header") in _body(page)
     save_screenshot(page, "modules-phone")
 
 
@@ -131,9 +138,12 @@ def test_a_shared_link(app_page) -> None:
     query = f"nn_preset=list_bug&nn_src={encode_source(source)}&nn_train=mlp&nn_steps=40"
     page = _open(app_page, query=query)
     assert_no_error(page)
-    body = _body(page)
-    assert "self.layers keeps layers in a Python list" in body
-    assert translate("modules.models.mlp") in body
-    assert page.locator(".st-key-modules_download button").count() == 1
+    assert "self.layers keeps layers in a Python list" in _body(page)
     editor = page.get_by_role("textbox", name=translate("modules.inspect.code"))
     assert "depth=2" in editor.input_value()
+    _section(page, "train")
+    assert_no_error(page)
+    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
+    chosen = page.locator(".st-key-modules_train_model input").first.input_value()
+    assert chosen == translate("modules.models.mlp")
+    assert "nn_section=train" in page.url and "nn_src=" in page.url
