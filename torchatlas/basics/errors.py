@@ -24,21 +24,17 @@ class ErrorCode(StrEnum):
     TOO_MANY_SHAPES = "too_many_shapes"
     UNKNOWN_DTYPE = "unknown_dtype"
     UNKNOWN_OPERAND = "unknown_operand"
-    UNKNOWN_OP = "unknown_op"
     NOT_A_NUMBER = "not_a_number"
     VALUE_DOES_NOT_FIT = "value_does_not_fit"
     INDEX_SYNTAX = "index_syntax"
     INDEX_NOT_ALLOWED = "index_not_allowed"
     INDEX_TOO_COMPLEX = "index_too_complex"
-    EINSUM_CHARACTERS = "einsum_characters"
     EINSUM_OPERANDS = "einsum_operands"
     SAVE_NEEDS_RANK = "save_needs_rank"
     NOT_A_CHOICE = "not_a_choice"
-    # PyTorch's refusals, with its own message
-    BROADCAST_MISMATCH = "broadcast_mismatch"
-    EINSUM_TORCH = "einsum_torch"
+    # PyTorch's refusals, with its own message (broadcast and einsum refusals travel as
+    # torch_message on their results: torch's words are the answer there)
     INDEX_TORCH = "index_torch"
-    OP_TORCH = "op_torch"
     NO_NUMPY_DTYPE = "no_numpy_dtype"
 
 
