@@ -329,6 +329,8 @@ def _training() -> None:
         theme="streamlit",
         key="modules_loss_chart",
     )
+    if trace.stopped_at is not None:
+        st.caption(t("modules.training.stopped", step=trace.stopped_at + 1))
     if trace.steps and not trace.optimizer_error:
         st.caption(
             t(

@@ -123,6 +123,9 @@ def test_a_training_run_draws_its_curve_and_steps_move_the_numbers() -> None:
     query = _query(at)
     assert query["nn_lr"] == "2.0" and query["nn_steps"] == "50" and query["nn_forget"] == "1"
     assert query["nn_section"] == "train"
+    at.toggle(key="modules_forget").set_value(False).run()
+    at.select_slider(key="modules_steps").set_value(200).run()  # long enough to overflow
+    assert any("is no longer a finite number" in str(c.value) for c in at.caption)
 
 
 def test_the_plain_model_refuses_to_train() -> None:
