@@ -400,8 +400,9 @@ print(model.load_state_dict(missing, strict=False))   # what strict=False hides
 
 # ---------------------------------------------------------------- memory
 def memory_frames(report: InitReport, lang: str) -> dict[str, pd.DataFrame]:
-    return {
+    frames = {
         "torch.empty(4, 3)": _rows_frame(report.empty, "c"),
         "torch.FloatTensor(4, 3)": _rows_frame(report.float_tensor, "c"),
         translate("modules.memory.linear", lang): _rows_frame(report.linear_weight, "in"),
     }
+    return {title: frame for title, frame in frames.items() if len(frame)}

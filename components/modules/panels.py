@@ -522,6 +522,10 @@ def _memory() -> None:
         t("modules.memory.again"), key="modules_memory_again", icon=":material/refresh:"
     )
     report = state.memory(fresh=again)
+    if report.error is not None:
+        title, message, hint = draw.error_text(report.error, lang)
+        st.error(f"**{title}** — {message}", icon=":material/error:")
+        st.caption(hint)
     frames = draw.memory_frames(report, lang)
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):

@@ -290,7 +290,7 @@ def serialization(model_key: str) -> SerializationReport:
 def memory(fresh: bool = False) -> InitReport:
     """What fresh uninitialised tensors hold: kept per session until "allocate again"."""
     if fresh or MEMORY not in st.session_state:
-        st.session_state[MEMORY] = uninitialised_memory()
+        st.session_state[MEMORY] = uninitialised_memory(session_id=session_id())
     return st.session_state[MEMORY]
 
 

@@ -94,6 +94,12 @@ def test_building_errors_teach(shared: SandboxPool) -> None:
     assert error is not None and error.kind is ErrorKind.REFUSED and error.line == 1
 
 
+def test_uninitialised_memory_comes_from_a_sandbox_child(shared: SandboxPool) -> None:
+    report = modules.uninitialised_memory()
+    assert report.error is None, report.error
+    assert len(report.empty) == 4 and all(len(row) == 3 for row in report.float_tensor)
+
+
 # ---------------------------------------------------------------- attacks as model code
 def _as_module(body: str) -> str:
     """``attack()`` defined by ``body``, called while the model is built (in __init__)."""

@@ -5,8 +5,9 @@ saving and loading.
   sandbox's worker builds the model on the meta device and runs the job ``modules.inspect``
   (:mod:`.inspector`); the JSON that comes back is checked against
   :data:`~torchatlas.modules.report.REPORT_SCHEMA` and becomes a :class:`ModuleReport`.
-- :func:`train_steps`, :func:`modes`, :func:`save_load`, :func:`uninitialised_memory` run the
-  room's built-in tiny models on the server (trusted code, bounded work).
+- :func:`train_steps`, :func:`modes`, :func:`save_load` run the room's built-in tiny models on
+  the server (trusted code, bounded work); :func:`uninitialised_memory` allocates its
+  uninitialised tensors in a sandbox child (:mod:`.memory` says why).
 
 Errors and findings are codes and parameters; their text is in
 ``assets/translations/<lang>/modules.json``.
@@ -25,6 +26,7 @@ from typing import Any
 
 from torchatlas.cache import BoundedCache
 from torchatlas.modules.jobs import INSPECT, JOBS, WARM_UP, register_jobs
+from torchatlas.modules.memory import InitReport, uninitialised_memory
 from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS, Preset
 from torchatlas.modules.report import (
     REPORT_SCHEMA,
@@ -52,7 +54,6 @@ from torchatlas.modules.serialization import (
 from torchatlas.modules.training import (
     MAX_STEPS,
     TRAINABLE,
-    InitReport,
     ModelsError,
     ModeModel,
     ModeReport,
@@ -61,7 +62,6 @@ from torchatlas.modules.training import (
     TrainingTrace,
     modes,
     train_steps,
-    uninitialised_memory,
 )
 
 __all__ = [

@@ -12,13 +12,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torchatlas.modules.inspector import inspect_namespace
+from torchatlas.modules.memory import MEMORY, uninitialised_values
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
 INSPECT = "modules.inspect"
 
-JOBS: dict[str, Callable[..., dict[str, Any]]] = {INSPECT: inspect_namespace}
+JOBS: dict[str, Callable[..., dict[str, Any]]] = {
+    INSPECT: inspect_namespace,
+    MEMORY: uninitialised_values,
+}
 
 # A model that has every kind of tensor attachment the walk looks at: the zygote inspects it
 # once before it forks, so each child finds every code path imported and touched.

@@ -5,8 +5,6 @@ runs on the server; pasted code never reaches this module).
   loss and every parameter's value and ``.grad`` recorded, exactly the numbers a plain torch
   loop computes (tests/unit/test_modules_training.py checks them bit for bit).
 - :func:`modes`: the same input through ``train()`` and ``eval()`` (Dropout, BatchNorm).
-- :func:`uninitialised_memory`: what ``torch.empty`` and ``torch.FloatTensor`` hold, and how
-  ``nn.Linear`` initialises instead.
 
 Every model is built and filled from a private ``torch.Generator`` seeded by the caller, so a
 run repeats exactly and another thread's use of the global random state cannot change it.
@@ -406,44 +404,4 @@ def _stats(layer: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return (
         tuple(mean.tolist()) if isinstance(mean, torch.Tensor) else (),
         tuple(var.tolist()) if isinstance(var, torch.Tensor) else (),
-    )
-
-
-# ---------------------------------------------------------------------------- memory
-@dataclass(frozen=True)
-class InitReport:
-    """``torch.empty`` / ``torch.FloatTensor`` values next to ``nn.Linear``'s initialisation."""
-
-    empty: Rows
-    float_tensor: Rows
-    linear_weight: Rows
-    linear_bias: tuple[float, ...]
-    in_features: int
-    bound: float  # 1/√in_features: both weight and bias are drawn from U(−bound, bound)
-    within_bound: bool
-    nonfinite_in_empty: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def uninitialised_memory() -> InitReport:
-    """Fresh uninitialised tensors (whatever the allocator hands back) and a fresh Linear(3, 4).
-
-    A tensor filled with a pattern is freed first: its block often comes straight back from the
-    allocator, so the "random" values are visibly someone else's old data."""
-    scratch = torch.full((4, 3), 7.25)
-    del scratch
-    empty = torch.empty(4, 3)
-    float_tensor = torch.FloatTensor(4, 3)
-    linear = nn.Linear(3, 4)  # reset_parameters: kaiming_uniform_(a=√5) and a uniform bias
-    bound = 1 / math.sqrt(linear.in_features)
-    within = bool(linear.weight.abs().max() <= bound and linear.bias.abs().max() <= bound)
-    return InitReport(
-        empty=_rows(empty),
-        float_tensor=_rows(float_tensor),
-        linear_weight=_rows(linear.weight),
-        linear_bias=tuple(linear.bias.tolist()),
-        in_features=linear.in_features,
-        bound=bound,
-        within_bound=within,
-        nonfinite_in_empty=int((~torch.isfinite(empty)).sum()),
     )
