@@ -7,6 +7,7 @@ here keeps a tensor, so a :class:`Graph` pickles, caches and compares like plain
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -199,24 +200,45 @@ def _saved_names(node: Any) -> tuple[str, ...]:
     return _SAVED_NAMES[kind]
 
 
+# Saved values and edges repeat across nodes and runs (the same shapes, sizes and alphas);
+# they are immutable, so one instance of each serves every graph (a replay builds hundreds).
+@functools.lru_cache(maxsize=4096)
+def _saved_value(
+    name: str, shape: tuple[int, ...] | None, text: str, state: SavedState
+) -> SavedValue:
+    return SavedValue(name, shape, text, state)
+
+
+@functools.lru_cache(maxsize=4096)
+def _edge(target: int | None, input_nr: int) -> Edge:
+    return Edge(target, input_nr)
+
+
 def _saved(node: Any) -> tuple[SavedValue, ...]:
     out = []
     for attribute in _saved_names(node):
-        name = attribute.removeprefix("_saved_")
+        name = attribute[7:]  # without "_saved_"
         try:
             value = getattr(node, attribute)
         except RuntimeError as error:
             # torch refuses to unpack a saved tensor that was modified in place since, or one
             # a backward already freed
             freed = "freed" in str(error)
-            out.append(SavedValue(name, None, "", SavedState.FREED if freed else SavedState.STALE))
+            state = SavedState.FREED if freed else SavedState.STALE
+            out.append(_saved_value(name, None, "", state))
             continue
         if isinstance(value, torch.Tensor):
-            dtype = str(value.dtype).removeprefix("torch.")
-            out.append(SavedValue(name, tuple(value.shape), dtype, SavedState.OK))
+            dtype = _DTYPE_NAMES.get(value.dtype) or str(value.dtype).removeprefix("torch.")
+            out.append(_saved_value(name, tuple(value.shape), dtype, SavedState.OK))
         elif value is not None:
-            out.append(SavedValue(name, None, _text(value), SavedState.OK))
+            out.append(_saved_value(name, None, _text(value), SavedState.OK))
     return tuple(out)
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {
+    dtype: str(dtype).removeprefix("torch.")
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64)
+}
 
 
 def walk(roots: list[Any]) -> list[Any]:
@@ -305,7 +327,7 @@ def read(run: Run, nodes: list[Any] | None = None) -> Graph:
         if type(fn).__name__ == "AccumulateGrad":
             leaf = names.get(id(fn.variable), "?")
         edges = tuple(
-            Edge(None if nxt is None else index[id(nxt)], nr) for nxt, nr in fn.next_functions
+            _edge(None if nxt is None else index[id(nxt)], nr) for nxt, nr in fn.next_functions
         )
         graph_nodes.append(
             GraphNode(i, type(fn).__name__, edges, _saved(fn), leaf, tuple(outputs.get(i, ())))

@@ -14,6 +14,7 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import torch
@@ -133,6 +134,7 @@ def _broadcast(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[int, ...]
 class _Interpreter:
     def __init__(self, run: Run, generator: torch.Generator) -> None:
         self.run = run
+        self.names = run.names
         self.generator = generator
         self.line = 0
 
@@ -270,40 +272,7 @@ class _Interpreter:
                 )
 
     def expr(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return self.name(node)
-        if isinstance(node, ast.UnaryOp):
-            value = self.operand(self.expr(node.operand))
-            self.count(1)
-            return self.produced(-value if isinstance(node.op, ast.USub) else +value)
-        if isinstance(node, ast.BinOp):
-            left = self.operand(self.expr(node.left))
-            right = self.operand(self.expr(node.right))
-            self.count(1)
-            if isinstance(node.op, ast.MatMult):
-                self.check_matmul(left, right)
-            else:
-                self.check_broadcast(left, right)
-            if not isinstance(left, torch.Tensor) and not isinstance(right, torch.Tensor):
-                return _number_op(type(node.op), left, right)
-            return self.produced(_BINARY[type(node.op)](left, right))
-        if isinstance(node, ast.List):
-            return [self.expr(item) for item in node.elts]
-        if isinstance(node, ast.Tuple):
-            return tuple(self.expr(item) for item in node.elts)
-        if isinstance(node, ast.Attribute):
-            value = self.expect_tensor(self.expr(node.value))
-            return value.grad if node.attr == "grad" else self.produced(value.T)
-        if isinstance(node, ast.Subscript):
-            value = self.expect_tensor(self.expr(node.value))
-            index = self.index(node.slice)
-            self.count(1)
-            return self.produced(value[index])
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        raise AutogradError(ErrorCode.NOT_ALLOWED, what=type(node).__name__)
+        return _plan(node)(self)
 
     def index(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Tuple):
@@ -321,45 +290,43 @@ class _Interpreter:
             return value
         raise AutogradError(ErrorCode.BAD_SIZE, what=repr(value)[:40])
 
-    def call(self, node: ast.Call) -> Any:
-        func = node.func
-        name: str | None
-        if isinstance(func, ast.Name):
-            name = func.id
-        elif (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and (func.value.id == "torch")
-        ):
-            name = func.attr
-        else:
-            name = None
-        args = [self.expr(arg) for arg in node.args]
-        kwargs: dict[str, Any] = {}
-        for keyword in node.keywords:
-            assert keyword.arg is not None
-            if keyword.arg == "dtype":
-                kwargs["dtype"] = _DTYPES[dtype_name(keyword.value) or "float32"]
-            else:
-                kwargs[keyword.arg] = self.expr(keyword.value)
+    def binary(self, op: type, left: Any, right: Any) -> Any:
+        left_tensor, right_tensor = isinstance(left, torch.Tensor), isinstance(right, torch.Tensor)
+        if not left_tensor:
+            self.operand(left)
+        if not right_tensor:
+            self.operand(right)
         self.count(1)
-        if name is not None and name in CREATION:
+        if not left_tensor and not right_tensor:
+            return _number_op(op, left, right)
+        if op is ast.MatMult:
+            self.check_matmul(left, right)
+        elif left_tensor and right_tensor:
+            self.check_broadcast(left, right)
+        return self.produced(_BINARY[op](left, right))
+
+    def invoke(
+        self, call: _Call, args: list[Any], kwargs: dict[str, Any], target: Any = None
+    ) -> Any:
+        """A checked call with its arguments evaluated: a creation function, ``torch.<f>(t,
+        ...)`` or a method of ``target``."""
+        self.count(1)
+        name = call.name
+        if call.kind is _CallKind.CREATION:
             return self.produced(self.create(name, args, kwargs))
-        if name is not None and name in FUNCTIONS and isinstance(func, ast.Attribute):
+        if call.kind is _CallKind.FUNCTION:
             if not args:
                 raise AutogradError(ErrorCode.NOT_A_TENSOR, what="None")
             target, rest = self.expect_tensor(args[0]), args[1:]
         else:
-            assert isinstance(func, ast.Attribute)
-            name = func.attr
-            target, rest = self.expect_tensor(self.expr(func.value)), args
+            target, rest = self.expect_tensor(target), args
         for value in rest:
             if value is None or isinstance(value, bool | list | tuple):
                 continue  # a flag (requires_grad_(True)) or sizes (view / reshape)
             self.operand(value)
-        if name in _BROADCASTING and rest:
+        if rest and name in _BROADCASTING:
             self.check_broadcast(target, rest[0])
-        if name in _MATMUL and rest:
+        if rest and name in _MATMUL:
             self.check_matmul(target, rest[0])
         if name not in METHODS:  # the parser let only listed names through; say so twice
             raise AutogradError(ErrorCode.UNKNOWN_METHOD, name=name)
@@ -369,8 +336,7 @@ class _Interpreter:
             self.run.backward_calls += 1
         if name in ("view", "reshape"):
             rest = [self.size_value(v) for v in rest]
-        result = getattr(target, name)(*rest, **kwargs)
-        return self.produced(result)
+        return self.produced(getattr(target, name)(*rest, **kwargs))
 
     def size_value(self, value: Any) -> Any:
         if isinstance(value, list | tuple):
@@ -449,6 +415,130 @@ def _number_op(op: type, left: int | float, right: int | float) -> int | float:
     if isinstance(result, int) and abs(result) > MAX_NUMBER:
         raise AutogradError(ErrorCode.TOO_BIG, numel=f"{float(result):.3g}", limit=MAX_NUMBER)
     return result
+
+
+# --------------------------------------------------------------------------- plans
+# Each checked expression node is turned once into a closure (kept on the node itself, so it
+# lives exactly as long as the parsed tree): running a program then calls closures instead
+# of walking ``isinstance`` chains for every node on every run. The closures do what the
+# interpreter's methods say; they never evaluate text.
+
+Plan = Callable[["_Interpreter"], Any]
+
+
+class _CallKind(StrEnum):
+    CREATION = "creation"
+    FUNCTION = "function"
+    METHOD = "method"
+
+
+@dataclass(frozen=True)
+class _Call:
+    kind: _CallKind
+    name: str
+
+
+def _plan(node: ast.expr) -> Plan:
+    plan = getattr(node, "_atlas_plan", None)
+    if plan is None:
+        plan = _make_plan(node)
+        node._atlas_plan = plan  # type: ignore[attr-defined]
+    return plan
+
+
+def _make_plan(node: ast.expr) -> Plan:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return lambda it: value
+    if isinstance(node, ast.Name):
+        name = node.id
+        if name in ("True", "False", "None"):
+            constant = {"True": True, "False": False, "None": None}[name]
+            return lambda it: constant
+
+        def variable(it: _Interpreter) -> Any:
+            try:
+                return it.names[name]
+            except KeyError:
+                raise AutogradError(ErrorCode.UNKNOWN_NAME, name=name) from None
+
+        return variable
+    if isinstance(node, ast.UnaryOp):
+        operand, negative = _plan(node.operand), isinstance(node.op, ast.USub)
+
+        def unary(it: _Interpreter) -> Any:
+            value = it.operand(operand(it))
+            it.count(1)
+            return it.produced(-value if negative else +value)
+
+        return unary
+    if isinstance(node, ast.BinOp):
+        left, right, op = _plan(node.left), _plan(node.right), type(node.op)
+        return lambda it: it.binary(op, left(it), right(it))
+    if isinstance(node, ast.List):
+        items = [_plan(item) for item in node.elts]
+        return lambda it: [item(it) for item in items]
+    if isinstance(node, ast.Tuple):
+        items = [_plan(item) for item in node.elts]
+        return lambda it: tuple(item(it) for item in items)
+    if isinstance(node, ast.Attribute):
+        value = _plan(node.value)
+        if node.attr == "grad":
+            return lambda it: it.expect_tensor(value(it)).grad
+        return lambda it: it.produced(it.expect_tensor(value(it)).T)
+    if isinstance(node, ast.Subscript):
+        value, index = _plan(node.value), node.slice
+
+        def subscript(it: _Interpreter) -> Any:
+            tensor = it.expect_tensor(value(it))
+            key = it.index(index)
+            it.count(1)
+            return it.produced(tensor[key])
+
+        return subscript
+    if isinstance(node, ast.Call):
+        return _call_plan(node)
+    raise AutogradError(ErrorCode.NOT_ALLOWED, what=type(node).__name__)
+
+
+def _call_plan(node: ast.Call) -> Plan:
+    func = node.func
+    function = None
+    if isinstance(func, ast.Name):
+        function = func.id
+    elif (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "torch"
+    ):
+        function = func.attr
+    target: Plan | None = None
+    if function is not None and function in CREATION:
+        call = _Call(_CallKind.CREATION, function)
+    elif function is not None and function in FUNCTIONS and isinstance(func, ast.Attribute):
+        call = _Call(_CallKind.FUNCTION, function)
+    else:
+        assert isinstance(func, ast.Attribute)
+        call = _Call(_CallKind.METHOD, func.attr)
+        target = _plan(func.value)
+    args = [_plan(arg) for arg in node.args]
+    constants: dict[str, Any] = {}
+    keywords: list[tuple[str, Plan]] = []
+    for keyword in node.keywords:
+        assert keyword.arg is not None
+        if keyword.arg == "dtype":
+            constants["dtype"] = _DTYPES[dtype_name(keyword.value) or "float32"]
+        else:
+            keywords.append((keyword.arg, _plan(keyword.value)))
+
+    def invoke(it: _Interpreter) -> Any:
+        values = [arg(it) for arg in args]
+        kwargs = dict(constants)
+        for name, plan in keywords:
+            kwargs[name] = plan(it)
+        return it.invoke(call, values, kwargs, None if target is None else target(it))
+
+    return invoke
 
 
 def _check_data(value: Any, depth: int) -> int:
