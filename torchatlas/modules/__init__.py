@@ -26,7 +26,7 @@ from typing import Any
 
 from torchatlas.cache import BoundedCache
 from torchatlas.modules.jobs import INSPECT, JOBS, WARM_UP, register_jobs
-from torchatlas.modules.memory import InitReport, uninitialised_memory
+from torchatlas.modules.memory import MEMORY, InitReport, init_report
 from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS, Preset
 from torchatlas.modules.report import (
     REPORT_SCHEMA,
@@ -140,6 +140,7 @@ def _run(
     timeout_s: float,
     session_id: str | None,
     on_queued: Callable[[int], None] | None,
+    job: str = INSPECT,
 ) -> tuple[dict[str, Any] | None, ModuleError | None]:
     """The job's JSON result from the process-wide sandbox, or why there is none."""
     try:
@@ -152,7 +153,7 @@ def _run(
         detail = f"{type(exc).__name__}: {exc}"
         return None, ModuleError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
     extra = {"on_queued": on_queued} if on_queued is not None else {}
-    result = run_job(source, INSPECT, params, timeout_s=timeout_s, session_id=session_id, **extra)
+    result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
     if not result.ok or result.value is None:
         return None, _sandbox_error(result.error, timeout_s)
     return result.value, None
@@ -219,3 +220,19 @@ def inspect_module(
         return ModuleReport(model=model or "", error=error)
 
     return REPORTS.get_or_compute_once(key, compute, keep=_worth_keeping)
+
+
+def uninitialised_memory(
+    *,
+    timeout_s: float = 10,
+    session_id: str | None = None,
+    run: Callable[[float, str | None], tuple[Any, ModuleError | None]] | None = None,
+) -> InitReport:
+    """Fresh uninitialised tensors, allocated in a sandbox child (never in this process: its
+    heap may hold another visitor's data), beside a fresh ``nn.Linear(3, 4)``. ``run`` replaces
+    the sandbox (tests). Never raises: without the sandbox, ``error`` says why."""
+    if run is None:
+        value, error = _run("", {}, timeout_s, session_id, None, job=MEMORY)
+    else:
+        value, error = run(timeout_s, session_id)
+    return init_report(value, error)

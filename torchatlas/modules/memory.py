@@ -10,14 +10,13 @@ The ``nn.Linear`` part is initialised memory and runs here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from torchatlas.modules.report import SANDBOX_KINDS, ErrorKind, ModuleError
+from torchatlas.modules.report import ErrorKind, ModuleError
 from torchatlas.sandbox.schema import Dict, List, Str, validate
 
 MEMORY = "modules.memory"
@@ -68,43 +67,12 @@ def _grid(values: list[list[str]]) -> Rows:
     return tuple(tuple(float(value) for value in row) for row in values)
 
 
-def _run(
-    timeout_s: float, session_id: str | None
-) -> tuple[dict[str, Any] | None, ModuleError | None]:
-    try:
-        from torchatlas import sandbox
-        from torchatlas.sandboxed import shared_pool
-
-        shared_pool()
-        result = sandbox.run_job("", MEMORY, {}, timeout_s=timeout_s, session_id=session_id)
-    except (ImportError, AttributeError) as exc:
-        detail = f"{type(exc).__name__}: {exc}"
-        return None, ModuleError(
-            ErrorKind.UNAVAILABLE, params={"detail": detail, "timeout": "", "lines": 1}
-        )
-    if not result.ok or result.value is None:
-        kind = getattr(result.error, "kind", ErrorKind.UNAVAILABLE.value)
-        kind = ErrorKind(kind) if kind in SANDBOX_KINDS else ErrorKind.JOB_ERROR
-        message = str(getattr(result.error, "message", "") or "")
-        return None, ModuleError(
-            kind, params={"detail": message, "timeout": f"{timeout_s:g}", "lines": 1}
-        )
-    return result.value, None
-
-
-def uninitialised_memory(
-    *,
-    timeout_s: float = 10,
-    session_id: str | None = None,
-    run: Callable[[float, str | None], tuple[dict[str, Any] | None, ModuleError | None]] = _run,
-) -> InitReport:
-    """Fresh uninitialised tensors from a sandbox child, and a fresh ``nn.Linear(3, 4)`` as
-    torch initialises it. Never raises: without the sandbox, ``error`` says why and the
-    uninitialised grids are empty."""
+def init_report(value: Any, error: ModuleError | None) -> InitReport:
+    """The report from the job's reply (checked against :data:`VALUES_SCHEMA`) or its error,
+    with a fresh ``nn.Linear(3, 4)`` as torch initialises it. Never raises."""
     linear = nn.Linear(3, 4)  # reset_parameters: kaiming_uniform_(a=√5) and a uniform bias
     bound = 1 / math.sqrt(linear.in_features)
     within = bool(linear.weight.abs().max() <= bound and linear.bias.abs().max() <= bound)
-    value, error = run(timeout_s, session_id)
     empty: Rows = ()
     float_tensor: Rows = ()
     if error is None:
@@ -112,9 +80,8 @@ def uninitialised_memory(
             checked = validate(value, VALUES_SCHEMA)
             empty, float_tensor = _grid(checked["empty"]), _grid(checked["float_tensor"])
         except (TypeError, ValueError):  # a reply outside its schema (SchemaError)
-            error = ModuleError(
-                ErrorKind.UNTRUSTED, params={"detail": "", "timeout": "", "lines": 1}
-            )
+            params = {"detail": "", "timeout": "", "lines": 1}
+            error = ModuleError(ErrorKind.UNTRUSTED, params=params)
     return InitReport(
         empty=empty,
         float_tensor=float_tensor,
