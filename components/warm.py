@@ -43,7 +43,7 @@ _IMPORT_LOCK = threading.Lock()
 _started = threading.Event()
 _warmed = threading.Event()
 # How often the background collector runs a full collection (see the module's docstring).
-COLLECT_EVERY_S = 20.0
+COLLECT_EVERY_S = 15.0
 _done = threading.Event()
 
 # torch first: everything below imports it, and its own import is the long one.
