@@ -217,7 +217,7 @@ def _topk(predictions: tuple[Prediction, ...], key: str) -> None:
     chart_tab, table_tab = st.tabs([t("classify.results.chart"), t("classify.results.table")])
     with chart_tab:
         st.plotly_chart(
-            draw.topk_figure(predictions, palette(), lang),
+            state.topk_figure(predictions, palette(), lang),
             theme="streamlit",
             width="stretch",
             key=f"{key}_chart",
@@ -328,16 +328,19 @@ def _pipeline(photo: state.Photo, loaded: LoadedModel) -> None:
     st.markdown(t("classify.pipeline.intro", model=spec.title, source=source))
     try:
         steps = state.pipeline(photo.decoded, spec.key)
+        pictures = state.pipeline_pictures(photo.decoded, spec.key)
     except Exception as error:
         _unexpected(error)
         return
-    _pipeline_cards(steps)
+    _pipeline_cards(steps, pictures)
 
 
-def _pipeline_cards(steps: tuple[Step, ...]) -> None:
-    """One card per transform: pictures first, then the tensors with their statistics."""
+def _pipeline_cards(steps: tuple[Step, ...], pictures: tuple[bytes | None, ...]) -> None:
+    """One card per transform: pictures first, then the tensors with their statistics.
+    ``pictures``: each step's picture, encoded (None where a step has none)."""
     lang = language()
     original = next((s for s in steps if s.key == StepKind.ORIGINAL), None)
+    picture_of = {id(step): picture for step, picture in zip(steps, pictures, strict=True)}
     picture_steps = [s for s in steps if s.image is not None]
     tensor_steps = [s for s in steps if s.image is None and s.key != StepKind.ORIGINAL]
     columns = st.columns(len(picture_steps) + (1 if original else 0))
@@ -359,7 +362,7 @@ def _pipeline_cards(steps: tuple[Step, ...]) -> None:
     for offset, step in enumerate(picture_steps):
         with columns[first + offset].container(border=True):
             st.markdown(f"**{first + offset + 1} · {t(f'classify.pipeline.steps.{step.key}')}**")
-            st.image(step.image, width="stretch")
+            st.image(picture_of[id(step)] or step.image, width="stretch")
             size = t("classify.pipeline.size", width=step.width, height=step.height)
             detail = draw.conversions_text(step.conversions, lang) if step.key == "rgb" else ""
             st.caption(f"{size}  \n{detail}" if detail else size)
@@ -404,10 +407,12 @@ def _heatmap(photo: state.Photo, model: str, ranked: tuple[Prediction, ...]) -> 
     st.caption(t("classify.heatmap.intro", layer=explanation.layer, rows=rows, cols=cols))
     seen_column, overlay_column = st.columns(2)
     seen_column.image(
-        explanation.cropped, caption=t("classify.heatmap.model_view"), width="stretch"
+        state.explanation_picture(photo.decoded, model, int(class_index)),
+        caption=t("classify.heatmap.model_view"),
+        width="stretch",
     )
     overlay_column.image(
-        draw.heatmap_overlay(explanation.cropped, explanation.heatmap, opacity),
+        state.overlay(photo.decoded, model, int(class_index), opacity),
         caption=t(
             "classify.heatmap.overlay",
             label=explanation.label,
@@ -436,7 +441,7 @@ def _latency(
     else:
         st.caption(t("classify.latency.first_run"))
     st.plotly_chart(
-        draw.latency_figure(timings.wall_parts(), palette(), language()),
+        state.latency_figure(tuple(timings.wall_parts()), palette(), language()),
         theme="streamlit",
         width="stretch",
         key=state.LATENCY_CHART_KEY,

@@ -21,11 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+import plotly.graph_objects as go
 import streamlit as st
-from PIL import Image
 
 from components import uploads as upload_budget
+from components.classify import draw
+from components.figures import frozen, picture_bytes
+from components.theme import Palette
+from torchatlas.cache import BoundedCache
 from torchatlas.classify import images
 from torchatlas.classify.errors import ImageError
 from torchatlas.classify.gradcam import Explanation, explain
@@ -40,7 +45,7 @@ from torchatlas.classify.models import (
     load_model,
     weights_available,
 )
-from torchatlas.classify.predict import ClassifyResult, Timings, classify
+from torchatlas.classify.predict import ClassifyResult, Prediction, Stage, Timings, classify
 from torchatlas.classify.samples import SAMPLES, sample_bytes
 from torchatlas.classify.transforms import Step, preprocess_steps
 from torchatlas.runtime import torch_summary
@@ -177,13 +182,14 @@ def timed_again(photos: Sequence[Photo], model: str, topk: int) -> Timings:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _thumbnail(digest: str, _decoded: Decoded) -> Image.Image:
+def _thumbnail(digest: str, _decoded: Decoded) -> bytes:
     image = _decoded.image.copy()  # shared with other sessions: never shrink it in place
     image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-    return image
+    return picture_bytes(image)
 
 
-def thumbnail(decoded: Decoded) -> Image.Image:
+def thumbnail(decoded: Decoded) -> bytes:
+    """The photo's thumbnail as the file ``st.image`` sends (encoded once per photo)."""
     return _thumbnail(decoded.digest, decoded)
 
 
@@ -203,6 +209,17 @@ def pipeline(decoded: Decoded, model: str) -> tuple[Step, ...]:
     return _pipeline(decoded.digest, model, decoded)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _pipeline_pictures(digest: str, model: str, _decoded: Decoded) -> tuple[bytes | None, ...]:
+    steps = _pipeline(digest, model, _decoded)
+    return tuple(None if step.image is None else picture_bytes(step.image) for step in steps)
+
+
+def pipeline_pictures(decoded: Decoded, model: str) -> tuple[bytes | None, ...]:
+    """Each step's picture of :func:`pipeline` (None where a step has none), encoded once."""
+    return _pipeline_pictures(decoded.digest, model, decoded)
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def _explanation(digest: str, model: str, class_index: int, _decoded: Decoded) -> Explanation:
     return explain(_decoded, model, class_index)
@@ -210,6 +227,47 @@ def _explanation(digest: str, model: str, class_index: int, _decoded: Decoded) -
 
 def explanation(decoded: Decoded, model: str, class_index: int) -> Explanation:
     return _explanation(decoded.digest, model, class_index, decoded)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _explanation_picture(digest: str, model: str, class_index: int, _decoded: Decoded) -> bytes:
+    return picture_bytes(explanation(_decoded, model, class_index).cropped)
+
+
+def explanation_picture(decoded: Decoded, model: str, class_index: int) -> bytes:
+    """What the model saw (the explanation's crop), encoded once."""
+    return _explanation_picture(decoded.digest, model, class_index, decoded)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _overlay(digest: str, model: str, class_index: int, opacity: float, _decoded: Decoded) -> bytes:
+    seen = explanation(_decoded, model, class_index)
+    return picture_bytes(draw.heatmap_overlay(seen.cropped, seen.heatmap, opacity))
+
+
+def overlay(decoded: Decoded, model: str, class_index: int, opacity: float) -> bytes:
+    """The heatmap over the crop at ``opacity``, encoded once per photo, class and opacity."""
+    return _overlay(decoded.digest, model, class_index, round(float(opacity), 2), decoded)
+
+
+# Figures shared by every visitor: a class looking at the same photo sees the same charts.
+FIGURES: BoundedCache[tuple[Any, ...], go.Figure] = BoundedCache(8 << 20)
+
+
+def topk_figure(predictions: tuple[Prediction, ...], colours: Palette, lang: str) -> go.Figure:
+    return FIGURES.get_or_compute(
+        ("topk", predictions, colours, lang),
+        lambda: frozen(draw.topk_figure(predictions, colours, lang)),
+    )
+
+
+def latency_figure(
+    wall_parts: tuple[tuple[Stage, float], ...], colours: Palette, lang: str
+) -> go.Figure:
+    return FIGURES.get_or_compute(
+        ("latency", wall_parts, colours, lang),
+        lambda: frozen(draw.latency_figure(wall_parts, colours, lang)),
+    )
 
 
 # --------------------------------------------------------------------------- uploads

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
+from components.figures import FrozenFigure
 from components.theme import Palette
 
 if TYPE_CHECKING:
@@ -257,23 +258,6 @@ def tensor_layout(
                 ("[" + ", ".join(map(str, prefix)) + ", :, :]", float(left[b]), float(top[b]) - 0.9)
             )
     return xs, ys, labels
-
-
-class FrozenFigure(go.Figure):
-    """A figure nobody changes once built (the room caches figures process-wide).
-
-    ``st.plotly_chart`` calls ``to_dict()`` on every rerun, which deep-copies the figure and
-    base64-encodes every array, for both figures of the room: the bulk of a rerun for a
-    4,096-square figure. Serialising once and handing out the same dict keeps reruns cheap;
-    the dict holds only plain JSON types, so Streamlit's own ``to_json`` of it stays correct.
-    """
-
-    def to_dict(self) -> dict[str, Any]:
-        serialised = getattr(self, "_serialised", None)
-        if serialised is None:
-            serialised = super().to_dict()
-            self._serialised = serialised
-        return serialised
 
 
 def tensor_figure(
