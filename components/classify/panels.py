@@ -300,22 +300,29 @@ def inspector(found: Photos, chosen: state.Settings, shown: Predicted) -> None:
         key=state.INSPECT_KEY,
     )
     photo, outcome = good[picked if picked is not None and picked < len(good) else 0]
+    labels = [
+        t("classify.inspect.pipeline"),
+        t("classify.inspect.heatmap"),
+        t("classify.inspect.latency"),
+        t("classify.inspect.compare"),
+    ]
+    # Only the open tab runs (on_change="rerun" + .open): a class rerunning the page at once
+    # does not each build three tabs nobody is looking at.
     pipeline_tab, heatmap_tab, latency_tab, compare_tab = st.tabs(
-        [
-            t("classify.inspect.pipeline"),
-            t("classify.inspect.heatmap"),
-            t("classify.inspect.latency"),
-            t("classify.inspect.compare"),
-        ]
+        labels, key=state.INSPECT_TAB_KEY, on_change="rerun", default=labels[0]
     )
-    with pipeline_tab:
-        _pipeline(photo, shown.loaded)
-    with heatmap_tab:
-        _heatmap(photo, chosen.model, outcome.predictions)
-    with latency_tab:
-        _latency(found.items, chosen, shown.result.timings, shown.loaded)
-    with compare_tab:
-        _compare(photo, chosen, outcome)
+    if pipeline_tab.open:
+        with pipeline_tab:
+            _pipeline(photo, shown.loaded)
+    if heatmap_tab.open:
+        with heatmap_tab:
+            _heatmap(photo, chosen.model, outcome.predictions)
+    if latency_tab.open:
+        with latency_tab:
+            _latency(found.items, chosen, shown.result.timings, shown.loaded)
+    if compare_tab.open:
+        with compare_tab:
+            _compare(photo, chosen, outcome)
 
 
 def _pipeline(photo: state.Photo, loaded: LoadedModel) -> None:

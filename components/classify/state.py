@@ -59,6 +59,7 @@ CAMERA_KEY = "c_camera"
 CAMERA_PHOTO_KEY = "c_camera_photo"
 KEPT_KEY = "c_kept"  # file id → (name, Decoded or Refusal): what the session keeps of uploads
 INSPECT_KEY = "c_inspect"
+INSPECT_TAB_KEY = "c_inspect_tab"
 CAM_OPACITY_KEY = "c_cam_opacity"
 TIME_AGAIN_KEY = "c_time_again"
 COMPARE_KEY = "c_compare"

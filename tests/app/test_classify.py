@@ -101,7 +101,7 @@ def test_nothing_selected_explains_what_to_do() -> None:
 
 
 def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
-    at = open_page("views/classify.py")
+    at = open_page("views/classify.py", c_inspect_tab=translate("classify.inspect.heatmap"))
     at.pills(key="c_samples").set_value(["cat", "coffee", "rocket"])
     at.run()
     no_failure(at)
@@ -114,9 +114,12 @@ def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
     ).value == engine.IMAGENET_CATEGORIES.index("espresso")
 
 
-def _only_error_after_picking(picker: str, model: str) -> tuple[AppTest, str]:
+COMPARE_TAB = {"c_inspect_tab": translate("classify.inspect.compare")}
+
+
+def _only_error_after_picking(picker: str, model: str, **session: object) -> tuple[AppTest, str]:
     """The page after choosing ``model`` in the ``picker`` selectbox, and its one error."""
-    at = open_page("views/classify.py")
+    at = open_page("views/classify.py", **session)
     at.selectbox(key=picker).set_value(model).run()
     no_failure(at)
     errors = [e.value for e in at.error]
@@ -133,7 +136,7 @@ def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) ->
 
 
 def test_compare_offline_does_not_advise_the_model_already_shown(offline_hub: Path) -> None:
-    _, error = _only_error_after_picking("c_compare", "resnet50")
+    _, error = _only_error_after_picking("c_compare", "resnet50", **COMPARE_TAB)
     assert "ResNet-50" in error
     assert "A comparison needs a second model" in error
     assert "pick it" not in error
@@ -146,13 +149,13 @@ def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> No
     import torch
 
     torch.save(resnet18(weights=None).state_dict(), offline_hub / "resnet18-f37072fd.pth")
-    at = open_page("views/classify.py")
+    at = open_page("views/classify.py", **COMPARE_TAB)
     at.selectbox(key="c_compare").set_value("resnet18").run()
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
     text = rendered_text(at)
     assert "**ResNet-18**" in text and "**EfficientNet-Lite0**" in text
-    assert len(at.get("plotly_chart")) >= 4  # cat chart, latency, two comparison charts
+    assert len(at.get("plotly_chart")) >= 3  # cat chart, two comparison charts
 
 
 def test_korean_page() -> None:
@@ -293,3 +296,16 @@ def test_engine_errors_reach_the_page_in_the_readers_language() -> None:
         "classify.errors.slow_format", "ko", format="JPEG", variant="산술 부호화"
     )
     assert "arithmetic" not in korean
+
+
+def test_only_the_open_inspector_tab_is_built() -> None:
+    """The pipeline tab is open at first: the heatmap's widgets and the latency chart are not
+    built until their tab is opened (a class rerunning the page builds only what it sees)."""
+    at = open_page("views/classify.py")
+    no_failure(at)
+    assert translate("classify.pipeline.before_after") in rendered_text(at)
+    assert not [s for s in at.selectbox if s.key == "c_cam_class_efficientnet_lite0"]
+    latency = open_page("views/classify.py", c_inspect_tab=translate("classify.inspect.latency"))
+    no_failure(latency)
+    assert len(latency.get("plotly_chart")) == len(at.get("plotly_chart")) + 1
+    assert translate("classify.pipeline.before_after") not in rendered_text(latency)
