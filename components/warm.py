@@ -6,9 +6,11 @@ moment, each in its own order, can deadlock Python's per-module import locks (a
 ``_DeadlockError`` on a page). So the first run imports every room under one lock, in a fixed
 order; later runs find the modules loaded and pass straight through.
 
-Then a background thread starts the sandbox's zygote (it imports torch in its own process)
-and loads and runs the default classifier once, so no visitor waits for either when they press
-a button a few seconds later.
+Then the slow parts: the sandbox's zygote (it imports torch in its own process), the default
+classifier, and the shape explorer's default analysis. Under ``streamlit run app.py`` all of
+this runs before the server takes its first request (app.py's ``st.App`` lifespan,
+:func:`server_lifespan`); under a server started another way (AppTest) the first visitor's
+run imports the rooms and a background thread warms the rest.
 
 Garbage collection. Python's cycle collector walks every tracked object on a full collection,
 with the GIL held: after torch, torchvision, pandas, Plotly and a model are loaded that is
