@@ -151,14 +151,17 @@ def test_the_waiting_line_reaches_the_caller(fake_sandbox: list) -> None:
 
 
 def test_the_rooms_jobs_are_registered_before_they_run(fake_sandbox: list) -> None:
-    """explore() registers this room's jobs on the pool it runs them in (the sandbox names
-    none), and every job travels to the zygote by the name it is defined with."""
+    """explore() registers every room's jobs on the pool it runs them in, this room's among
+    them (the sandbox names none; torchatlas.sandboxed registers all rooms at once, so the
+    zygote starts once with all of them), and every job travels to the zygote by the name it
+    is defined with."""
+    from torchatlas.modules.jobs import JOBS as MODULE_JOBS
     from torchatlas.sandbox.jobs import target_of
 
     module = fake_sandbox.pop()
     module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]]}, None)
     explore("src", [[1, 3]])
-    assert module.registered == [JOBS]
+    assert module.registered == [JOBS, MODULE_JOBS]
     assert set(JOBS) == {"shapes.analyze", "shapes.why_meta"}
     for function in JOBS.values():
         assert target_of(function).startswith("torchatlas.shapes.")
