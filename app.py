@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.warm import server_lifespan, warm_server
+from components.warm import limit_malloc_arenas, server_lifespan, warm_server
 
 if __name__ != "__main__":  # imported by the server at start-up
+    limit_malloc_arenas()  # before the visitors' script threads exist
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
     from components.i18n import t

@@ -65,3 +65,7 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
 
 def test_malloc_trim_is_glibcs_here() -> None:
     assert warm._malloc_trim()() in (0, 1)  # glibc returns whether memory was released
+
+
+def test_malloc_arenas_can_be_capped_here() -> None:
+    assert warm.limit_malloc_arenas(8) is True  # glibc: mallopt answers 1
