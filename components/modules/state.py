@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from components.i18n import t
+from components.sandbox import sandbox_pool
 from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
 from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.modules import (
@@ -215,17 +216,6 @@ def current_section() -> str:
 
 
 # ---------------------------------------------------------------- the sandbox
-@st.cache_resource(show_spinner=False)
-def sandbox_pool() -> Any:
-    """The process-wide pool with every room's jobs (None when the sandbox cannot start)."""
-    try:
-        from torchatlas.sandboxed import shared_pool
-
-        pool = shared_pool()
-        pool.warm_up(wait=False)  # the first inspection waits; the page does not
-        return pool
-    except Exception:  # reported as "not available" by the inspection itself
-        return None
 
 
 def session_id() -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import streamlit as st
 
 from components.i18n import t
+from components.sandbox import sandbox_pool
 from torchatlas.cache import BoundedCache
 from torchatlas.presets import DEFAULT_PRESET, PRESETS
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
@@ -181,17 +182,6 @@ def save_to_url(source: str) -> None:
 
 
 # ---------------------------------------------------------------- the sandbox
-@st.cache_resource(show_spinner=False)
-def sandbox_pool() -> Any:
-    """The process-wide pool of pre-warmed workers (None when the sandbox cannot start)."""
-    try:
-        from torchatlas.sandboxed import shared_pool
-
-        pool = shared_pool()  # every room's jobs, before it starts: the zygote imports them
-        pool.warm_up(wait=False)  # the first analysis waits; the page does not
-        return pool
-    except Exception:  # a missing or broken sandbox is reported on the health line
-        return None
 
 
 def sandbox_health() -> Any:
