@@ -24,6 +24,7 @@ if __name__ != "__main__":  # imported by the server at start-up
     limit_malloc_arenas()  # before the visitors' script threads exist
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
+    from components.contained import page_guard
     from components.i18n import t
     from components.rooms import built_rooms
     from components.sidebar import language_switch, torch_box
@@ -50,4 +51,5 @@ else:  # a visitor's script run
 
     current = st.navigation(sections)
     torch_box()
-    current.run()
+    with page_guard():  # a page that fails shows an explained card; the server stays up
+        current.run()

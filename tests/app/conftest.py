@@ -1,0 +1,23 @@
+"""Every AppTest run of a page must draw without needing the app's last wall (the card that
+replaces an unexpected exception): a test that reaches it fails, unless it is marked
+``expects_unexpected`` (the tests of that wall itself)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "expects_unexpected: the test means to reach the unexpected-error card"
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_unexpected_errors(request: pytest.FixtureRequest):
+    from components.contained import RECENT_UNEXPECTED
+
+    RECENT_UNEXPECTED.clear()
+    yield
+    if request.node.get_closest_marker("expects_unexpected") is None:
+        assert list(RECENT_UNEXPECTED) == [], "a page reached the unexpected-error card"
