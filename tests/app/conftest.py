@@ -7,12 +7,6 @@ from __future__ import annotations
 import pytest
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "expects_unexpected: the test means to reach the unexpected-error card"
-    )
-
-
 @pytest.fixture(autouse=True)
 def no_unexpected_errors(request: pytest.FixtureRequest):
     from components.contained import RECENT_UNEXPECTED
