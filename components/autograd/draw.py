@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from components.format import format_bytes, format_count
 from components.theme import Palette
-from torchatlas.autograd import BackwardTrace, Graph, ProgramError, Values
+from torchatlas.autograd import BackwardTrace, Graph, ProgramError, TensorInfo, Values
 from torchatlas.autograd.errors import ErrorCode
 from torchatlas.autograd.freeze import FreezeReport
 from torchatlas.autograd.history import Outcome
@@ -120,7 +120,7 @@ def variables_table(graph: Graph, lang: str) -> str:
     ]  # fmt: skip
     rows = [
         (
-            f"`{v.name}`",
+            _name_cell(v, lang),
             v.line,
             shape_text(v.shape),
             v.dtype,
@@ -133,6 +133,19 @@ def variables_table(graph: Graph, lang: str) -> str:
         for v in graph.variables
     ]
     return markdown_table(header, rows)
+
+
+def _name_cell(variable: TensorInfo, lang: str) -> str:
+    """A variable's name, and the other names of the same tensor (``a = w``)."""
+    others = [name for name in variable.aliases if name != variable.name]
+    if not others:
+        return f"`{variable.name}`"
+    return translate(
+        "autograd.variables.same_tensor",
+        lang,
+        name=variable.name,
+        others=", ".join(f"`{name}`" for name in others),
+    )
 
 
 def saved_lines(graph: Graph, lang: str) -> list[str]:
@@ -224,7 +237,17 @@ def freeze_bar_html(report: FreezeReport, palette: Palette, lang: str) -> str:
 
 def optimizer_table(report: FreezeReport, lang: str) -> str:
     rows = [
-        (f"`{o.source}`", o.groups, o.tensors, format_count(o.numel), o.frozen_tensors)
+        (
+            (f"`{o.source}`", o.groups, o.tensors, format_count(o.numel), o.frozen_tensors)
+            if o.refused is None
+            else (
+                f"`{o.source}`",
+                translate("autograd.freeze.refused", lang, message=o.refused),
+                "—",
+                "—",
+                "—",
+            )
+        )
         for o in report.optimizers
     ]
     header = [
@@ -250,8 +273,11 @@ def freeze_code(report: FreezeReport) -> str:
         modules = ("model.conv1", "model.bn1") if block == "stem" else (f"model.{block}",)
         for module in modules:
             lines += [f"for param in {module}.parameters():", "    param.requires_grad = True"]
-    source = report.optimizers[1].source
-    lines += ["", f"optimizer = torch.optim.SGD({source}, lr=0.01)"]
+    chosen = report.optimizers[1]
+    lines.append("")
+    if chosen.refused is not None:  # torch's own words, from building it
+        lines.append(f"# torch raises ValueError here: {chosen.refused}")
+    lines.append(f"optimizer = torch.optim.SGD({chosen.source}, lr=0.01)")
     return "\n".join(lines) + "\n"
 
 

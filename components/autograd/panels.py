@@ -7,6 +7,7 @@ import streamlit as st
 
 from components.autograd import draw, state
 from components.autograd.state import Room
+from components.contained import failure_card, guarded
 from components.i18n import language, t
 from components.theme import is_dark, palette
 from torchatlas.autograd.examples import EXAMPLES
@@ -48,6 +49,8 @@ def program() -> Room:
         ),
     )
     room = state.read_room()
+    for key, params in state.take_link_notes():
+        st.warning(t(f"autograd.program.{key}", **params), icon=":material/link_off:")
     row = st.container(horizontal=True)
     row.number_input(
         t("autograd.program.seed"),
@@ -69,7 +72,9 @@ def program() -> Room:
             args=(0,),
         )
     lang = language()
-    if room.refusal is not None:
+    if room.failure is not None:
+        failure_card(room.failure)
+    elif room.refusal is not None:
         st.error(
             draw.error_text(None, room.refusal.code, room.refusal.params, lang),
             icon=":material/block:",
@@ -135,6 +140,7 @@ def predict(room: Room) -> None:
 
 
 @st.fragment
+@guarded
 def graph(room: Room) -> None:
     """The graph and the step control: each click reruns only this part."""
     if room.graph is None or room.graph.error is not None:

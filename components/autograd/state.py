@@ -5,9 +5,19 @@ Every session key starts with ``autograd_``; the URL keys are ``a_ex`` (an examp
 ``a_step``. They are read on a session's first run and written when they change, so a link
 restores the room; ``lang`` and other rooms' keys are never touched.
 
+A program is text a visitor types or a link carries, so the server only *checks* it (the
+parser: clear, translated refusals, nothing evaluated); running it, its backward and reading the
+graph happen in a sandbox job (``autograd.run``: a confined child with a memory limit and a CPU
+deadline, through the shared fair queue), whose reply is rebuilt against :class:`ProgramRun`'s
+types and bounds before anything draws it. The freezing lesson (a fixed menu of six toggles),
+the then-vs-now cases (no input) and the quiz's grading (booleans read from the validated
+graph) take nothing from a visitor that could size or shape a computation: they stay here.
+
 Results are kept in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes: its keys are
-programs visitors type or share. A rerun while stepping through backward reads the traced
-graph and the replay from it and only rebuilds the DOT text for the new step.
+programs visitors type or share. A class opening the same link runs one job
+(``get_or_compute_once``); a transient failure (a full queue, a crash) is not kept. A rerun
+while stepping through backward reads the traced graph and the replay from it and only
+rebuilds the DOT text for the new step.
 """
 
 from __future__ import annotations
@@ -25,32 +35,31 @@ from components.autograd.draw import (
     scrolling,
     variables_table,
 )
+from components.contained import link_int, session_id
 from components.theme import DARK, LIGHT
-from torchatlas.autograd import (
-    BackwardTrace,
-    Graph,
-    ProgramRefused,
-    parse,
-    python_code,
-    trace_and_backward,
-)
+from torchatlas.autograd import BackwardTrace, ErrorCode, Graph, ProgramRefused, parse
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
 from torchatlas.autograd.freeze import BLOCKS, FreezeReport, freeze
 from torchatlas.autograd.history import ThenNow, then_and_now
+from torchatlas.autograd.jobs import RUN, ProgramRun
 from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question, Score, grade
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
+from torchatlas.sandboxed import JobFailure, run_room_job
 
 EXAMPLE_KEY, PROGRAM_KEY, SEED_KEY = "autograd_example", "autograd_program", "autograd_seed"
 ROOT_KEY, STEP_KEY = "autograd_root", "autograd_step"
 REVEALED_KEY, SIGNATURE_KEY = "autograd_revealed", "autograd_signature"
 LINK_BROKEN_KEY, TRAIN_PREFIX = "autograd_link_broken", "autograd_train_"
+LINK_NOTES_KEY, LINK_ROOT_KEY = "autograd_link_notes", "autograd_link_root"
 QUIZ_PREFIX, PANEL_KEY = "autograd_quiz_", "autograd_panel"
 URL_EXAMPLE, URL_PROGRAM, URL_SEED = "a_ex", "a_prog", "a_seed"
 URL_ROOT, URL_STEP = "a_root", "a_step"
 CUSTOM = "custom"
 MAX_SEED = 10**6
+MAX_STEP = 10**4  # far above any replay's steps (a program runs at most 300 operations)
+JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
 CACHE_BYTES = 32 << 20
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 
@@ -59,6 +68,21 @@ ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 class Refusal:
     code: str
     params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One program, seed and root: refused (by the parser here, or the engine in the job),
+    run in the sandbox (``run``), or without a result (``failure``: the sandbox's limits, its
+    queue, a crash, a reply outside its declared types)."""
+
+    refusal: Refusal | None = None
+    run: ProgramRun | None = None
+    failure: JobFailure | None = None
+
+    @property
+    def worth_keeping(self) -> bool:
+        return self.failure is None or not self.failure.transient
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,7 @@ class Room:
     root: str | None
     trace: BackwardTrace | None
     code: str | None  # the program as plain PyTorch
+    failure: JobFailure | None = None  # the sandbox gave no result
 
     @property
     def total_steps(self) -> int:
@@ -82,8 +107,22 @@ class Room:
 # --------------------------------------------------------------------------- URL
 
 
-def _seed(text: str) -> int:
-    return int(text) if text.isdigit() and int(text) <= MAX_SEED else 0
+def _link_number(key: str, low: int, high: int, default: int) -> int | None:
+    """A whole number from the link's ``key`` (strict ASCII digits, within bounds); None
+    when the link has none. A value that is not one is noted for the page and replaced by
+    ``default``."""
+    if key not in st.query_params:
+        return None
+    value = link_int(st.query_params.get(key), low=low, high=high)
+    if value is None:
+        note = ("link_bad_number", {"key": key, "low": low, "high": high, "value": default})
+        st.session_state.setdefault(LINK_NOTES_KEY, []).append(note)
+        return default
+    return value
+
+
+def _link_name(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= 40 and text.isascii() and text.isidentifier()
 
 
 def initial_state() -> None:
@@ -106,17 +145,27 @@ def initial_state() -> None:
         st.session_state[LINK_BROKEN_KEY] = True
     st.session_state[EXAMPLE_KEY] = key
     st.session_state[PROGRAM_KEY] = program
-    st.session_state.setdefault(SEED_KEY, _seed(query.get(URL_SEED, "0")))
-    root = query.get(URL_ROOT, "")
-    if root.isidentifier() and len(root) <= 40:
-        st.session_state.setdefault(ROOT_KEY, root)
-    step = query.get(URL_STEP, "")
-    if step.isdigit() and len(step) < 5:
-        st.session_state.setdefault(STEP_KEY, int(step))
+    seed = _link_number(URL_SEED, 0, MAX_SEED, 0)
+    st.session_state.setdefault(SEED_KEY, seed or 0)
+    if URL_ROOT in query:
+        root = query.get(URL_ROOT)
+        if _link_name(root):
+            st.session_state.setdefault(ROOT_KEY, root)
+            st.session_state[LINK_ROOT_KEY] = root  # told if the program has no such root
+        else:
+            st.session_state[LINK_BROKEN_KEY] = True
+    step = _link_number(URL_STEP, 0, MAX_STEP, 0)
+    if step is not None:
+        st.session_state.setdefault(STEP_KEY, step)
 
 
 def take_link_broken() -> bool:
     return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
+
+
+def take_link_notes() -> list[tuple[str, dict[str, Any]]]:
+    """What the link carried that the room could not use, each a text key and its values."""
+    return list(st.session_state.pop(LINK_NOTES_KEY, None) or ())
 
 
 def link_query(room: Room, step: int) -> dict[str, str]:
@@ -199,19 +248,42 @@ def hide() -> None:
 # --------------------------------------------------------------------------- the room
 
 
-def _compute(program: str, seed: int, root: str | None) -> tuple[Any, ...]:
+def _refusal(code: str, params: dict[str, Any]) -> Refusal | None:
+    """The engine's coded refusal from the job, if it names one of the room's own codes
+    (the page then shows the room's text for it); None for anything else."""
+    return Refusal(code, params) if code in {c.value for c in ErrorCode} else None
+
+
+def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome:
     try:
-        parsed = parse(program)
+        parse(program)  # the first wall, here: clear refusals, nothing evaluated
     except ProgramRefused as refused:
-        return Refusal(str(refused.code), dict(refused.params)), None, None, None
-    graph, result = trace_and_backward(program, root, seed=seed)
-    return None, graph, result, python_code(parsed, seed)
+        return Outcome(refusal=Refusal(str(refused.code), dict(refused.params)))
+    job = run_room_job(
+        RUN,
+        {"program": program, "seed": seed, "root": root},
+        ProgramRun,
+        session_id=visitor,
+        timeout_s=JOB_TIMEOUT_S,
+    )
+    if job.refused is not None:
+        refusal = _refusal(*job.refused)
+        if refusal is None:
+            return Outcome(failure=JobFailure("untrusted"))
+        return Outcome(refusal=refusal)
+    if job.failure is not None:
+        return Outcome(failure=job.failure)
+    return Outcome(run=job.value)
 
 
-def computed(program: str, seed: int, root: str | None) -> tuple[Any, ...]:
-    """(refusal, graph, backward trace, code) for a program, seed and root, cached."""
-    return ROOM_CACHE.get_or_compute(
-        ("run", program, seed, root), lambda: _compute(program, seed, root)
+def computed(program: str, seed: int, root: str | None) -> Outcome:
+    """A program, seed and root run in the sandbox (or refused), cached: a class opening
+    the same link runs one job; a transient failure is not kept."""
+    visitor = session_id()
+    return ROOM_CACHE.get_or_compute_once(
+        ("run", program, seed, root),
+        lambda: _compute(program, seed, root, visitor),
+        keep=lambda outcome: outcome.worth_keeping,
     )
 
 
@@ -222,17 +294,31 @@ def read_room() -> Room:
     example = EXAMPLES.get(key) if key in EXAMPLES else None
     if example is not None and example.program.strip() != program.strip():
         example = None
-    refusal, graph, result, code = computed(program, seed, None)
+    outcome = computed(program, seed, None)
+    if outcome.run is None:
+        return Room(
+            program, seed, example, outcome.refusal, None, None, None, None, outcome.failure
+        )
+    graph, result, code = outcome.run.graph, outcome.run.trace, outcome.run.code
     root = None
-    if graph is not None and graph.error is None and graph.roots:
+    if graph.error is None and graph.roots:
         wanted = st.session_state.get(ROOT_KEY)
-        root = wanted if wanted in graph.roots else graph.default_root
+        root = wanted if wanted in graph.roots else graph.default_root or graph.roots[0]
+        linked = st.session_state.pop(LINK_ROOT_KEY, None)
+        if linked is not None and linked != root:
+            note = ("root_missing", {"root": linked, "used": root})
+            st.session_state.setdefault(LINK_NOTES_KEY, []).append(note)
         st.session_state[ROOT_KEY] = root
         if result is None or result.root != root:
-            _, _, result, _ = computed(program, seed, root)
+            again = computed(program, seed, root)
+            if again.run is None:
+                failure = again.failure or JobFailure("untrusted")
+                return Room(program, seed, example, None, graph, None, None, code, failure)
+            result = again.run.trace
+            graph = again.run.graph  # with a leaf root, its AccumulateGrad joins the graph
     else:
         result = None
-    return Room(program, seed, example, refusal, graph, root, result, code)
+    return Room(program, seed, example, None, graph, root, result, code)
 
 
 def shown_step(room: Room) -> int:

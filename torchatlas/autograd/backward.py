@@ -9,12 +9,23 @@ a page steps through.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import torch
+
 from torchatlas.autograd.errors import ErrorCode, ProgramError, explain
-from torchatlas.autograd.graph import Graph, Values, labels, node_index, node_order, read
+from torchatlas.autograd.graph import (
+    Graph,
+    GraphNode,
+    Values,
+    labels,
+    node_index,
+    node_order,
+    read,
+)
 from torchatlas.autograd.parser import parse
 from torchatlas.autograd.run import Run, execute
 
@@ -107,8 +118,21 @@ def record(
         error = ProgramError(ErrorCode.NO_ROOT, line, {"name": root})
         return BackwardTrace(root, graph, (), 0, (), error)
     nodes = node_order(run) if nodes is None else nodes
-    index = node_index(nodes)
     names = labels(run)
+    if tensor.grad_fn is None and tensor.requires_grad:
+        # backward from a leaf runs the leaf's own AccumulateGrad, a node no grad_fn leads
+        # to when nothing was computed from the leaf: it joins the graph for this replay
+        accumulator = torch.autograd.graph.get_gradient_edge(tensor).node
+        if all(fn is not accumulator for fn in nodes):
+            nodes = [*nodes, accumulator]
+            graph = dataclasses.replace(
+                graph,
+                nodes=(
+                    *graph.nodes,
+                    GraphNode(len(graph.nodes), "AccumulateGrad", (), (), names[id(tensor)], ()),
+                ),
+            )
+    index = node_index(nodes)
     # The hooks keep the gradient tensors themselves; they become Values after backward.
     # Holding a reference is safe: autograd only accumulates in place into a gradient nobody
     # else holds, so a kept tensor never changes. A gradient passed from one node to the
@@ -132,7 +156,18 @@ def record(
         for name, t in variables
         if t.is_leaf or t.retains_grad
     }
+    # Which tensors this backward wrote a .grad into, by identity, as torch reports it (a
+    # hook that runs after accumulation): every name of such a tensor was filled.
+    accumulated: set[int] = set()
+
+    def note(t: torch.Tensor) -> None:
+        accumulated.add(id(t))
+
     handles = [fn.register_hook(hook_for(fn)) for fn in nodes]
+    handles += [
+        t.register_post_accumulate_grad_hook(note)
+        for t in {id(t): t for _, t in variables if t.is_leaf and t.requires_grad}.values()
+    ]
     error = None
     try:
         tensor.backward(retain_graph=retain_graph)
@@ -160,7 +195,8 @@ def record(
         for i, (position, name, leaf, grad_in, grad_out) in enumerate(raw)
     ]
     raw.clear()  # the tensors are converted: let them go
-    filled = {step.leaf: step.index for step in done if step.leaf is not None}
+    # the step that filled each leaf, by the tensor's identity (its AccumulateGrad node)
+    steps_of = {id(nodes[step.node]): step.index for step in done if step.leaf is not None}
     reached = {step.node for step in done}
     grads = []
     for name, t in variables:
@@ -168,17 +204,23 @@ def record(
         value = None if grad is None else Values.of(grad)
         node = index.get(id(t.grad_fn)) if t.grad_fn is not None else None
         was = before.get(name)
+        filled_at = None
+        if t.is_leaf and t.requires_grad and id(t) in accumulated:
+            accumulator = torch.autograd.graph.get_gradient_edge(t).node
+            filled_at = steps_of.get(id(accumulator))
         if t.is_leaf and not t.requires_grad:
             reason = GradReason.NO_REQUIRES_GRAD
         elif not t.is_leaf and not t.retains_grad:
             reason = GradReason.NOT_LEAF
-        elif name in filled or (not t.is_leaf and node in reached and value is not None):
+        elif (t.is_leaf and id(t) in accumulated) or (
+            not t.is_leaf and node in reached and value is not None
+        ):
             reason = GradReason.FILLED if t.is_leaf else GradReason.RETAINED
         elif value is not None:
             reason = GradReason.KEPT
         else:
             reason = GradReason.NOT_REACHED
-        grads.append(LeafGrad(name, reason, value, was, filled.get(name)))
+        grads.append(LeafGrad(name, reason, value, was, filled_at))
     kept = tuple(done if steps is None else done[: max(0, steps)])
     return BackwardTrace(root, graph, kept, len(done), tuple(grads), error)
 
@@ -194,4 +236,5 @@ def trace_and_backward(
     chosen = root or graph.default_root
     if run.error is not None or chosen is None:
         return graph, None
-    return graph, record(run, graph, chosen, nodes=nodes)
+    result = record(run, graph, chosen, nodes=nodes)
+    return result.graph, result  # a leaf root adds its AccumulateGrad to the graph

@@ -63,8 +63,12 @@ def to_dot(
         f'  node [fontname="Helvetica", fontsize=11, fontcolor="{c["text"]}"];',
         f'  edge [fontname="Helvetica", fontsize=9, color="{c["edge"]}", fontcolor="{c["text"]}"];',
     ]
+    # one box per tensor: names bound to the same tensor (``a = w``) share its box
+    box = {v.name: v.primary for v in graph.variables}
     for v in graph.variables:
-        label = f"{v.name}\n{_shape(v.shape)}"
+        if v.primary != v.name:
+            continue
+        label = f"{' = '.join(v.aliases or (v.name,))}\n{_shape(v.shape)}"
         if v.is_leaf:
             label += f" {w['leaf']}"
         grad = trace.grad(v.name) if trace is not None else None
@@ -95,7 +99,7 @@ def to_dot(
             f"  n{node.index} [label={_quote(label)}, shape=ellipse, style=filled, "
             f'color="{color}", fillcolor="{fill}"];'
         )
-        for name in node.outputs_of:
+        for name in dict.fromkeys(box.get(name, name) for name in node.outputs_of):
             lines.append(f"  v_{name} -> n{node.index} [style=dashed, arrowhead=none];")
         if node.leaf in names:
             lines.append(

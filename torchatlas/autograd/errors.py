@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     BAD_LOOP = "bad_loop"
     BAD_CONDITION = "bad_condition"
     BAD_LITERAL = "bad_literal"
+    NUMBER_TOO_BIG = "number_too_big"
     TOO_DEEP = "too_deep"
     TOO_MANY_OPS = "too_many_ops"
     # while running
@@ -130,11 +131,36 @@ _VERSION = re.compile(
 )
 
 
+class TorchRefused(Exception):
+    """PyTorch refused an operation, and the room decided which lesson that is from the
+    operands themselves (a dtype, a flag), not from PyTorch's wording: ``code`` is the
+    lesson, ``cause`` what PyTorch raised (its words are still shown)."""
+
+    def __init__(self, code: ErrorCode, cause: BaseException) -> None:
+        super().__init__(code)
+        self.code, self.cause = code, cause
+
+
+def exception_text(exc: BaseException, limit: int = 2000) -> str:
+    """An exception's message without formatting anything a program built: ``str(exc)``
+    formats every argument with ``repr()`` (a KeyError of a huge list would print it), so
+    only a message that already is a string is read, and only its first ``limit``
+    characters."""
+    args = getattr(exc, "args", ())
+    if len(args) >= 1 and isinstance(args[0], str):
+        return args[0][:limit]
+    return type(exc).__name__
+
+
 def explain(exc: BaseException, line: int) -> ProgramError:
     """The code, parameters and PyTorch's words for an exception raised at ``line``."""
     if isinstance(exc, AutogradError):
         return ProgramError(exc.code, line, dict(exc.params))
-    text = str(exc).strip()
+    if isinstance(exc, TorchRefused):
+        said = exception_text(exc.cause).strip()
+        first = (said.splitlines()[0] if said else type(exc.cause).__name__)[:400]
+        return ProgramError(exc.code, line, {}, first.split(" Hint:")[0])
+    text = exception_text(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     first = first.split(" Hint:")[0][:400]
 

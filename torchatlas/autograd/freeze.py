@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from torchatlas.autograd.errors import AutogradError, ErrorCode
+from torchatlas.autograd.errors import AutogradError, ErrorCode, exception_text
 
 BLOCKS: tuple[str, ...] = ("stem", "layer1", "layer2", "layer3", "layer4", "fc")
 STEM = ("conv1", "bn1")
@@ -57,6 +57,7 @@ class OptimizerView:
     tensors: int
     numel: int
     frozen_tensors: int  # tensors it holds that never get a gradient
+    refused: str | None = None  # torch's words when it refused to build the optimiser
 
 
 @dataclass(frozen=True)
@@ -200,9 +201,12 @@ def freeze(
 
 
 def _optimizer(source: str, params: list[torch.nn.Parameter]) -> OptimizerView:
-    if not params:
-        return OptimizerView(source, 0, 0, 0, 0)
-    optimizer = torch.optim.SGD(params, lr=0.01)
+    """What torch builds from ``params``, or its refusal (an empty list: "optimizer got an
+    empty parameter list"): torch decides, the room only reports."""
+    try:
+        optimizer = torch.optim.SGD(params, lr=0.01)
+    except ValueError as error:
+        return OptimizerView(source, 0, 0, 0, 0, refused=exception_text(error, 300))
     held = [p for group in optimizer.param_groups for p in group["params"]]
     return OptimizerView(
         source,

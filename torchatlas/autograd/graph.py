@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchatlas.autograd.errors import ProgramError
+from torchatlas.autograd.errors import ProgramError, exception_text
+from torchatlas.autograd.text import bounded_text
 
 if TYPE_CHECKING:
     from torchatlas.autograd.backward import BackwardTrace
@@ -86,6 +87,14 @@ class TensorInfo:
     is_inference: bool
     values: Values
     grad: Values | None  # ``.grad`` after the program (None while it is None)
+    # every name bound to this very tensor when the program ended, in the order the program
+    # first bound them (``a = w``: w and a are one tensor); ``aliases[0]`` names it in the
+    # graph and the backward steps
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def primary(self) -> str:
+        return self.aliases[0] if self.aliases else self.name
 
 
 @dataclass(frozen=True)
@@ -145,16 +154,23 @@ class Graph:
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """Variables backward can start from: those with a ``grad_fn``, scalars first."""
+        """Variables backward can start from: those with a ``grad_fn``, scalars first; then
+        scalar leaves that require grad (``w.backward()`` fills ``w.grad`` with 1)."""
         with_fn = [v for v in self.variables if v.grad_fn is not None]
         with_fn.sort(key=lambda v: (len(v.shape) > 0 and v.shape != (1,), -v.line))
-        return tuple(v.name for v in with_fn)
+        leaves = [
+            v
+            for v in self.variables
+            if v.grad_fn is None and v.is_leaf and v.requires_grad and math.prod(v.shape) == 1
+        ]
+        return tuple(v.name for v in (*with_fn, *leaves))
 
     @property
     def default_root(self) -> str | None:
         if (loss := self.variable("loss")) is not None and loss.grad_fn is not None:
             return "loss"
-        return self.roots[0] if self.roots else None
+        with_fn = [name for name in self.roots if self.variable(name).grad_fn is not None]  # type: ignore[union-attr]
+        return with_fn[0] if with_fn else None
 
     def to_dot(
         self,
@@ -173,8 +189,8 @@ class Graph:
 
 
 def _text(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    """A value a program built, for the page: never ``repr()`` (see :mod:`.text`)."""
+    return bounded_text(value, MAX_TEXT)
 
 
 def _other(name: str, line: int, value: Any) -> OtherValue:
@@ -223,7 +239,7 @@ def _saved(node: Any) -> tuple[SavedValue, ...]:
         except RuntimeError as error:
             # torch refuses to unpack a saved tensor that was modified in place since, or one
             # a backward already freed
-            freed = "freed" in str(error)
+            freed = "freed" in exception_text(error)
             state = SavedState.FREED if freed else SavedState.STALE
             out.append(_saved_value(name, None, "", state))
             continue
@@ -264,14 +280,25 @@ def node_index(nodes: list[Any]) -> dict[int, int]:
     return {id(fn): i for i, fn in enumerate(nodes)}
 
 
+def aliases(run: Run) -> dict[int, tuple[str, ...]]:
+    """Tensors by identity: ``id(tensor)`` → every name bound to it when the program ended,
+    in the order those names were first bound (``a = w`` makes one tensor with two names)."""
+    out: dict[int, list[str]] = {}
+    for name, value in run.names.items():
+        if isinstance(value, torch.Tensor):
+            out.setdefault(id(value), []).append(name)
+    return {key: tuple(names) for key, names in out.items()}
+
+
 def labels(run: Run) -> dict[int, str]:
-    """A name for every tensor the program bound: the name itself for its last binding,
-    ``name@line`` for an earlier one (``x = x + 1`` leaves two tensors called x)."""
+    """One name for every tensor the program bound, by identity: its first current name
+    (see :func:`aliases`), else ``name@line`` of its last binding for a tensor no name holds
+    any more (``x = x + 1`` leaves two tensors called x)."""
     out: dict[int, str] = {}
     for binding in run.bindings:
         if isinstance(binding.value, torch.Tensor):
-            final = run.names.get(binding.name) is binding.value
-            out[id(binding.value)] = binding.name if final else f"{binding.name}@{binding.line}"
+            out[id(binding.value)] = f"{binding.name}@{binding.line}"
+    out.update({key: names[0] for key, names in aliases(run).items()})
     return out
 
 
@@ -290,6 +317,7 @@ def read(run: Run, nodes: list[Any] | None = None) -> Graph:
     """The frozen record of a run: variables (each field from torch), then the graph.
     ``nodes``: the run's :func:`node_order`, when the caller already walked it."""
     names = labels(run)
+    same = aliases(run)
     nodes = node_order(run) if nodes is None else nodes
     index = node_index(nodes)
     outputs: dict[int, list[str]] = {}
@@ -319,6 +347,7 @@ def read(run: Run, nodes: list[Any] | None = None) -> Graph:
                 is_inference=value.is_inference(),
                 values=Values.of(value),
                 grad=None if grad is None else Values.of(grad),
+                aliases=same[id(value)],
             )
         )
     graph_nodes = []

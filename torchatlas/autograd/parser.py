@@ -16,10 +16,11 @@ in the text and a program's cost is known before it runs.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass, field
 
 from torchatlas.autograd.errors import ErrorCode, ProgramRefused
-from torchatlas.cache import BoundedCache
+from torchatlas.cache import BoundedCache, deep_size
 
 __all__ = [
     "CREATION",
@@ -45,6 +46,7 @@ MAX_LOOP = 10  # passes of one ``for i in range(k)``
 MAX_OPS = 300  # operations a program may run, loops unrolled
 MAX_ELEMENTS = 4096  # elements of one tensor
 MAX_TOTAL_ELEMENTS = 1 << 18  # elements of every result of a program together
+INT64_MAX = (1 << 63) - 1  # PyTorch's whole numbers are 64-bit: a literal past it is refused
 
 # Creation functions and the keywords each accepts (called bare or as ``torch.<name>``).
 CREATION: dict[str, tuple[str, ...]] = {
@@ -129,6 +131,8 @@ class Program:
     tree: ast.Module = field(compare=False, repr=False)
     statements: int
     ops: int
+    # bytes of the interpreter's plans attached to the tree's nodes (see ``parse``)
+    plan_bytes: int = field(default=0, compare=False)
 
 
 def _refuse(
@@ -150,9 +154,17 @@ def _what(node: ast.AST) -> str:
 
 # Checked programs by text: a page, a notebook or a classroom traces the same few programs
 # over and over, and the tree is read-only once checked. Bounded by bytes, as the keys are
-# whatever visitors type.
+# whatever visitors type. An entry is priced with the interpreter's plans already attached
+# to its nodes (closures the generic size walk does not follow): they are built before the
+# entry is stored, so nothing grows after it was measured.
 PARSED_BYTES = 8 << 20
-_PARSED: BoundedCache[str, Program] = BoundedCache(PARSED_BYTES)
+
+
+def _entry_bytes(entry: tuple[str, Program]) -> int:
+    return deep_size(entry) + entry[1].plan_bytes
+
+
+_PARSED: BoundedCache[str, Program] = BoundedCache(PARSED_BYTES, sizeof=_entry_bytes)
 
 
 def parse(text: str) -> Program:
@@ -161,7 +173,15 @@ def parse(text: str) -> Program:
     never cached; an accepted program is (its tree is only read afterwards)."""
     if len(text) > MAX_SOURCE:  # before hashing a long text as a key
         raise _refuse(ErrorCode.TOO_LONG, length=f"{len(text):,}", limit=f"{MAX_SOURCE:,}")
-    return _PARSED.get_or_compute(text, lambda: _parse(text))
+    return _PARSED.get_or_compute(text, lambda: _planned(_parse(text)))
+
+
+def _planned(program: Program) -> Program:
+    """``program`` with the interpreter's plans built on its tree and counted. The
+    interpreter sits below the parser (it imports it), hence the import here."""
+    from torchatlas.autograd.run import plan_program
+
+    return dataclasses.replace(program, plan_bytes=plan_program(program))
 
 
 def _parse(text: str) -> Program:
@@ -280,6 +300,9 @@ class _Checker:
             raise _refuse(ErrorCode.TOO_DEEP, node, limit=MAX_DEPTH)
         if isinstance(node, ast.Constant):
             value = node.value
+            if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+                # (a minus sign is a unary op: -2**63 is refused too, harmlessly)
+                raise _refuse(ErrorCode.NUMBER_TOO_BIG, node, what=_what(node))
             if isinstance(value, bool) or value is None or isinstance(value, int | float):
                 return 0
             raise _refuse(ErrorCode.BAD_LITERAL, node, what=_what(node))

@@ -12,14 +12,21 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import torch
 
-from torchatlas.autograd.errors import AutogradError, ErrorCode, ProgramError, explain
+from torchatlas.autograd.errors import (
+    AutogradError,
+    ErrorCode,
+    ProgramError,
+    TorchRefused,
+    explain,
+)
 from torchatlas.autograd.parser import (
     CREATION,
     FUNCTIONS,
@@ -31,6 +38,8 @@ from torchatlas.autograd.parser import (
     Program,
     dtype_name,
 )
+from torchatlas.autograd.text import bounded_text
+from torchatlas.cache import deep_size
 
 _DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -62,6 +71,28 @@ _GRAD_MODES: dict[str, Callable[[], Any]] = {
 }
 _BROADCASTING = ("add", "sub", "mul", "div", "pow", "add_", "sub_", "mul_", "div_")
 _MATMUL = ("matmul", "mm")
+# How big each method's result can be, known before torch allocates it. "same": never more
+# elements than the tensor it is called on (elementwise, views, in place, reading values);
+# "broadcast": the broadcast of every tensor argument, positional or keyword; "reduce": at
+# most the input's elements, except a reduction over a dimension of size 0, which makes the
+# other dimensions' product out of nothing (``zeros(0, A, B).sum(0)`` is A×B) and is asked
+# of the meta device; "graph": backward, whose gradients are the sizes of tensors that
+# already exist. A method with no rule (and matmul) is dry-run on the meta device, which
+# computes the result's shape without any data.
+_SIZE_RULES: dict[str, str] = {
+    **dict.fromkeys(
+        ("relu", "sigmoid", "tanh", "exp", "log", "sin", "cos", "abs", "sqrt", "square",
+         "view", "reshape", "t", "detach", "clone", "requires_grad_", "retain_grad", "numpy",
+         "item", "zero_", "fill_", "exp_", "sigmoid_", "relu_", "is_inference"),
+        "same",
+    ),
+    **dict.fromkeys(_BROADCASTING, "broadcast"),
+    "sum": "reduce",
+    "mean": "reduce",
+    "backward": "graph",
+}  # fmt: skip
+MAX_SEQUENCE = 16  # items of a size or dim list handed to a torch method
+INT64 = (-(1 << 63), (1 << 63) - 1)
 BACKWARD_COST = 10  # operations one ``.backward()`` counts for
 
 
@@ -184,6 +215,7 @@ class _Interpreter:
             left = self.operand(self.expr(test.left))
             right = self.operand(self.expr(test.comparators[0]))
             self.count(1)
+            self.check_broadcast(left, right)  # a comparison makes a tensor too
             outcome = _COMPARE[type(test.ops[0])](left, right)
             self.block(node.body if bool(outcome) else node.orelse)
         elif isinstance(node, ast.For):
@@ -206,6 +238,44 @@ class _Interpreter:
         self.run.ops += ops
         if self.run.ops > MAX_OPS:
             raise AutogradError(ErrorCode.TOO_MANY_OPS, ops=self.run.ops, limit=MAX_OPS)
+
+    def sequence(self, value: list[Any] | tuple[Any, ...]) -> Any:
+        """A list or tuple display: an operation, and its items count toward the program's
+        total like a tensor's elements (a program cannot build big structures for free)."""
+        self.count(1)
+        self.run.elements += len(value)
+        if self.run.elements > MAX_TOTAL_ELEMENTS:
+            raise AutogradError(ErrorCode.TOO_MUCH_MEMORY, limit=MAX_TOTAL_ELEMENTS)
+        return value
+
+    def check_size(self, shape: tuple[int, ...] | None) -> None:
+        """Refuse a result of ``shape`` before it exists (None: torch will refuse it)."""
+        if shape is None:
+            return
+        numel = _numel(shape)
+        if numel > MAX_ELEMENTS:
+            raise AutogradError(ErrorCode.TOO_BIG, numel=_count_text(numel), limit=MAX_ELEMENTS)
+        if self.run.elements + numel > MAX_TOTAL_ELEMENTS:
+            raise AutogradError(ErrorCode.TOO_MUCH_MEMORY, limit=MAX_TOTAL_ELEMENTS)
+
+    def check_method(
+        self, name: str, target: torch.Tensor, args: list[Any], kwargs: dict[str, Any]
+    ) -> None:
+        """The result size of ``target.name(*args, **kwargs)``, known before it runs."""
+        rule = _SIZE_RULES.get(name, "meta")
+        if rule in ("same", "graph"):
+            return
+        if rule == "broadcast":
+            shapes = [
+                tuple(v.shape) for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)
+            ]
+            self.check_size(_broadcast_all([tuple(target.shape), *shapes]))
+            return
+        if rule == "reduce":
+            reduced = bool(args) or kwargs.get("dim") is not None
+            if target.numel() > 0 or not reduced:
+                return
+        self.check_size(_meta_shape(target, name, args, kwargs))
 
     def produced(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -237,7 +307,7 @@ class _Interpreter:
     def number(self, value: Any) -> int | float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
-        return value
+        return _whole(value)
 
     def operand(self, value: Any) -> Any:
         """Tensors and plain numbers may meet an operator; nothing else (a NumPy array, a
@@ -245,31 +315,35 @@ class _Interpreter:
         if isinstance(value, torch.Tensor) or (
             isinstance(value, int | float) and not isinstance(value, bool)
         ):
-            return value
+            return _whole(value)
         raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
 
+    def argument(self, value: Any) -> Any:
+        """A value handed to a torch method besides tensors: a number, a flag, None, or a
+        short flat list of whole numbers (sizes, dims). Nothing nested: torch would walk (and
+        its errors would describe) whatever structure a program built."""
+        if value is None or isinstance(value, bool | torch.Tensor | torch.dtype):
+            return value
+        if isinstance(value, list | tuple):
+            if len(value) > MAX_SEQUENCE or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(value, 40))
+            for v in value:
+                _whole(v)
+            return value
+        return self.operand(value)
+
     def check_broadcast(self, left: Any, right: Any) -> None:
-        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
-            size = _broadcast(tuple(left.shape), tuple(right.shape))
-            if size is None:
-                return  # torch raises its own (explained) error when the op runs
-            if _numel(tuple(size)) > MAX_ELEMENTS:
-                raise AutogradError(
-                    ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS
-                )
+        """Operators and comparisons: the broadcast of the tensors among the operands (None
+        where they do not broadcast: torch raises its own, explained, error first)."""
+        shapes = [tuple(v.shape) for v in (left, right) if isinstance(v, torch.Tensor)]
+        if len(shapes) == 2:
+            self.check_size(_broadcast_all(shapes))
 
     def check_matmul(self, left: Any, right: Any) -> None:
         if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
-            try:
-                size = (
-                    torch.empty(left.shape, device="meta") @ torch.empty(right.shape, device="meta")
-                ).shape
-            except RuntimeError:
-                return
-            if _numel(tuple(size)) > MAX_ELEMENTS:
-                raise AutogradError(
-                    ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS
-                )
+            self.check_size(_meta_shape(left, "matmul", [right], {}))
 
     def expr(self, node: ast.expr) -> Any:
         return _plan(node)(self)
@@ -283,12 +357,16 @@ class _Interpreter:
             ]
             for part in parts:
                 if part is not None and (isinstance(part, bool) or not isinstance(part, int)):
-                    raise AutogradError(ErrorCode.BAD_SIZE, what=repr(part)[:40])
+                    raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(part, 40))
+                if part is not None:
+                    _whole(part)
             return slice(*parts)
         value = self.expr(node)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        if value is None:
             return value
-        raise AutogradError(ErrorCode.BAD_SIZE, what=repr(value)[:40])
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _whole(value)
+        raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(value, 40))
 
     def binary(self, op: type, left: Any, right: Any) -> Any:
         left_tensor, right_tensor = isinstance(left, torch.Tensor), isinstance(right, torch.Tensor)
@@ -320,46 +398,72 @@ class _Interpreter:
             target, rest = self.expect_tensor(args[0]), args[1:]
         else:
             target, rest = self.expect_tensor(target), args
-        for value in rest:
-            if value is None or isinstance(value, bool | list | tuple):
-                continue  # a flag (requires_grad_(True)) or sizes (view / reshape)
-            self.operand(value)
-        if rest and name in _BROADCASTING:
-            self.check_broadcast(target, rest[0])
-        if rest and name in _MATMUL:
-            self.check_matmul(target, rest[0])
+        rest = [self.argument(value) for value in rest]
+        kwargs = {key: self.argument(value) for key, value in kwargs.items()}
         if name not in METHODS:  # the parser let only listed names through; say so twice
             raise AutogradError(ErrorCode.UNKNOWN_METHOD, name=name)
+        if name in ("view", "reshape"):
+            rest = [self.size_value(v) for v in rest]
+        self.check_method(name, target, rest, kwargs)
         if name == "backward":
             # a backward runs every node of the graph: it counts as several operations
             self.count(BACKWARD_COST - 1)
             self.run.backward_calls += 1
-        if name in ("view", "reshape"):
-            rest = [self.size_value(v) for v in rest]
+        if name == "requires_grad_":
+            return self.requires_grad_(target, rest, kwargs)
         return self.produced(getattr(target, name)(*rest, **kwargs))
+
+    def requires_grad_(
+        self, target: torch.Tensor, args: list[Any], kwargs: dict[str, Any]
+    ) -> torch.Tensor:
+        """``requires_grad_()``: when torch refuses it on a tensor whose dtype cannot carry
+        gradients, that is the integer lesson, decided from the dtype (torch words this
+        refusal differently from the ``requires_grad=True`` one)."""
+        try:
+            return target.requires_grad_(*args, **kwargs)
+        except RuntimeError as error:
+            if not (target.is_floating_point() or target.is_complex()):
+                raise TorchRefused(ErrorCode.INT_REQUIRES_GRAD, error) from None
+            raise
 
     def size_value(self, value: Any) -> Any:
         if isinstance(value, list | tuple):
             return tuple(self.size_value(v) for v in value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise AutogradError(ErrorCode.BAD_SIZE, what=repr(value)[:40])
-        return value
+            raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(value, 40))
+        return _whole(value)
 
     def size(self, args: list[Any]) -> tuple[int, ...]:
         """Creation sizes: ``randn(5, 5)`` or ``randn((5, 5))``, each whole and ≥ 0."""
         parts = args[0] if len(args) == 1 and isinstance(args[0], list | tuple) else args
         size = []
+        if len(parts) > MAX_SEQUENCE:
+            raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(parts, 40))
         for part in parts:
             if isinstance(part, bool) or not isinstance(part, int) or part < 0:
-                raise AutogradError(ErrorCode.BAD_SIZE, what=repr(part)[:40])
+                raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(part, 40))
             if part > MAX_ELEMENTS:
-                raise AutogradError(ErrorCode.TOO_BIG, numel=part, limit=MAX_ELEMENTS)
+                raise AutogradError(ErrorCode.TOO_BIG, numel=_count_text(part), limit=MAX_ELEMENTS)
             size.append(part)
         if _numel(tuple(size)) > MAX_ELEMENTS:
             raise AutogradError(ErrorCode.TOO_BIG, numel=_numel(tuple(size)), limit=MAX_ELEMENTS)
         return tuple(size)
 
     def create(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> torch.Tensor:
+        kwargs = {key: self.argument(value) for key, value in kwargs.items()}
+        try:
+            return self.make(name, args, kwargs)
+        except RuntimeError as error:
+            # ``requires_grad=True`` on a dtype that cannot carry gradients: decided from the
+            # dtype the same call makes without the flag (its size was checked already)
+            if not kwargs.get("requires_grad"):
+                raise
+            plain = self.make(name, args, {k: v for k, v in kwargs.items() if k != "requires_grad"})
+            if plain.is_floating_point() or plain.is_complex():
+                raise
+            raise TorchRefused(ErrorCode.INT_REQUIRES_GRAD, error) from None
+
+    def make(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> torch.Tensor:
         if name in RANDOM:
             return getattr(torch, name)(self.size(args), generator=self.generator, **kwargs)
         if name in ("zeros", "ones"):
@@ -392,11 +496,59 @@ class _Interpreter:
         assert name == "tensor"
         if len(args) != 1:
             raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
-        _check_data(args[0], 0)
+        _check_data(args[0])
         return torch.tensor(args[0], **kwargs)
 
 
 MAX_NUMBER = 1 << 63
+
+
+def _whole(value: Any) -> Any:
+    """A Python int past int64 cannot reach torch (it raises OverflowError deep inside, or
+    wraps): refused with the room's own words. Other values pass unchanged."""
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not (INT64[0] <= value <= INT64[1])
+    ):
+        raise AutogradError(ErrorCode.NUMBER_TOO_BIG, what=bounded_text(value, 40))
+    return value
+
+
+def _count_text(count: int) -> str:
+    """An element count for a message: exact, with separators, while it is short."""
+    return f"{count:,}" if count.bit_length() <= 96 else bounded_text(count)
+
+
+def _broadcast_all(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The broadcast shape of several shapes (None where they do not broadcast)."""
+    out: tuple[int, ...] | None = shapes[0]
+    for shape in shapes[1:]:
+        if out is None:
+            return None
+        out = _broadcast(out, shape)
+    return out
+
+
+def _on_meta(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    return value
+
+
+def _meta_shape(
+    target: torch.Tensor, name: str, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[int, ...] | None:
+    """The shape ``target.name(*args, **kwargs)`` would have, computed on the meta device
+    (shapes and dtypes, no data); None where the meta run refuses it (the real call then
+    raises torch's own error, checked before it allocates)."""
+    try:
+        result = getattr(_on_meta(target), name)(
+            *[_on_meta(v) for v in args], **{k: _on_meta(v) for k, v in kwargs.items()}
+        )
+    except Exception:
+        return None
+    return tuple(result.shape) if isinstance(result, torch.Tensor) else None
 
 
 def _kind(value: Any) -> str:
@@ -407,14 +559,22 @@ def _kind(value: Any) -> str:
 def _number_op(op: type, left: int | float, right: int | float) -> int | float:
     """Arithmetic on plain numbers, bounded: Python's integers grow without limit, so a loop
     of ``n = n * n`` would otherwise build an enormous number."""
-    if op is ast.Pow and abs(right) > 64:
-        raise AutogradError(ErrorCode.TOO_BIG, numel=abs(right), limit=64)
     if op is ast.MatMult:
         raise AutogradError(ErrorCode.NOT_A_TENSOR, what=type(left).__name__)
+    # an integer power's size before it is computed: |left| ** right has at least
+    # (bits(left) - 1) * right bits
+    if (
+        op is ast.Pow
+        and isinstance(left, int)
+        and isinstance(right, int)
+        and right > 0
+        and (abs(left).bit_length() - 1) * right >= 63
+    ):
+        raise AutogradError(ErrorCode.NUMBER_TOO_BIG, what=f"{left} ** {right}")
+    if op is ast.Pow and abs(right) > 1024:
+        raise AutogradError(ErrorCode.NUMBER_TOO_BIG, what=f"… ** {bounded_text(right, 30)}")
     result = _BINARY[op](left, right)
-    if isinstance(result, int) and abs(result) > MAX_NUMBER:
-        raise AutogradError(ErrorCode.TOO_BIG, numel=f"{float(result):.3g}", limit=MAX_NUMBER)
-    return result
+    return _whole(result)
 
 
 # --------------------------------------------------------------------------- plans
@@ -469,7 +629,7 @@ def _make_plan(node: ast.expr) -> Plan:
         def unary(it: _Interpreter) -> Any:
             value = it.operand(operand(it))
             it.count(1)
-            return it.produced(-value if negative else +value)
+            return it.produced(_whole(-value if negative else +value))
 
         return unary
     if isinstance(node, ast.BinOp):
@@ -477,10 +637,10 @@ def _make_plan(node: ast.expr) -> Plan:
         return lambda it: it.binary(op, left(it), right(it))
     if isinstance(node, ast.List):
         items = [_plan(item) for item in node.elts]
-        return lambda it: [item(it) for item in items]
+        return lambda it: it.sequence([item(it) for item in items])
     if isinstance(node, ast.Tuple):
         items = [_plan(item) for item in node.elts]
-        return lambda it: tuple(item(it) for item in items)
+        return lambda it: it.sequence(tuple(item(it) for item in items))
     if isinstance(node, ast.Attribute):
         value = _plan(node.value)
         if node.attr == "grad":
@@ -488,6 +648,7 @@ def _make_plan(node: ast.expr) -> Plan:
         return lambda it: it.produced(it.expect_tensor(value(it)).T)
     if isinstance(node, ast.Subscript):
         value, index = _plan(node.value), node.slice
+        _plan_index(index)  # planned now, with the rest of the tree (see plan_program)
 
         def subscript(it: _Interpreter) -> Any:
             tensor = it.expect_tensor(value(it))
@@ -499,6 +660,56 @@ def _make_plan(node: ast.expr) -> Plan:
     if isinstance(node, ast.Call):
         return _call_plan(node)
     raise AutogradError(ErrorCode.NOT_ALLOWED, what=type(node).__name__)
+
+
+def _plan_index(node: ast.expr) -> None:
+    if isinstance(node, ast.Tuple):
+        for item in node.elts:
+            _plan_index(item)
+    elif isinstance(node, ast.Slice):
+        for part in (node.lower, node.upper, node.step):
+            if part is not None:
+                _plan(part)
+    else:
+        _plan(node)
+
+
+def _statement_expressions(body: list[ast.stmt]) -> Iterator[ast.expr]:
+    """The expressions the interpreter evaluates with :meth:`_Interpreter.expr`."""
+    for node in body:
+        if isinstance(node, ast.AugAssign | ast.Expr) or (
+            isinstance(node, ast.Assign) and not isinstance(node.targets[0], ast.Attribute)
+        ):
+            yield node.value
+        elif isinstance(node, ast.If):
+            yield node.test.left  # type: ignore[attr-defined]
+            yield node.test.comparators[0]  # type: ignore[attr-defined]
+            yield from _statement_expressions(node.body)
+            yield from _statement_expressions(node.orelse)
+        elif isinstance(node, ast.With | ast.For):
+            yield from _statement_expressions(node.body)
+
+
+def plan_program(program: Program) -> int:
+    """Build every plan of a checked program now (a run then only reads them) and return
+    the bytes they hold: the closures, their cells and what the cells keep besides other
+    plans and the tree itself (which the caller counts)."""
+    for expression in _statement_expressions(program.tree.body):
+        _plan(expression)
+    total = 0
+    for node in ast.walk(program.tree):
+        plan = getattr(node, "_atlas_plan", None)
+        if plan is None:
+            continue
+        total += sys.getsizeof(plan) + sys.getsizeof(node.__dict__)
+        cells = plan.__closure__ or ()
+        total += sys.getsizeof(cells)
+        for cell in cells:
+            total += sys.getsizeof(cell)
+            contents = cell.cell_contents
+            if not callable(contents) and not isinstance(contents, ast.AST):
+                total += deep_size(contents)
+    return total
 
 
 def _call_plan(node: ast.Call) -> Plan:
@@ -541,15 +752,30 @@ def _call_plan(node: ast.Call) -> Plan:
     return invoke
 
 
-def _check_data(value: Any, depth: int) -> int:
-    """The numbers in ``tensor([...])``: only numbers, at most MAX_ELEMENTS, at most 4 deep."""
-    if isinstance(value, list | tuple):
-        if depth >= 4:
-            raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
-        total = sum(_check_data(item, depth + 1) for item in value)
-        if total > MAX_ELEMENTS:
-            raise AutogradError(ErrorCode.TOO_BIG, numel=total, limit=MAX_ELEMENTS)
-        return total
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return 1
-    raise AutogradError(ErrorCode.BAD_SIZE, what=type(value).__name__)
+def _check_data(data: Any) -> int:
+    """The numbers in ``tensor([...])``: only numbers, at most 4 deep, at most MAX_ELEMENTS.
+    Every list or number visited counts, and the walk stops at the bound: sub-lists shared
+    many times (``a = [a, a]`` repeated) are as long to walk as they are unfolded, so the
+    walk never gets far (torch itself would walk them all)."""
+    budget = 2 * MAX_ELEMENTS + 64  # lists and numbers visited
+    numbers = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise AutogradError(ErrorCode.TOO_BIG, numel=f"> {MAX_ELEMENTS:,}", limit=MAX_ELEMENTS)
+        if isinstance(value, list | tuple):
+            if depth >= 4:
+                raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
+            stack.extend((item, depth + 1) for item in value[: budget + 1])
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            _whole(value)
+            numbers += 1
+            if numbers > MAX_ELEMENTS:
+                raise AutogradError(
+                    ErrorCode.TOO_BIG, numel=f"> {MAX_ELEMENTS:,}", limit=MAX_ELEMENTS
+                )
+        else:
+            raise AutogradError(ErrorCode.BAD_SIZE, what=type(value).__name__)
+    return numbers
