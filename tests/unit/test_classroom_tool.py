@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from bench import classroom as tool
+from bench import classroom_rooms
 
 # ---------------------------------------------------------------------------- percentiles
 
@@ -175,18 +176,23 @@ def _result(mode: str, times: dict[str, list[float]], **memory: int) -> tool.Mod
     return result
 
 
+def _every_action(seconds: float, count: int = 8) -> dict[str, list[float]]:
+    """A mixed class in which every room's every action (and each room's opening) was taken."""
+    actions = [f"{room}.open" for room in tool.ROOMS] + tool.every_action()
+    return {action: [seconds] * count for action in actions}
+
+
 def test_a_class_within_every_goal_passes() -> None:
-    fast = [0.5] * 60
-    result = _result("mixed", {"strides.open": fast, "strides.click": fast, "devices.bench": fast})
-    assert tool.check_goals(result) == []
+    assert tool.check_goals(_result("mixed", _every_action(0.5))) == []
     assert tool.check_goals(_result("all-analyse", {"shapes.analyse": [1.9] * 60})) == []
     assert tool.check_goals(_result("all-upload", {"classify.upload": [4.9] * 60})) == []
 
 
 def test_each_missed_goal_is_named() -> None:
-    slow = _result("mixed", {"strides.click": [0.5] * 50 + [4.4] * 10})
+    # Issue 21: every action of a mixed class within 1 s at p95 (issue 13 allowed 3 s).
+    slow = _result("mixed", {**_every_action(0.5), "strides.click": [0.5] * 50 + [1.4] * 10})
     (missed,) = tool.check_goals(slow)
-    assert "strides.click p95" in missed and "> 3 s" in missed
+    assert "strides.click p95" in missed and "> 1 s" in missed
 
     busy = _result("all-analyse", {"shapes.analyse": [1.0] * 59})
     busy.outcomes.append(tool.Outcome("shapes.analyse", 59, 0, 9.6, error="warning: busy"))
@@ -203,7 +209,7 @@ def test_each_missed_goal_is_named() -> None:
     assert any("peak PSS 2,100 MB" in line for line in tool.check_goals(heavy))
     leaky = _result("mixed", {"shapes.open": [1.0]}, baseline=1420 * mb, settled=1706 * mb)
     assert any("286 MB above the baseline" in line for line in tool.check_goals(leaky))
-    within = _result("mixed", {"shapes.open": [1.0]}, baseline=1420 * mb, settled=1569 * mb)
+    within = _result("mixed", _every_action(0.5), baseline=1420 * mb, settled=1569 * mb)
     assert tool.check_goals(within) == []
 
     first = _result("mixed", {"shapes.open": [1.0]})
@@ -387,3 +393,252 @@ def test_an_action_is_judged_by_the_run_that_finishes_after_it() -> None:
     assert error == "the run finished without the result"
     _, error = run_coroutine(act([_delta([0, 0], "Report")], timeout_s=0.5))  # never finishes
     assert error is not None and error.startswith("timeout")
+
+
+# ---------------------------------------------------------------------------- seven rooms
+
+ROOMS_SOURCE = Path(tool.__file__).with_name("classroom_rooms.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_mixed_class_must_take_every_action_of_all_seven_rooms() -> None:
+    assert set(tool.ROOMS) == {"basics", "strides", "autograd", "modules", "shapes",
+                               "classify", "devices"}  # fmt: skip
+    full = _every_action(0.5)
+    without = {a: t for a, t in full.items() if a != "autograd.step"}
+    (missed,) = tool.check_goals(_result("mixed", without))
+    assert missed == "mixed: never taken: autograd.step"
+    # A smaller class, or a class in some rooms only, cannot show the goal.
+    small = _result("mixed", full)
+    small.students = 4
+    assert any("4 student(s)" in line for line in tool.check_goals(small))
+    some = _result("mixed", {a: t for a, t in full.items() if a.startswith("basics.")})
+    some.rooms = ("basics",)
+    missed = tool.check_goals(some)
+    assert any("rooms left out of the class: strides, autograd" in line for line in missed)
+    # The single-room modes ask only for their own action.
+    assert tool.check_goals(_result("all-analyse", {"shapes.analyse": [1.9] * 60})) == []
+
+
+def test_rooms_option_limits_a_mixed_class() -> None:
+    assert tool.parse_args([]).rooms == list(tool.ROOMS)
+    args = tool.parse_args(["--rooms", "autograd, basics,modules", "--students", "3"])
+    assert args.rooms == ["autograd", "basics", "modules"]
+    for wrong in ("autograd,nowhere", "", "basics,basics"):
+        with pytest.raises(SystemExit):
+            tool.parse_args(["--rooms", wrong])
+
+
+def test_the_table_lists_rooms_in_order_with_each_goal() -> None:
+    result = _result("mixed", {"devices.demo": [0.2], "basics.saving": [1.5], "basics.open": [0.1],
+                               "basics.section": [0.3]})  # fmt: skip
+    lines = tool.format_result(result).splitlines()
+    rows = [line.split()[0] for line in lines if line.startswith("  ") and "." in line.split()[0]]
+    assert rows == ["basics.open", "basics.section", "basics.saving", "devices.demo"]
+    saving = next(line for line in lines if "basics.saving" in line)
+    assert "≤1 s MISSED" in saving
+    assert "≤1 s ok" in next(line for line in lines if "devices.demo" in line)
+
+
+def test_autograd_examples_that_teach_an_error_are_left_out() -> None:
+    """The tool reads the served checkout's examples without importing them; what it reads
+    must be what the room runs."""
+    from torchatlas.autograd.examples import EXAMPLES
+
+    source = (ROOT / "torchatlas" / "autograd" / "examples.py").read_text()
+    clean = tool.read_catalog(ROOT).autograd_examples
+    assert clean == tuple(key for key, example in EXAMPLES.items() if example.error is None)
+    assert clean and len(clean) < len(EXAMPLES)  # some examples do teach an error
+    assert classroom_rooms.clean_examples(source) == clean
+
+
+def test_every_label_and_widget_key_the_driver_uses_is_in_the_rooms_code() -> None:
+    """A renamed key would make every action of a room fail with "no ... on the page"; this
+    names the key instead. Keys are read from components/<room>/panels.py and state.py."""
+    import re
+
+    from bench import classroom_rooms as rooms
+
+    catalog = tool.read_catalog(ROOT)
+    for section in rooms.BASICS_INPUTS:
+        assert catalog.label(f"basics.sections.{section}"), section
+    for section in ("inspect", "train"):
+        assert catalog.label(f"modules.sections.{section}"), section
+    for key in catalog.autograd_examples:
+        assert catalog.label(f"autograd.examples.{key}"), key
+    used = set(re.findall(r'"((?:basics|autograd|modules)_[a-z_]+)"', ROOMS_SOURCE.read_text()))
+    used |= {spec.key for spec in rooms.BASICS_INPUTS.values()}
+    assert {"autograd_next", "autograd_all", "basics_section", "modules_lr"} <= used
+    for key in sorted(used):
+        room = key.split("_")[0]
+        code = "".join(
+            (ROOT / "components" / room / name).read_text() for name in ("panels.py", "state.py")
+        )
+        assert f'"{key}"' in code, f"{key} is not a key in components/{room}"
+
+
+def _button(path: list[int], key: str, fragment: str, disabled: bool = False) -> object:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    message = ForwardMsg()
+    message.metadata.delta_path.extend(path)
+    message.delta.new_element.button.id = f"$$ID-abc-{key}"
+    message.delta.new_element.button.disabled = disabled
+    message.delta.fragment_id = fragment
+    return message
+
+
+def _element(path: list[int], kind: str, fragment: str = "", **fields: object) -> object:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    message = ForwardMsg()
+    message.metadata.delta_path.extend(path)
+    inner = getattr(message.delta.new_element, kind)
+    for name, value in fields.items():
+        if isinstance(value, list):
+            getattr(inner, name).extend(value)
+        else:
+            setattr(inner, name, value)
+    message.delta.fragment_id = fragment
+    return message
+
+
+def _graph_fragment(step: str, at_end: bool = False) -> list[object]:
+    return [
+        _button([0, 3, 0], "autograd_next", "G", disabled=at_end),
+        _button([0, 3, 1], "autograd_all", "G", disabled=at_end),
+        _element([0, 3, 2], "alert", "G", body=step),
+        _element([0, 3, 3], "graphviz_chart", "G", spec=f"digraph {{ {step!r} }}"),
+    ]
+
+
+def _drive(page: list[object], action, reply):
+    """Run one driver action against a page: ``reply(sent)`` gives the server's messages
+    for what the driver sent (its widget states and fragment)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    done = ForwardMsg.ScriptFinishedStatus
+
+    async def scenario():
+        student = tool.Student("http://127.0.0.1:1", 3, pool=None)  # type: ignore[arg-type]
+        for message in page:
+            student._handle(message)
+        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        sent: list[tuple[list, str]] = []
+
+        async def send_rerun(widgets=(), *, fragment_id="", **_: object) -> None:
+            sent.append((list(widgets), fragment_id))
+            kind = (
+                done.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+                if fragment_id
+                else done.FINISHED_SUCCESSFULLY
+            )
+            replies = [
+                *reply(widgets, fragment_id),
+                _finished(kind, (fragment_id,) if fragment_id else ()),
+            ]
+
+            async def later() -> None:
+                for message in replies:
+                    await asyncio.sleep(0.005)
+                    student._handle(message)
+                    student.last_message_at = time.monotonic()
+                    student._wake.set()
+
+            asyncio.get_running_loop().create_task(later())
+
+        student.send_rerun = send_rerun  # type: ignore[method-assign]
+        outcomes = await action(student)
+        await student.close()
+        return outcomes, sent
+
+    return run_coroutine(scenario())
+
+
+def test_autograd_step_presses_next_in_the_graph_fragment_and_waits_for_the_next_step() -> None:
+    from bench import classroom_rooms as rooms
+
+    page = [_element([0, 0], "heading", body="Autograd", tag="h1"), *_graph_fragment("Before")]
+
+    def step(student):
+        return rooms.autograd_step(student, 0, deadline=time.monotonic() + 10)
+
+    outcome, sent = _drive(page, step, lambda w, f: _graph_fragment("Step 1 of 7"))
+    assert outcome.error is None and outcome.action == "autograd.step"
+    ((widgets, fragment),) = sent
+    assert fragment == "G"
+    assert [(w.id, w.trigger_value) for w in widgets] == [("$$ID-abc-autograd_next", True)]
+    # A fragment that draws the same step again did not step: that is an error, not a time.
+    outcome, _ = _drive(page, step, lambda w, f: _graph_fragment("Before"))
+    assert outcome.error == "the run finished without the result"
+    # An error card in the fragment is an error.
+    broken = lambda w, f: [_element([0, 3, 2], "exception", "G", message="boom")]  # noqa: E731
+    outcome, _ = _drive(page, step, broken)
+    assert outcome.error is not None and outcome.error.startswith("exception")
+
+
+def test_autograd_all_ends_with_its_button_off() -> None:
+    from bench import classroom_rooms as rooms
+
+    page = _graph_fragment("Step 2 of 7")
+
+    def press_all(student):
+        return rooms.autograd_all(student, 0, deadline=time.monotonic() + 10)
+
+    outcome, sent = _drive(page, press_all, lambda w, f: _graph_fragment("Step 7", at_end=True))
+    assert outcome.error is None
+    assert sent[0][0][0].id == "$$ID-abc-autograd_all"
+
+
+def test_basics_switches_section_then_types_in_its_box() -> None:
+    from streamlit.proto.ButtonGroup_pb2 import ButtonGroup
+
+    from bench import classroom_rooms as rooms
+
+    labels = ["Types", "Broadcasting", "einsum", "Indexing", "Saving"]
+    picker = _element([0, 1], "button_group", id="$$ID-s-basics_section", default=[0],
+                      options=[ButtonGroup.Option(content=label) for label in labels])  # fmt: skip
+    types = [_element([0, 2, 0], "text_input", "T", id="$$ID-t-basics_left_value", value="100"),
+             _element([0, 2, 1], "metric", "T", label="result", body="int8")]  # fmt: skip
+    indexing = [_element([0, 2, 0], "text_input", "I", id="$$ID-i-basics_index", value="x"),
+                _element([0, 2, 1], "html", "I", body="<svg/>")]  # fmt: skip
+    catalog = tool.read_catalog(ROOT)
+
+    def reply(widgets, fragment):
+        (widget,) = widgets
+        if widget.id.endswith("basics_section"):
+            assert list(widget.string_array_value.data) == ["Indexing"]
+            return [picker, *indexing]
+        assert fragment == "I" and widget.string_value in rooms.INDEX_EXPRESSIONS
+        return indexing
+
+    async def pause() -> None:
+        return None
+
+    def act(student):
+        return rooms.take_action(student, "basics", "indexing", 1, pick=0, photo=None,
+                                 catalog=catalog, deadline=time.monotonic() + 10,
+                                 pause=pause)  # fmt: skip
+
+    outcomes, sent = _drive([picker, *types], act, reply)
+    assert [(o.action, o.error) for o in outcomes] == [
+        ("basics.section", None),
+        ("basics.indexing", None),
+    ]
+    assert [fragment for _, fragment in sent] == ["", "I"]
+
+
+def test_a_select_box_gets_another_option_than_the_one_shown() -> None:
+    from bench import classroom_rooms as rooms
+
+    student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
+    student._handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
+                             options=["a", "b", "c"], default=1))  # fmt: skip
+    (menu,) = student.find(key="modules_preset")
+    assert student.current_value(menu) == "b"
+    assert {rooms._pick(["a", "b", "c"], "b", pick) for pick in range(6)} == {"a", "c"}
+    # The server sets a new value (a callback changed it): the browser shows that one.
+    student._handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
+                             options=["a", "b", "c"], raw_value="c", set_value=True))  # fmt: skip
+    (menu,) = student.find(key="modules_preset")
+    assert student.current_value(menu) == "c"
