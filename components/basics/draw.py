@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 import pandas as pd
 
@@ -22,9 +23,11 @@ from torchatlas.basics import (
     EinsumPlan,
     IndexResult,
     OperandKind,
+    Promotion,
     PromotionTable,
     SaveReport,
 )
+from torchatlas.basics.exact import complex_text
 from torchatlas.i18n import translate
 
 # Letter colours for einsum: translucent, so text in the theme's colour reads on both themes.
@@ -141,6 +144,61 @@ def creation_markdown(made: Creation, lang: str) -> str:
         parts += [attempt.code, f"# {attempt.raised}: {attempt.message}"]
     parts.append("```")
     return "\n".join(parts)
+
+
+def exact_short(found: Promotion) -> str:
+    """The exact value for a metric: every digit when short, else a shortened form that ends
+    in ``…`` (the full digits are in :func:`promotion_notes`)."""
+    if found.exact is None:
+        return "—"
+    return complex_text(found.exact, found.exact_imag, short=True)
+
+
+def _typed_differs(typed: object, stored: Fraction | None, stored_imag: Fraction | None) -> bool:
+    """Whether the decimal Python prints for a float operand (``0.1``) is not the number it
+    holds (0.1000000000000000055…): every float is a binary fraction."""
+    if isinstance(typed, bool) or not isinstance(typed, float | complex) or stored is None:
+        return False
+    real, imag = (typed.real, typed.imag) if isinstance(typed, complex) else (typed, None)
+    if Fraction(repr(real)) != stored:
+        return True
+    return imag is not None and stored_imag is not None and Fraction(repr(imag)) != stored_imag
+
+
+def promotion_notes(found: Promotion, lang: str) -> list[str]:
+    """Every digit of torch's value and of the exact one, how far apart they are (exactly),
+    and each operand whose stored value is not the decimal the reader sees."""
+
+    def say(key: str, **params: object) -> str:
+        return translate(f"basics.types.{key}", lang, **params)
+
+    notes = []
+    for operand, stored, imag, changed in (
+        (found.a, found.stored_a, found.stored_a_imag, found.a_changed),
+        (found.b, found.stored_b, found.stored_b_imag, found.b_changed),
+    ):
+        if stored is None:
+            continue
+        shown = complex_text(stored, imag)
+        if changed:
+            notes.append(say("changed", dtype=operand.dtype, typed=operand.code, stored=shown))
+        elif _typed_differs(operand.value, stored, imag):
+            notes.append(say("held_as", operand=operand.code, exact=shown, dtype=operand.dtype))
+    if found.got is not None and found.exact is not None:
+        notes.append(
+            say(
+                "exact_detail",
+                got=complex_text(found.got, found.got_imag),
+                exact=complex_text(found.exact, found.exact_imag),
+            )
+        )
+        difference = found.difference
+        if difference is not None and (difference[0] != 0 or (difference[1] or 0) != 0):
+            imag = difference[1] if difference[1] else None
+            notes.append(say("differs", difference=complex_text(difference[0], imag)))
+        else:
+            notes.append(say("same_value"))
+    return notes
 
 
 # --------------------------------------------------------------------------- broadcasting
@@ -330,6 +388,9 @@ def cells_html(
     if values is None or numel > max_cells:
         return None
     blocks, rows, columns = _grid_blocks(shape)
+    if blocks * max(rows, 1) > max_cells or len(values) != numel:
+        # a zero-size tensor can still have a million empty blocks or rows to draw
+        return None
     cell = (
         "display:inline-block;min-width:2.3em;padding:0.25em 0.3em;margin:1px;border-radius:4px;"
         "text-align:center;font-family:monospace;font-size:0.85rem;"

@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from components.basics import draw, state
+from components.contained import failure_card, guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.theme import palette
@@ -39,7 +40,12 @@ ICONS = {
 }
 
 
-def _error(exc: BasicsError) -> None:
+def _error(exc: BasicsError | state.NoResult) -> None:
+    """The room's refusal (the cause and the fix, translated), or why the sandbox job has no
+    result."""
+    if isinstance(exc, state.NoResult):
+        failure_card(exc.failure)
+        return
     st.warning(t(f"basics.errors.{exc.code}", **exc.params), icon=":material/error:")
 
 
@@ -64,6 +70,7 @@ def _strides_link(query: dict[str, Any] | None, label_key: str, key: str) -> Non
 def setup() -> Section:
     """First-run state, the link notice, the intro and the section picker."""
     state.initial_state()
+    state.keep_values()
     st.markdown(t("basics.intro"))
     if state.take_link_broken():
         st.info(t("basics.link_broken"))
@@ -93,6 +100,7 @@ def show(section: Section) -> None:
 
 
 @st.fragment
+@guarded
 def types() -> None:
     st.header(t("basics.types.header"), anchor=False)
     st.markdown(t("basics.types.lesson"))
@@ -143,23 +151,28 @@ def _promotion_explorer() -> None:
             st.text_input(t("basics.types.value"), key="basics_right_value", max_chars=40)
         try:
             found = state.current_promotion()
-        except BasicsError as exc:
+        except (BasicsError, state.NoResult) as exc:
             _error(exc)
             return
         st.code(found.code, language="python", wrap_lines=True)
         if found.outcome is Outcome.RAISED:
             st.markdown(t("basics.types.result_type", dtype=found.result_type))
             _torch_said(found.torch_message or "")
+            if found.int_overflow:
+                st.info(t("basics.types.int_overflow"), icon=":material/info:")
             return
         first, second, third = st.columns(3)
         first.metric(t("basics.types.metric_result_type"), found.result_type)
         second.metric(t("basics.types.metric_value"), found.value or "—")
-        third.metric(t("basics.types.metric_exact"), found.exact or "—")
+        third.metric(t("basics.types.metric_exact"), draw.exact_short(found))
         outcome_text = t(f"basics.types.outcome.{found.outcome}", dtype=found.op_dtype or "")
-        if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED):
+        if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED, Outcome.OVERFLOWED):
             st.warning(outcome_text, icon=":material/warning:")
+        elif found.outcome is Outcome.NOT_FINITE:
+            st.info(outcome_text, icon=":material/info:")
         else:
             st.success(outcome_text, icon=":material/check:")
+        st.markdown("  \n".join(state.promotion_notes(found, language())))
         if found.b.kind is not OperandKind.TENSOR:
             rule = "higher" if found.categories_differ else "same"
             st.caption(t(f"basics.types.rule.{rule}", left=found.a.dtype))
@@ -172,9 +185,8 @@ def _promotion_table() -> None:
         t("basics.types.table_kind"),
         [k.value for k in OperandKind],
         format_func=lambda k: t(f"basics.types.table_kinds.{k}"),
-        default=OperandKind.TENSOR.value,
         required=True,
-        key="basics_table_kind",
+        key=state.TABLE_KIND_KEY,  # its value is set by the room (kept across sections)
     )
     st.html(state.table_view(kind, language(), palette()))
     st.caption(t("basics.types.table_legend"))
@@ -196,6 +208,7 @@ BROADCAST_EXAMPLES = {
 
 
 @st.fragment
+@guarded
 def broadcasting() -> None:
     st.header(t("basics.broadcast.header"), anchor=False)
     st.markdown(t("basics.broadcast.lesson"))
@@ -216,7 +229,7 @@ def broadcasting() -> None:
     )
     try:
         found = state.current_broadcast()
-    except BasicsError as exc:
+    except (BasicsError, state.NoResult) as exc:
         _error(exc)
         state.write_url(Section.BROADCASTING)
         return
@@ -299,6 +312,7 @@ EINSUM_EXAMPLES = {
 
 
 @st.fragment
+@guarded
 def einsum() -> None:
     st.header(t("basics.einsum.header"), anchor=False)
     st.markdown(t("basics.einsum.lesson"))
@@ -321,7 +335,7 @@ def einsum() -> None:
     )
     try:
         plan = state.current_einsum()
-    except BasicsError as exc:
+    except (BasicsError, state.NoResult) as exc:
         _error(exc)
         state.write_url(Section.EINSUM)
         return
@@ -382,6 +396,7 @@ INDEX_EXAMPLES = (
 
 
 @st.fragment
+@guarded
 def indexing() -> None:
     st.header(t("basics.index.header"), anchor=False)
     st.markdown(t("basics.index.lesson"))
@@ -401,7 +416,7 @@ def indexing() -> None:
     )
     try:
         result = state.current_index()
-    except BasicsError as exc:
+    except (BasicsError, state.NoResult) as exc:
         _error(exc)
         state.write_url(Section.INDEXING)
         return
@@ -458,6 +473,7 @@ def _index_result(result: IndexResult) -> None:
 
 
 @st.fragment
+@guarded
 def saving() -> None:
     st.header(t("basics.save.header"), anchor=False)
     st.markdown(t("basics.save.lesson"))
@@ -467,7 +483,7 @@ def saving() -> None:
     third.selectbox("dtype", list(SAVE_DTYPES), key="basics_save_dtype")
     try:
         report = state.current_save()
-    except BasicsError as exc:
+    except (BasicsError, state.NoResult) as exc:
         _error(exc)
         state.write_url(Section.SAVING)
         return

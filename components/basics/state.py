@@ -5,13 +5,23 @@ then one per input, listed in :data:`FIELDS`). A shared link's values are read o
 first run; the URL follows the inputs on every run, holding only what differs from the
 defaults, and never touches other keys (``lang``, other rooms').
 
-Engine results live in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes: its keys
-are what visitors type or share. The promotion table is the engine's own (built once per
-process).
+Every computation whose sizes, values or structure a visitor chooses (a promotion's operand
+values, shapes, an einsum, an index, the saving demo) runs as a sandbox job
+(:mod:`torchatlas.basics.jobs`) through :func:`torchatlas.sandboxed.run_room_job`: the server
+only parses the text first (its refusals are the clear, translated ones) and renders the
+validated reply. Outcomes live in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes,
+keyed by what visitors type or share; a class opening the same link runs one job, and a
+transient failure (a full line, a crash) is not kept. The promotion table and the creation
+panel take no visitor input and stay in the server (built once per process).
+
+Streamlit forgets the value of a widget a run does not draw, and a section draws only its own
+widgets: every full run re-owns the room's inputs (:func:`keep_values`), so a section's inputs
+and result are as they were when a visitor comes back to it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +39,11 @@ from components.basics.draw import (
     save_markdown,
     size_bars,
 )
+from components.basics.draw import (
+    promotion_notes as promotion_notes_text,
+)
+from components.contained import session_id
+from components.sandbox import sandbox_pool
 from components.strides.state import URL_DTYPE as STRIDES_DTYPE
 from components.strides.state import URL_OPS as STRIDES_OPS
 from components.strides.state import URL_SHAPE as STRIDES_SHAPE
@@ -38,30 +53,31 @@ from torchatlas.basics import (
     DTYPES,
     SAVE_DTYPES,
     SCALAR_TYPES,
+    BasicsValueError,
     Broadcast,
     Creation,
     DTypeSpec,
     EinsumPlan,
+    ErrorCode,
     IndexResult,
     Op,
     OperandKind,
     Promotion,
     PromotionTable,
     SaveReport,
-    broadcast,
     creation,
-    einsum,
-    index,
+    jobs,
+    parse_index_expression,
     parse_shape,
     parse_shapes,
     parse_value,
-    promote,
     promotion_table,
-    serialize,
 )
-from torchatlas.basics.limits import MAX_REAL_ELEMENTS, MAX_SAVE_ELEMENTS
+from torchatlas.basics.limits import MAX_EINSUM_TEXT, MAX_REAL_ELEMENTS, MAX_SAVE_ELEMENTS
 from torchatlas.basics.quiz import Grade, Question, Section, grade, make_question
+from torchatlas.basics.shapes import check_footprint
 from torchatlas.cache import BoundedCache
+from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
 from torchatlas.strides.limits import MAX_ELEMENTS as STRIDES_MAX_ELEMENTS
 
 SECTIONS = tuple(Section)
@@ -104,7 +120,9 @@ LINK_BROKEN_KEY = "basics_link_broken"
 def _valid(field: Field, value: str) -> bool:
     if field.choices:
         return value in field.choices
-    return len(value) <= field.max_chars
+    # Every number, shape, equation and index this room writes is ASCII: a link with "²" or
+    # "①" (digits to str.isdigit, not to int) was not written by it
+    return len(value) <= field.max_chars and value.isascii()
 
 
 READY_KEY = "basics_ready"
@@ -140,7 +158,22 @@ def initial_state() -> None:
                 st.session_state[LINK_BROKEN_KEY] = True
         st.session_state[field.key] = value
     _fit_right_operand()
+    st.session_state.setdefault(TABLE_KIND_KEY, OperandKind.TENSOR.value)
     st.session_state[READY_KEY] = True
+
+
+TABLE_KIND_KEY = "basics_table_kind"
+QUIZ_ANSWER_PREFIX = "basics_quiz_answer_"
+
+
+def keep_values() -> None:
+    """Re-own every input of every section (and the quiz predictions) for this run: a
+    section's widgets are drawn only while it is shown, and Streamlit forgets the value of a
+    widget a run does not draw. Call on every full run, before any widget is drawn."""
+    answers = [key for key in st.session_state if str(key).startswith(QUIZ_ANSWER_PREFIX)]
+    for key in (*FIELDS, TABLE_KIND_KEY, *answers):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
 
 
 def take_link_broken() -> bool:
@@ -213,13 +246,30 @@ def _value_text(number: object) -> str:
 
 
 def current_promotion() -> Promotion:
-    """The explorer's ``a ⊕ b``. Raises BasicsValueError for a value torch refuses."""
-    left_value = parse_value(value("basics_left_value"))
-    right_value = parse_value(value("basics_right_value"))
-    a = DTypeSpec(OperandKind.TENSOR, value("basics_left"), left_value)
-    b = DTypeSpec(OperandKind(value("basics_right_kind")), value("basics_right"), right_value)
-    op = Op(value("basics_op"))
-    return ROOM_CACHE.get_or_compute(("promote", a, b, op), lambda: promote(a, b, op))
+    """The explorer's ``a ⊕ b``, computed in the sandbox. Raises BasicsError for a value the
+    room or torch refuses, :class:`NoResult` when the job has no result."""
+    params = {
+        "left": value("basics_left"),
+        "left_value": value("basics_left_value").strip(),
+        "right_kind": value("basics_right_kind"),
+        "right": value("basics_right"),
+        "right_value": value("basics_right_value").strip(),
+        "op": value("basics_op"),
+    }
+    # first wall, in the server: the text is read (no torch), the refusals are the room's own
+    parse_value(params["left_value"])
+    parse_value(params["right_value"])
+    DTypeSpec(OperandKind(params["right_kind"]), params["right"], 0)
+    DTypeSpec(OperandKind.TENSOR, params["left"], 0)
+    Op(params["op"])
+    return run(jobs.PROMOTE, params)
+
+
+def promotion_notes(found: Promotion, lang: str) -> list[str]:
+    """The exact digits and notes under the explorer (built once per result and language:
+    an exact product of two tiny floats has thousands of digits)."""
+    key = ("promotion_notes", found, lang)
+    return ROOM_CACHE.get_or_compute(key, lambda: promotion_notes_text(found, lang))
 
 
 def table() -> PromotionTable:
@@ -249,8 +299,8 @@ def creation_text(lang: str) -> str:
 
 
 def current_broadcast() -> Broadcast:
-    shapes = tuple(parse_shapes(value("basics_shapes")))
-    return ROOM_CACHE.get_or_compute(("broadcast", shapes), lambda: broadcast(list(shapes)))
+    shapes = parse_shapes(value("basics_shapes"))
+    return run(jobs.BROADCAST, {"shapes": [list(shape) for shape in shapes]})
 
 
 def aligned_picture(found: Broadcast, lang: str, colours: Palette) -> str:
@@ -276,8 +326,10 @@ def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, An
 
 def current_einsum() -> EinsumPlan:
     equation = value("basics_equation")
-    shapes = tuple(parse_shapes(value("basics_einsum_shapes")))
-    return ROOM_CACHE.get_or_compute(("einsum", equation, shapes), lambda: einsum(equation, shapes))
+    if len(equation) > MAX_EINSUM_TEXT:
+        raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
+    shapes = parse_shapes(value("basics_einsum_shapes"))
+    return run(jobs.EINSUM, {"equation": equation, "shapes": [list(shape) for shape in shapes]})
 
 
 def einsum_picture(plan: EinsumPlan, lang: str, colours: Palette) -> str:
@@ -296,13 +348,16 @@ def einsum_text(plan: EinsumPlan, lang: str) -> str:
 
 
 def index_shape() -> tuple[int, ...]:
-    return parse_shape(value("basics_index_shape"), max_elements=MAX_REAL_ELEMENTS)
+    shape = parse_shape(value("basics_index_shape"), max_elements=MAX_REAL_ELEMENTS)
+    check_footprint(shape, MAX_REAL_ELEMENTS)
+    return shape
 
 
 def current_index() -> IndexResult:
     shape = index_shape()
     expression = value("basics_index")
-    return ROOM_CACHE.get_or_compute(("index", shape, expression), lambda: index(shape, expression))
+    parse_index_expression(expression)  # the room's own refusals, before any job
+    return run(jobs.INDEX, {"shape": list(shape), "expression": expression})
 
 
 def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, str | None]:
@@ -335,11 +390,11 @@ def index_link(result: IndexResult) -> dict[str, Any] | None:
 
 def current_save() -> SaveReport:
     shape = parse_shape(value("basics_save_shape"), max_elements=MAX_SAVE_ELEMENTS)
+    check_footprint(shape, MAX_SAVE_ELEMENTS)
     view = value("basics_save_view")
+    parse_index_expression(view)
     dtype = value("basics_save_dtype")
-    return ROOM_CACHE.get_or_compute(
-        ("save", shape, view, dtype), lambda: serialize(shape, view, dtype)
-    )
+    return run(jobs.SAVE, {"shape": list(shape), "view": view, "dtype": dtype})
 
 
 def save_picture(report: SaveReport, labels: tuple[str, ...], colours: Palette) -> str:
@@ -422,6 +477,60 @@ def score(section: Section) -> tuple[int, int]:
     return sum(marks), len(marks)
 
 
-# --------------------------------------------------------------------------- cache
+# --------------------------------------------------------------------------- the sandbox
 CACHE_BYTES = 32 * 2**20
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
+# Each job is small (tens of milliseconds in a warm child); the deadline leaves a visitor an
+# answer within a few seconds even when the job reaches it.
+JOB_TIMEOUT_S = 2.0
+
+
+class NoResult(Exception):
+    """A sandbox job ended without a result: ``failure`` says why (the page shows
+    :func:`components.contained.failure_card`)."""
+
+    def __init__(self, failure: JobFailure) -> None:
+        super().__init__(failure.kind)
+        self.failure = failure
+
+
+def _job(job: str, params: dict[str, Any]) -> RoomJob[Any]:
+    pool = sandbox_pool()
+    if pool is None:
+        return RoomJob(failure=JobFailure("unavailable"))
+    return run_room_job(
+        job,
+        params,
+        jobs.RETURNS[job],
+        session_id=session_id(),
+        timeout_s=JOB_TIMEOUT_S,
+        limits=jobs.REPLY_LIMITS,
+        pool=pool,
+    )
+
+
+def run(job: str, params: dict[str, Any]) -> Any:
+    """``job`` on ``params`` in the sandbox, once per distinct input for the whole server
+    (visitors asking at the same moment share the one run); its validated value. Raises the
+    engine's coded refusal as :class:`BasicsValueError`, or :class:`NoResult`."""
+    key = ("job", job, json.dumps(params, sort_keys=True))
+    outcome: RoomJob[Any] = ROOM_CACHE.get_or_compute_once(
+        key, lambda: _job(job, params), keep=lambda found: found.worth_keeping
+    )
+    if outcome.refused is not None:
+        refusal = _refusal(*outcome.refused)
+        if refusal is None:
+            raise NoResult(JobFailure("untrusted"))
+        raise refusal
+    if outcome.failure is not None:
+        raise NoResult(outcome.failure)
+    return outcome.value
+
+
+def _refusal(code: str, params: dict[str, Any]) -> BasicsValueError | None:
+    """The engine's refusal from the child, as the room's own error (None when the code is
+    not one of the room's or its text cannot be filled: the reply is not trusted)."""
+    try:
+        return BasicsValueError(ErrorCode(code), **params)
+    except Exception:  # an unknown code or missing parameters: an untrusted reply
+        return None

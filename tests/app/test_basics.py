@@ -73,7 +73,7 @@ def test_types_shows_the_wrapped_value_from_torch() -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[translate("basics.types.metric_result_type")] == "float16"
     assert metrics[translate("basics.types.metric_value")] == "2048.0"
-    assert metrics[translate("basics.types.metric_exact")] == "2049.0"
+    assert metrics[translate("basics.types.metric_exact")] == "2049"  # exact: every digit
     # a value the dtype cannot hold: torch's refusal, explained, no traceback
     at.selectbox(key="basics_left").set_value("int8").run()
     at.text_input(key="basics_left_value").set_value("1000").run()

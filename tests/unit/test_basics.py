@@ -91,7 +91,7 @@ def test_int8_plus_1000_wraps_and_float16_rounds() -> None:
     wrapped = promote(DTypeSpec("tensor", "int8", 100), DTypeSpec("scalar", "int", 1000))
     assert wrapped.result_type == wrapped.op_dtype == "int8"
     expected = (torch.tensor([100], dtype=torch.int8) + 1000).item()
-    assert wrapped.value == str(expected) and wrapped.exact == "1100"
+    assert wrapped.value == str(expected) and wrapped.exact == 1100
     assert wrapped.outcome is Outcome.WRAPPED
     rounded = promote(DTypeSpec("tensor", "float16", 2048.0), DTypeSpec("scalar", "float", 1.0))
     assert rounded.op_dtype == "float16" and rounded.outcome is Outcome.ROUNDED

@@ -13,6 +13,7 @@ import torch
 
 from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
 from torchatlas.basics.limits import MAX_SHAPES
+from torchatlas.basics.shapes import check_shape
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ def _broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
 
 def broadcast(shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]) -> Broadcast:
     """Align ``shapes`` from the right and broadcast them the way torch does."""
-    shapes = [tuple(int(size) for size in shape) for shape in shapes]
+    if not isinstance(shapes, list | tuple) or len(shapes) > MAX_SHAPES:
+        raise BasicsValueError(ErrorCode.TOO_MANY_SHAPES, count=len(shapes), limit=MAX_SHAPES)
+    shapes = [check_shape(shape) for shape in shapes]
     if not shapes:
         raise BasicsValueError(ErrorCode.EMPTY)
     if len(shapes) > MAX_SHAPES:

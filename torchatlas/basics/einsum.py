@@ -17,6 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
 from torchatlas.basics.limits import MAX_EINSUM_OPERANDS, MAX_EINSUM_RUN, MAX_EINSUM_TEXT
+from torchatlas.basics.shapes import check_shape, footprint
 
 ELLIPSIS = "..."
 
@@ -159,14 +160,14 @@ def einsum(
     """Plan ``torch.einsum(equation, *tensors of these shapes)``."""
     if len(equation) > MAX_EINSUM_TEXT:
         raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
-    shapes = tuple(tuple(int(size) for size in shape) for shape in shapes)
-    if not shapes or len(shapes) > MAX_EINSUM_OPERANDS:
+    if not isinstance(shapes, list | tuple) or not 1 <= len(shapes) <= MAX_EINSUM_OPERANDS:
         raise BasicsValueError(
             ErrorCode.EINSUM_OPERANDS, count=len(shapes), limit=MAX_EINSUM_OPERANDS
         )
+    shapes = tuple(check_shape(shape) for shape in shapes)
     try:
         out_shape, counted = _meta_run(equation, list(shapes))
-    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+    except (RuntimeError, ValueError, TypeError, IndexError, OverflowError) as exc:
         return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
 
     explicit = "->" in equation
@@ -224,7 +225,12 @@ def einsum(
         additions=products - out_numel if summed else 0,
         counted_flops=counted,
     )
-    if products <= MAX_EINSUM_RUN and all(math.prod(s) <= MAX_EINSUM_RUN for s in shapes):
+    # Run on numbers only when every tensor the run makes is small: the broadcast product
+    # spans every letter, and a letter of size 0 makes ``products`` 0 while the output (the
+    # other letters) may still be huge, so the bound counts each 0 as 1.
+    spans = [footprint(shape) for shape in shapes]
+    spans.append(math.prod(max(sizes[label], 1) for label in full))
+    if max(spans) <= MAX_EINSUM_RUN:
         return _checked(plan)
     return plan
 

@@ -32,6 +32,9 @@ class ErrorCode(StrEnum):
     EINSUM_OPERANDS = "einsum_operands"
     SAVE_NEEDS_RANK = "save_needs_rank"
     NOT_A_CHOICE = "not_a_choice"
+    INT_TOO_LARGE = "int_too_large"
+    INDEX_INT_RANGE = "index_int_range"
+    TOO_LARGE_FOOTPRINT = "too_large_footprint"
     # PyTorch's refusals, with its own message (broadcast and einsum refusals travel as
     # torch_message on their results: torch's words are the answer there)
     INDEX_TORCH = "index_torch"
@@ -51,7 +54,12 @@ class BasicsValueError(BasicsError, ValueError):
     """Input the engine refuses before running anything (a ``ValueError``)."""
 
 
+MAX_TORCH_WORDS = 1000  # torch's messages quote shapes and values: a page shows a bounded part
+
+
 def torch_words(exc: BaseException) -> str:
-    """PyTorch's own message, first paragraph only (C++ frames and hints follow it)."""
+    """PyTorch's own message, first paragraph only (C++ frames and hints follow it), at most
+    :data:`MAX_TORCH_WORDS` characters (a message that quotes a visitor's value stays short)."""
     text = str(exc).strip() or type(exc).__name__
-    return text.split("\n\n")[0].strip()
+    first = text.split("\n\n")[0].strip()
+    return first if len(first) <= MAX_TORCH_WORDS else first[: MAX_TORCH_WORDS - 1] + "…"

@@ -28,6 +28,7 @@ from torchatlas.basics.limits import (
     MAX_INDEX_TEXT,
     MAX_REAL_ELEMENTS,
 )
+from torchatlas.basics.shapes import check_footprint, check_shape, footprint
 
 NAME = "x"
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
@@ -135,9 +136,22 @@ def _refuse(node: ast.AST) -> BasicsValueError:
     return BasicsValueError(ErrorCode.INDEX_NOT_ALLOWED, part=ast.unparse(node)[:40])
 
 
+# torch reads every whole number of an index as int64; a Python int past that raises
+# OverflowError (or, in a slice, a misleading "negative strides" error) inside torch
+INDEX_INT_LIMIT = 2**63 - 1
+
+
+def _in_range(value: int, node: ast.AST) -> int:
+    if abs(value) > INDEX_INT_LIMIT:
+        raise BasicsValueError(
+            ErrorCode.INDEX_INT_RANGE, part=ast.unparse(node)[:40], limit=INDEX_INT_LIMIT
+        )
+    return value
+
+
 def _int(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
+        return _in_range(node.value, node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = _int(node.operand)
         if inner is not None:
@@ -147,7 +161,7 @@ def _int(node: ast.AST) -> int | None:
 
 def _number(node: ast.AST) -> int | float | None:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return _in_range(node.value, node) if type(node.value) is int else node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _number(node.operand)
         return None if inner is None else -inner
@@ -265,10 +279,13 @@ def source_tensor(shape: tuple[int, ...]) -> torch.Tensor:
 
 def index(shape: tuple[int, ...], expression: str) -> IndexResult:
     """Apply ``expression`` to ``torch.arange(numel).reshape(shape)`` and report."""
-    shape = tuple(int(size) for size in shape)
+    shape = check_shape(shape)
     numel = math.prod(shape)
     if numel > MAX_REAL_ELEMENTS:
         raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=numel, limit=MAX_REAL_ELEMENTS)
+    # x[..., None] or x[:, 0] of a (0, 10**6, 10**6) tensor has no element either, but its
+    # shape is what the page draws: the sizes are bounded with every 0 counted as 1
+    check_footprint(shape, MAX_REAL_ELEMENTS)
     parsed = parse_index_expression(expression)
     x = source_tensor(shape)
     key = parsed.key(x)
@@ -277,14 +294,15 @@ def index(shape: tuple[int, ...], expression: str) -> IndexResult:
     # result past the bound is refused before torch allocates it.
     if Part.INT_LIST in parsed.parts:
         try:
-            planned = math.prod(torch.empty(shape, device="meta")[key].shape)
-        except (IndexError, RuntimeError, ValueError, TypeError, NotImplementedError):
+            planned = footprint(tuple(torch.empty(shape, device="meta")[key].shape))
+        except (IndexError, RuntimeError, ValueError, TypeError, NotImplementedError,
+                OverflowError):  # fmt: skip
             planned = 0  # the real index below raises torch's own words
         if planned > MAX_GATHERED:
             raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=planned, limit=MAX_GATHERED)
     try:
         y = x[key]
-    except (IndexError, RuntimeError, ValueError, TypeError) as exc:
+    except (IndexError, RuntimeError, ValueError, TypeError, OverflowError) as exc:
         return IndexResult(
             shape, parsed.text, parsed.kind, parsed.parts, torch_message=torch_words(exc)
         )

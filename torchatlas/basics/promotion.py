@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 
 import torch
 
 from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.exact import parts_of
 from torchatlas.basics.limits import MAX_VALUE_TEXT
 
 DTYPES: dict[str, torch.dtype] = {
@@ -54,9 +55,11 @@ OP_SYMBOLS = {Op.ADD: "+", Op.MUL: "*"}
 
 
 class Outcome(StrEnum):
-    EXACT = "exact"  # torch's value is the mathematical one
+    EXACT = "exact"  # torch's value is the mathematical one, to the last digit
     WRAPPED = "wrapped"  # an integer result went round its range
-    ROUNDED = "rounded"  # a floating result lost digits
+    ROUNDED = "rounded"  # a floating result differs from the exact value (however little)
+    OVERFLOWED = "overflowed"  # the exact value is finite, torch's is inf (or nan)
+    NOT_FINITE = "not_finite"  # an operand is inf or nan: there is no exact value to compare
     LOGICAL = "logical"  # a bool result: + is "or", * is "and"
     RAISED = "raised"  # torch refused the op
 
@@ -116,11 +119,17 @@ class DTypeSpec:
         (torch refuses to build an int8 tensor holding 1000)."""
         assert self.value is not None
         if self.kind is OperandKind.SCALAR:
-            return SCALAR_TYPES[self.dtype](self.value)
+            try:
+                return SCALAR_TYPES[self.dtype](self.value)
+            except (TypeError, ValueError, OverflowError):  # complex → int, inf → int
+                raise BasicsValueError(
+                    ErrorCode.VALUE_DOES_NOT_FIT, value=_py(self.value), dtype=self.dtype,
+                    torch_message="",
+                ) from None  # fmt: skip
         try:
             data = self.value if self.kind is OperandKind.ZERO_DIM else [self.value]
             return torch.tensor(data, dtype=DTYPES[self.dtype])
-        except (RuntimeError, TypeError, OverflowError) as exc:
+        except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
             raise BasicsValueError(
                 ErrorCode.VALUE_DOES_NOT_FIT,
                 value=_py(self.value),
@@ -146,13 +155,18 @@ def parse_value(text: str) -> bool | int | float | complex:
     value = _number(node)
     if value is None:
         raise BasicsValueError(ErrorCode.NOT_A_NUMBER, text=text)
+    if type(value) is int and abs(value) > MAX_INT:
+        # Python's ints have no size; torch's stop at 64 bits (past that, its conversion
+        # raises OverflowError): the room says so instead of handing the number over
+        raise BasicsValueError(ErrorCode.INT_TOO_LARGE, text=text.strip(), limit=MAX_INT)
     return value
+
+
+MAX_INT = 2**64  # the largest whole number handed to torch (uint64's range ends just below)
 
 
 def _number(node: ast.AST) -> bool | int | float | complex | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, bool | int | float | complex):
-        if isinstance(node.value, int) and abs(node.value) > 2**64:
-            return None
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = _number(node.operand)
@@ -174,18 +188,34 @@ def _number(node: ast.AST) -> bool | int | float | complex | None:
 
 @dataclass(frozen=True)
 class Promotion:
-    """``a ⊕ b`` as torch computes it."""
+    """``a ⊕ b`` as torch computes it, beside the exact value of the same operands.
+
+    ``exact`` is the mathematical result of the operands *as stored* (the values torch
+    actually combines), computed with fractions: a finite float is an exact fraction, so the
+    exact value has no rounding of its own. ``got`` is torch's result as an exact fraction
+    too, so "exact" is decided by equality, never by a tolerance. Complex numbers keep their
+    imaginary parts in the ``*_imag`` fields (None for a real number)."""
 
     a: DTypeSpec
     b: DTypeSpec
     op: Op
-    result_type: str  # torch.result_type(a, b)
+    result_type: str  # torch.result_type(a, b) (or the op's dtype where result_type raised)
     op_dtype: str | None  # the dtype of the real op's result (None when it raised)
-    value: str | None  # the real op's value, as torch prints it
-    exact: str | None  # the mathematical value of the same inputs
+    value: str | None  # the real op's value, as Python prints torch's item()
+    exact: Fraction | None  # the mathematical value of the stored operands (None: no value)
     outcome: Outcome
     torch_message: str | None = None  # torch's words when the op raised
     categories_differ: bool = False  # a scalar / 0-dim operand of a higher category
+    exact_imag: Fraction | None = None
+    got: Fraction | None = None  # torch's result, exactly (None when not finite or raised)
+    got_imag: Fraction | None = None
+    stored_a: Fraction | None = None  # the operands as torch holds them, exactly
+    stored_a_imag: Fraction | None = None
+    stored_b: Fraction | None = None
+    stored_b_imag: Fraction | None = None
+    a_changed: bool = False  # storing a's value in its dtype changed it (float16 of 0.1, ...)
+    b_changed: bool = False
+    int_overflow: bool = False  # torch refused a whole number past its 64 bits
 
     @property
     def code(self) -> str:
@@ -196,6 +226,16 @@ class Promotion:
         """The result kept the left tensor's dtype although the right operand was wider."""
         return self.result_type == self.a.dtype
 
+    @property
+    def difference(self) -> tuple[Fraction, Fraction | None] | None:
+        """torch's value minus the exact one, exactly (None when either is missing)."""
+        if self.got is None or self.exact is None:
+            return None
+        imag = None
+        if self.got_imag is not None or self.exact_imag is not None:
+            imag = (self.got_imag or Fraction(0)) - (self.exact_imag or Fraction(0))
+        return self.got - self.exact, imag
+
 
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
@@ -205,10 +245,29 @@ def _as_python(tensor: torch.Tensor) -> bool | int | float | complex:
     return tensor.reshape(-1)[0].item()
 
 
-def _exact(a: object, b: object, op: Op) -> bool | int | float | complex:
-    """The op on the stored values in Python (ints are unbounded; floats are float64, exact
-    enough to see float16, bfloat16 and float32 rounding)."""
-    return a + b if op is Op.ADD else a * b  # type: ignore[operator]
+def _exact(
+    a: tuple[Fraction | None, Fraction | None],
+    b: tuple[Fraction | None, Fraction | None],
+    op: Op,
+) -> tuple[Fraction, Fraction | None]:
+    """``a ⊕ b`` on exact (real, imaginary) parts of finite operands (imaginary None for a
+    real one)."""
+    (ar, ai), (br, bi) = a, b
+    assert ar is not None and br is not None
+    if ai is None and bi is None:
+        return (ar + br, None) if op is Op.ADD else (ar * br, None)
+    ai, bi = ai or Fraction(0), bi or Fraction(0)
+    if op is Op.ADD:
+        return ar + br, ai + bi
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def _finite_parts(value: object) -> tuple[Fraction | None, Fraction | None] | None:
+    """Exact parts of a real or complex value; None when any part is inf or nan."""
+    real, imag = parts_of(value)
+    if real is None or (isinstance(value, complex) and imag is None):
+        return None
+    return real, imag
 
 
 def _category(kind: str) -> int:
@@ -228,44 +287,72 @@ def promote(a: DTypeSpec, b: DTypeSpec, op: Op | str = Op.ADD) -> Promotion:
     left, right = a.make(), b.make()
     if not isinstance(left, torch.Tensor) and not isinstance(right, torch.Tensor):
         raise BasicsValueError(ErrorCode.UNKNOWN_OPERAND, kind=a.kind)
-    result_type = _name(torch.result_type(left, right))  # type: ignore[arg-type]
     categories_differ = b.kind is not OperandKind.TENSOR and _category(b.dtype) > _category(a.dtype)
-    stored_a = _as_python(left) if isinstance(left, torch.Tensor) else left
-    stored_b = _as_python(right) if isinstance(right, torch.Tensor) else right
+    held_a = _as_python(left) if isinstance(left, torch.Tensor) else left
+    held_b = _as_python(right) if isinstance(right, torch.Tensor) else right
+    parts_a, parts_b = _finite_parts(held_a), _finite_parts(held_b)
+    stored = {
+        "stored_a": parts_a[0] if parts_a else None,
+        "stored_a_imag": parts_a[1] if parts_a else None,
+        "stored_b": parts_b[0] if parts_b else None,
+        "stored_b_imag": parts_b[1] if parts_b else None,
+        "a_changed": _changed(a.value, held_a),
+        "b_changed": _changed(b.value, held_b),
+    }
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
+            result_type = _name(torch.result_type(left, right))  # type: ignore[arg-type]
             out = left + right if op is Op.ADD else left * right  # type: ignore[operator]
-    except (RuntimeError, NotImplementedError, TypeError) as exc:
+    except (RuntimeError, NotImplementedError, TypeError, ValueError, OverflowError) as exc:
+        # OverflowError / "Overflow when unpacking long": a Python int past 64 bits
+        overflow = isinstance(exc, OverflowError) or "Overflow" in str(exc)[:200]
+        try:
+            named = _name(torch.result_type(left, right))  # type: ignore[arg-type]
+        except (RuntimeError, TypeError, ValueError, OverflowError):
+            named = "—"
         return Promotion(
-            a, b, op, result_type, None, None, None, Outcome.RAISED, torch_words(exc),
-            categories_differ,
+            a, b, op, named, None, None, None, Outcome.RAISED, torch_words(exc),
+            categories_differ, int_overflow=overflow, **stored,
         )  # fmt: skip
     got = _as_python(out)
-    exact = _exact(stored_a, stored_b, op)
     op_dtype = _name(out.dtype)
+    exact, exact_imag = (None, None)
+    if parts_a is not None and parts_b is not None:
+        exact, exact_imag = _exact(parts_a, parts_b, op)
+    got_parts = _finite_parts(got)
+    got_real, got_imag = got_parts if got_parts is not None else (None, None)
     if out.dtype is torch.bool:
         outcome = Outcome.LOGICAL
-    elif got == exact:
+    elif exact is None:
+        outcome = Outcome.NOT_FINITE
+    elif got_real is None:
+        outcome = Outcome.OVERFLOWED
+    elif got_real == exact and (got_imag or 0) == (exact_imag or 0):
         outcome = Outcome.EXACT
     elif not (out.dtype.is_floating_point or out.dtype.is_complex):
         outcome = Outcome.WRAPPED
     else:
         outcome = Outcome.ROUNDED
     return Promotion(
-        a, b, op, result_type, op_dtype, _show(got), _show(exact), outcome, None,
-        categories_differ,
+        a, b, op, result_type, op_dtype, _show(got), exact, outcome, None, categories_differ,
+        exact_imag=exact_imag, got=got_real, got_imag=got_imag, **stored,
     )  # fmt: skip
 
 
+def _changed(typed: object, held: object) -> bool:
+    """Whether storing ``typed`` in its operand changed the number (float16 of 0.1; a bool
+    of 5 is True, but a whole number stored as a float is the same number)."""
+    typed_parts, held_parts = parts_of(typed), parts_of(held)
+    if None in (typed_parts[0], held_parts[0]):
+        return False  # inf / nan: nothing exact to compare
+    return (typed_parts[0], typed_parts[1] or 0) != (held_parts[0], held_parts[1] or 0)
+
+
 def _show(value: object) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return repr(value)
-    if isinstance(value, complex):
-        return repr(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return f"{value!r}"
-    return repr(value)
+    """torch's value as Python prints it (``repr``: the shortest text that reads back as the
+    same number); bounded, since a value is at most a complex of two floats."""
+    return repr(value)[:80]
 
 
 # --------------------------------------------------------------------------- the full table

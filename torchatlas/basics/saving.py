@@ -7,18 +7,17 @@ the dtype each side uses, and a read of ``dset[-2:]`` whose bytes are counted th
 file-like wrapper, to show that HDF5 reads only those rows (and its metadata), not the rest.
 
 ``torch.save`` writes into an ``io.BytesIO`` (byte for byte a file named ``archive.pt``: the
-zip's folder is named after the file); the HDF5 file is written to a private temporary
-folder that is always removed, then read back through the counting wrapper. Sizes are
-bounded by :data:`~torchatlas.basics.limits.MAX_SAVE_ELEMENTS`.
+zip's folder is named after the file); the HDF5 file is built by HDF5's in-memory driver
+(byte for byte the file it writes to disk), then read back through the counting wrapper.
+Nothing touches the file system, so the whole report runs in a sandbox child. Sizes are
+bounded by :data:`~torchatlas.basics.limits.MAX_SAVE_ELEMENTS`, zero sizes counted as 1.
 """
 
 from __future__ import annotations
 
 import io
 import math
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -28,6 +27,7 @@ from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
 from torchatlas.basics.indexing import IndexKind, parse_index_expression
 from torchatlas.basics.limits import MAX_SAVE_ELEMENTS
 from torchatlas.basics.promotion import DTYPES
+from torchatlas.basics.shapes import check_footprint, check_shape
 
 SAVE_DTYPES = tuple(name for name in DTYPES if name != "bool")
 DATASET = "coords"
@@ -154,19 +154,25 @@ def _shape_args(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(map(str, shape)) + ")" if len(shape) != 1 else f"({shape[0]},)"
 
 
+def hdf5_image(array: np.ndarray) -> bytes:
+    """The bytes of an HDF5 file holding ``array`` as the dataset :data:`DATASET`, built in
+    memory."""
+    with h5py.File(f"{DATASET}.h5", "w", driver="core", backing_store=False) as out:
+        out.create_dataset(DATASET, data=array)
+        out.flush()
+        return bytes(out.id.get_file_image())
+
+
 def _hdf5(x: torch.Tensor) -> HdfReport:
     try:
         array = x.numpy()
     except TypeError as exc:
         return HdfReport(None, None, error_code=ErrorCode.NO_NUMPY_DTYPE,
                          torch_message=torch_words(exc))  # fmt: skip
-    # A real file, in a private folder that is always removed: HDF5 lays out a file on disk
-    # differently from one written into a Python buffer, and the page reports real sizes.
-    with tempfile.TemporaryDirectory(prefix="torchatlas-basics-") as folder:
-        path = Path(folder) / "coords.h5"
-        with h5py.File(path, "w") as out:
-            out.create_dataset(DATASET, data=array)
-        data = path.read_bytes()
+    # HDF5's in-memory ("core") driver with no backing store: the file image it builds is
+    # byte for byte the file the default driver writes to disk (a test compares them), and
+    # it needs no file system, so the job runs in a sandbox child that may open no file.
+    data = hdf5_image(array)
     reader = CountingReader(data)
     with h5py.File(reader, "r") as inp:
         dataset = inp[DATASET]
@@ -193,7 +199,7 @@ def _hdf5(x: torch.Tensor) -> HdfReport:
 def serialize(shape: tuple[int, ...], view: str = "x[:2]", dtype: str = "float32") -> SaveReport:
     """Save ``x = arange(numel).reshape(shape)`` and ``view`` (a basic index expression on
     ``x``) every way this room compares; ``dtype`` is any of :data:`SAVE_DTYPES`."""
-    shape = tuple(int(size) for size in shape)
+    shape = check_shape(shape)
     if dtype not in SAVE_DTYPES:
         raise BasicsValueError(ErrorCode.UNKNOWN_DTYPE, dtype=dtype, allowed=", ".join(SAVE_DTYPES))
     if not shape:
@@ -201,6 +207,9 @@ def serialize(shape: tuple[int, ...], view: str = "x[:2]", dtype: str = "float32
     numel = math.prod(shape)
     if numel > MAX_SAVE_ELEMENTS:
         raise BasicsValueError(ErrorCode.TOO_MANY_ELEMENTS, numel=numel, limit=MAX_SAVE_ELEMENTS)
+    # a (0, 10**6, 10**6) tensor holds nothing, but HDF5 lays out (and a view may reshape)
+    # its sizes: bounded with every 0 counted as 1
+    check_footprint(shape, MAX_SAVE_ELEMENTS)
     parsed = parse_index_expression(view)
     if parsed.kind is not IndexKind.BASIC:
         # a mask or a list gathers a copy: there would be no view to save
@@ -208,7 +217,7 @@ def serialize(shape: tuple[int, ...], view: str = "x[:2]", dtype: str = "float32
     x = torch.arange(numel).to(DTYPES[dtype]).reshape(shape)
     try:
         part = x[parsed.key(x)]
-    except (IndexError, RuntimeError, ValueError, TypeError) as exc:
+    except (IndexError, RuntimeError, ValueError, TypeError, OverflowError) as exc:
         raise BasicsValueError(ErrorCode.INDEX_TORCH, torch_message=torch_words(exc)) from None
     loaded_view = _save_load(part)
     loaded_clone = _save_load(part.clone())

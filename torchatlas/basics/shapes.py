@@ -20,7 +20,8 @@ def parse_shape(text: str, *, max_elements: int | None = None) -> tuple[int, ...
     parts = [part.strip() for part in body.split(",")] if body else []
     if parts and parts[-1] == "":  # "(3,)"
         parts.pop()
-    if not all(re.fullmatch(r"-?\d{1,7}", part) for part in parts):
+    # ASCII digits only: "٣" is a decimal digit to Python's \d and int() alike, "²" is not
+    if not all(re.fullmatch(r"-?[0-9]{1,7}", part) for part in parts):
         raise BasicsValueError(ErrorCode.SHAPE_NOT_INTS, text=text)
     shape = tuple(int(part) for part in parts)
     if len(shape) > MAX_RANK:
@@ -32,6 +33,30 @@ def parse_shape(text: str, *, max_elements: int | None = None) -> tuple[int, ...
             ErrorCode.TOO_MANY_ELEMENTS, numel=math.prod(shape), limit=max_elements
         )
     return shape
+
+
+def check_shape(shape: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """A shape handed in as data (a job's parameters): whole numbers, rank and sizes within
+    the room's bounds, as :func:`~torchatlas.basics.shapes.parse_shape` would have read them."""
+    if not isinstance(shape, tuple | list) or len(shape) > MAX_RANK:
+        raise BasicsValueError(ErrorCode.SHAPE_RANK, rank=len(shape), limit=MAX_RANK)
+    if not all(type(size) is int and 0 <= size <= MAX_DIM for size in shape):
+        raise BasicsValueError(ErrorCode.SHAPE_NEGATIVE, text=str(tuple(shape))[:80], limit=MAX_DIM)
+    return tuple(shape)
+
+
+def footprint(shape: tuple[int, ...]) -> int:
+    """The product of the sizes with every 0 counted as 1: what a tensor of this shape costs
+    once one op reduces or indexes away its empty dimension (``zeros(0, A, B).sum(0)`` is
+    A×B). Every bound on a tensor the engine fills with numbers reads this, not ``numel``."""
+    return math.prod(max(size, 1) for size in shape)
+
+
+def check_footprint(shape: tuple[int, ...], limit: int) -> None:
+    """Refuse a shape whose :func:`footprint` passes ``limit`` (even with no element)."""
+    size = footprint(shape)
+    if size > limit:
+        raise BasicsValueError(ErrorCode.TOO_LARGE_FOOTPRINT, footprint=size, limit=limit)
 
 
 def parse_shapes(text: str) -> list[tuple[int, ...]]:
