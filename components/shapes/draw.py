@@ -26,7 +26,10 @@ from components.format import format_bytes
 from components.theme import Palette
 from torchatlas.i18n import placeholders, translate
 from torchatlas.shapes import (
+    DeviceMove,
     LayerRow,
+    MoveKind,
+    MovePhase,
     RefusalCode,
     RowKind,
     ShapeError,
@@ -95,6 +98,49 @@ def output_shapes(report: ShapeReport) -> list[list[Any]]:
     return report.symbolic_outputs if report.symbolic else report.outputs
 
 
+def output_text(report: ShapeReport, lang: str) -> str:
+    """The output shapes; each named by where forward put it (``logits: 4 × 2``) when the
+    outputs came in a container or an object rather than as one bare tensor."""
+    shapes = output_shapes(report)
+    names = report.output_names
+    if len(names) != len(shapes) or not any(names):
+        return shape_text(shapes, lang)
+    return ", ".join(
+        translate("shapes.totals.named_output", lang, name=name, shape=shape_text([shape], lang))
+        for name, shape in zip(names, shapes, strict=True)
+    )
+
+
+def device_notes_markdown(moves: Sequence[DeviceMove], lang: str) -> str:
+    """What the code asked of devices, one line per call site ("" when it asked nothing)."""
+    if not moves:
+        return ""
+    lines = [translate("shapes.devices.title", lang), "", translate("shapes.devices.no_gpu", lang)]
+    lines.append("")
+    for move in moves:
+        at = "" if move.line is None else translate("shapes.devices.at", lang, line=move.line)
+        if move.phase is MovePhase.FORWARD:
+            where = translate("shapes.devices.forward", lang, layer=move.layer or "model")
+        else:
+            where = translate("shapes.devices.build", lang)
+        key = "move" if move.kind is MoveKind.MOVE else "create"
+        text = translate(
+            f"shapes.devices.{key}", lang, at=at, call=move.call, tensors=move.tensors,
+            device=move.device, where=where,
+        )  # fmt: skip
+        lines.append(f"- {text}")
+    return "\n".join(lines)
+
+
+def shared_text(row: LayerRow, lang: str) -> str:
+    """``20 counted at emb`` for a row whose parameters an earlier row counts ("" if none)."""
+    if not row.shared_params:
+        return ""
+    return translate(
+        "shapes.table.shared_with", lang, count=f"{row.shared_params:,}", layer=row.shared_with
+    )
+
+
 def max_depth(report: ShapeReport) -> int:
     return max((row.depth for row in report.layers), default=0)
 
@@ -105,6 +151,7 @@ def layer_frame(report: ShapeReport, depth: int, symbolic: bool, lang: str) -> p
         return translate(f"shapes.table.{key}", lang)
 
     records = []
+    shared = any(row.shared_params for row in report.layers)
     for index, row in enumerate(report.layers):
         if row.depth > depth and not row.failed:
             continue
@@ -120,6 +167,8 @@ def layer_frame(report: ShapeReport, depth: int, symbolic: bool, lang: str) -> p
             record[tr("formula")] = shape_text(row.symbolic_output_shapes, lang)
             record[tr("constraints")] = "; ".join(row.constraints)
         record[tr("params")] = row.params
+        if shared:  # a column only for models that share weights
+            record[tr("shared")] = shared_text(row, lang)
         record[tr("flops")] = row.flops
         record[tr("activation")] = format_bytes(row.activation_bytes)
         record[tr("line")] = "" if row.line is None else str(row.line)
@@ -129,7 +178,8 @@ def layer_frame(report: ShapeReport, depth: int, symbolic: bool, lang: str) -> p
 
 CSV_COLUMNS = (
     "name", "type", "kind", "depth", "input_shapes", "output_shapes", "symbolic_output_shapes",
-    "params", "trainable_params", "flops", "activation_bytes", "line", "failed", "constraints",
+    "params", "trainable_params", "shared_params", "shared_with", "flops", "activation_bytes",
+    "line", "failed", "constraints",
 )  # fmt: skip
 
 

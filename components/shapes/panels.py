@@ -188,6 +188,8 @@ def _results(source: str, report: ShapeReport) -> None:
         st.caption(t("shapes.partial"))
     else:
         totals(report)
+    if report.unmaterialised_params:
+        st.caption(t("shapes.totals.unmaterialised", count=report.unmaterialised_params))
     deepest = max(1, draw.max_depth(report))
     table_tab, chart_tab, flow_tab, why_tab = st.tabs(
         [
@@ -234,8 +236,11 @@ def totals(report: ShapeReport) -> None:
     columns[4].metric(t("shapes.totals.flops"), format_count(report.flops))
     outputs = draw.output_shapes(report)
     if outputs:
-        shape = f"`{draw.shape_text(outputs, language())}`"
+        shape = f"`{draw.output_text(report, language())}`"
         st.markdown(t("shapes.totals.output", shape=shape))
+    notes = draw.device_notes_markdown(report.device_moves, language())
+    if notes:
+        st.info(notes, icon=":material/memory:")
 
 
 def layer_table(report: ShapeReport, depth: int) -> None:

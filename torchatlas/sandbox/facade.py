@@ -320,6 +320,23 @@ def namedtuple(
     return result
 
 
+def _no_accelerator() -> dict[str, Any]:
+    """``torch.cuda`` and ``torch.backends.mps`` as the sandbox sees them: no GPU, ever.
+
+    Model code chooses its device with ``"cuda" if torch.cuda.is_available() else "cpu"``; the
+    answers are constants, because the real functions ask the driver, and no pasted code may
+    reach a real device. Each is ``functools.partial`` of a builtin (``bool(False)``,
+    ``int(0)``): nothing of this module (no function, no globals) is handed out.
+    """
+    false = functools.partial(bool, False)
+    cuda = Facade(
+        "torch.cuda",
+        {"is_available": false, "device_count": functools.partial(int, 0), "is_initialized": false},
+    )
+    mps = Facade("torch.backends.mps", {"is_available": false, "is_built": false})
+    return {"cuda": cuda, "backends": Facade("torch.backends", {"mps": mps})}
+
+
 def _build_modules() -> dict[str, Any]:
     functional = Facade("torch.nn.functional", _public_callables(torch.nn.functional))
     nn = _nn_facade(functional)
@@ -327,6 +344,7 @@ def _build_modules() -> dict[str, Any]:
     for name in ("linalg", "fft", "special"):
         torch_members[name] = Facade(f"torch.{name}", _public_callables(getattr(torch, name)))
     torch_members["nn"] = nn
+    torch_members.update(_no_accelerator())
     torch_facade = Facade("torch", torch_members)
     models = _torchvision_models_facade()
     typing_members = {name: getattr(typing, name) for name in TYPING_NAMES}

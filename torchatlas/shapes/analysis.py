@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedParameter
 
 from torchatlas.shapes.hints import attribute_path, explain_layer_failure, shapes_text
 from torchatlas.shapes.report import (
@@ -39,7 +40,15 @@ from torchatlas.shapes.report import (
     WhyMetaReport,
 )
 from torchatlas.shapes.symbolic import SymbolicInputs, dim_names
-from torchatlas.shapes.trace import ShapeTracer, TraceRow, tensors_in, user_line_of
+from torchatlas.shapes.trace import (
+    DeviceLog,
+    KeepOnHome,
+    ShapeTracer,
+    TraceRow,
+    named_tensors_in,
+    tensors_in,
+    user_line_of,
+)
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -361,10 +370,13 @@ def meta_initialisers_skipped() -> Iterator[None]:
 
 def build_on_meta(
     target: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], label: str,
-    user_files: frozenset[str] = frozenset(),
+    user_files: frozenset[str] = frozenset(), moves: DeviceLog | None = None,
 ) -> nn.Module:  # fmt: skip
+    """The model built on meta; device moves and placements in its ``__init__``
+    (``.to(device)``, ``.cuda()``, ``device="cuda"``) stay on meta, noted in ``moves``."""
+    moves = moves if moves is not None else DeviceLog(user_files)
     try:
-        with meta_initialisers_skipped(), torch.device("meta"):
+        with meta_initialisers_skipped(), torch.device("meta"), KeepOnHome(moves):
             built = target(*args, **kwargs)
     except Exception as exc:
         raise _fail(
@@ -401,6 +413,9 @@ class _Draft:
     symbolic_issue: SymbolicIssue | None = None
     symbolic_detail: str = ""
     error: ShapeError | None = None
+    output_names: list[str] = field(default_factory=list)
+    moves: DeviceLog = field(default_factory=DeviceLog)
+    unmaterialised_params: int = 0
 
     def report(self, elapsed_s: float) -> ShapeReport:
         return ShapeReport(
@@ -423,6 +438,9 @@ class _Draft:
             symbolic_detail=self.symbolic_detail,
             error=self.error,
             elapsed_s=elapsed_s,
+            output_names=self.output_names,
+            device_moves=self.moves.moves(),
+            unmaterialised_params=self.unmaterialised_params,
         )
 
 
@@ -441,6 +459,9 @@ def _totals(draft: _Draft, model: nn.Module) -> None:
         if id(parameter) in seen:
             continue
         seen.add(id(parameter))
+        if isinstance(parameter, UninitializedParameter):  # a lazy module never reached
+            draft.unmaterialised_params += 1
+            continue
         draft.total_params += parameter.numel()
         draft.trainable_params += parameter.numel() if parameter.requires_grad else 0
         draft.param_bytes += parameter.numel() * parameter.element_size()
@@ -480,17 +501,20 @@ def analyze_module(
     symbolic: bool = False,
     label: str = "",
     user_files: frozenset[str] = frozenset(),
+    moves: DeviceLog | None = None,
 ) -> ShapeReport:
-    """Trace a trusted model (a class, builder, or module already on meta). Never raises."""
+    """Trace a trusted model (a class, builder, or module already on meta). Never raises.
+    ``moves`` holds the device moves noted while the model was built, if it was."""
     started = time.perf_counter()
-    draft = _Draft(model=label, symbolic=symbolic)
+    draft = _Draft(model=label, symbolic=symbolic, moves=moves or DeviceLog(user_files))
     try:
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
         draft.input_shapes, draft.input_dtypes = shapes, dtypes
         if isinstance(build, nn.Module):
             model = build
         else:
-            model = build_on_meta(build, [], {}, label or getattr(build, "__name__", "model"))
+            name = label or getattr(build, "__name__", "model")
+            model = build_on_meta(build, [], {}, name, user_files, draft.moves)
         draft.model = draft.model or type(model).__name__
         _trace_into(draft, model, shapes, dtypes, user_files)
         if symbolic and draft.error is None:
@@ -511,7 +535,7 @@ def _trace_into(
 ) -> None:
     _check_forward_arguments(model, len(shapes), draft.model, user_files)
     model.eval()  # BatchNorm/Dropout in eval mode, as a shape summary expects
-    tracer = ShapeTracer(model, user_files=user_files)
+    tracer = ShapeTracer(model, user_files=user_files, moves=draft.moves)
     try:
         with torch.no_grad():
             output = tracer.run(meta_inputs(shapes, dtypes))
@@ -530,9 +554,17 @@ def _trace_into(
         _totals(draft, model)
         return
     draft.rows = _fold_rows(tracer.rows)
-    draft.outputs = [list(tensor.shape) for tensor in tensors_in(output)]
+    named = named_tensors_in(output)
+    draft.outputs = [list(tensor.shape) for _, tensor in named]
+    draft.output_names = [name for name, _ in named]
     draft.flops = tracer.total_flops
     _totals(draft, model)
+
+
+def _path_step(row: TraceRow) -> tuple[str, str, str]:
+    """What must match between the concrete and the symbolic pass, row by row: the module
+    and, for an op, which op (a lazy module's class changes at its first call, its row not)."""
+    return (row.name, row.kind, row.type if row.kind == "function" else "")
 
 
 def _symbolic_into(
@@ -562,7 +594,7 @@ def _symbolic_into(
     draft.symbolic_inputs = [[inputs.size(size) for size in t.shape] for t in inputs.tensors]
     draft.symbolic_outputs = [[inputs.size(size) for size in t.shape] for t in tensors_in(output)]
     if len(rows) != len(draft.rows) or any(
-        (a.name, a.type) != (b.name, b.type) for a, b in zip(rows, draft.rows, strict=False)
+        _path_step(a) != _path_step(b) for a, b in zip(rows, draft.rows, strict=False)
     ):
         draft.symbolic_issue = SymbolicIssue.PATH_DIFFERS
         return
@@ -587,7 +619,8 @@ def analyze_namespace(
     try:
         target, args, kwargs, label = find_model(namespace, model, user_files)
         validate_inputs(input_shapes, input_dtypes)
-        built = build_on_meta(target, args, kwargs, label, user_files)
+        moves = DeviceLog(user_files)
+        built = build_on_meta(target, args, kwargs, label, user_files, moves)
     except AnalysisError as exc:
         elapsed = time.perf_counter() - started
         return ShapeReport(
@@ -598,8 +631,9 @@ def analyze_namespace(
             error=ShapeError(ErrorKind.INTERNAL, params={"detail": _detail(exc)})
         ).to_dict()
     report = analyze_module(
-        built, input_shapes, input_dtypes, symbolic=symbolic, label=label, user_files=user_files
-    )
+        built, input_shapes, input_dtypes, symbolic=symbolic, label=label, user_files=user_files,
+        moves=moves,
+    )  # fmt: skip
     return {**report.to_dict(), "elapsed_s": time.perf_counter() - started}
 
 
@@ -630,9 +664,14 @@ def _input_bytes(shapes: list[list[int]], dtypes: list[str]) -> int:
 
 def _time_meta(model: nn.Module, shapes: list[list[int]], dtypes: list[str]) -> float:
     started = time.perf_counter()
-    with torch.device("meta"):
+    with torch.device("meta"), KeepOnHome(DeviceLog()):
         model(*meta_inputs(shapes, dtypes))
     return time.perf_counter() - started
+
+
+def _on_cpu() -> KeepOnHome:
+    """The real run's device moves (``.to("cuda")``) stay on the CPU: the sandbox has no GPU."""
+    return KeepOnHome(DeviceLog(home=torch.device("cpu")))
 
 
 def why_meta_namespace(
@@ -653,17 +692,23 @@ def why_meta_namespace(
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
         meta_model = build_on_meta(target, args, kwargs, label).eval()
         _check_forward_arguments(meta_model, len(shapes), label, user_files)
-        params = sum(parameter.numel() for parameter in meta_model.parameters())
+        params = sum(
+            parameter.numel()
+            for parameter in meta_model.parameters()
+            if not isinstance(parameter, UninitializedParameter)
+        )
         real_model = None
         if params <= MAX_REAL_PARAMS:
-            real_model = target(*args, **kwargs).eval()
+            with _on_cpu():
+                real_model = target(*args, **kwargs).eval()
         spent = 0.0
         with torch.no_grad():
             first = _with_batch(shapes, batches[0])
-            with torch.device("meta"):  # warm-up: first calls pay one-off dispatch costs
+            with torch.device("meta"), KeepOnHome(DeviceLog()):  # warm-up: one-off costs
                 meta_model(*meta_inputs(first, dtypes))
             if real_model is not None and _input_bytes(first, dtypes) <= MAX_REAL_INPUT_BYTES:
-                real_model(*_real_inputs(first, dtypes))
+                with _on_cpu():
+                    real_model(*_real_inputs(first, dtypes))
             for batch in batches:
                 batch_shapes = _with_batch(shapes, batch)
                 size = _input_bytes(batch_shapes, dtypes)
@@ -673,7 +718,8 @@ def why_meta_namespace(
                 if real_model is not None and affordable:
                     tensors = _real_inputs(batch_shapes, dtypes)
                     started = time.perf_counter()
-                    real_model(*tensors)
+                    with _on_cpu():
+                        real_model(*tensors)
                     real_s = time.perf_counter() - started
                     spent += real_s
                     del tensors

@@ -55,6 +55,7 @@ MAX_SECONDS = 1e6
 MAX_CONSTRAINTS = 3000
 MAX_WHY_POINTS = 64
 MAX_REFUSALS = 200
+MAX_MOVES = 64  # distinct device-move notes a report keeps (one per call site)
 
 # A shape is a list of sizes; in symbolic mode a size may be a formula such as "(H//4) − 3".
 Shape = list[int]
@@ -149,6 +150,18 @@ class RefusalCode(StrEnum):
             return cls.OTHER
 
 
+class MoveKind(StrEnum):
+    """How code sent tensors to a device (``shapes.devices.<value>``)."""
+
+    MOVE = "move"  # .to(device), .cuda(), .cpu(), model.to(device)
+    CREATE = "create"  # a tensor made for a device: torch.zeros(…, device="cuda")
+
+
+class MovePhase(StrEnum):
+    BUILD = "build"  # while the model was built (__init__)
+    FORWARD = "forward"  # during the forward pass
+
+
 class SymbolicIssue(StrEnum):
     """Why formulas are missing although the concrete table is complete
     (``shapes.symbolic.issues.<value>``)."""
@@ -186,6 +199,24 @@ class LayerRow:
     failed: bool = False  # the forward pass stopped inside this row
     symbolic_output_shapes: list[SymbolicShape] | None = None
     constraints: list[str] = field(default_factory=list)  # guards this call put on input dims
+    # Parameters of this layer that an earlier row (not one of its parents) already counts:
+    # a tied weight, or a layer called again. Not in ``params``, so rows never count twice.
+    shared_params: int = 0
+    shared_with: str | None = None  # the row that counts them (a dotted module path)
+
+
+@dataclass(frozen=True)
+class DeviceMove:
+    """Code that sent tensors to a device: on meta they stayed on meta (shapes unchanged).
+    One note per call site; ``tensors`` is how many tensors that call moved or made."""
+
+    kind: MoveKind
+    phase: MovePhase
+    call: str  # "Tensor.to", "Tensor.cuda", "Module.to", "torch.zeros"…
+    device: str  # where the code sent them: "cuda", "cuda:1", "cpu"
+    line: int | None = None  # the line of the pasted source that asked
+    layer: str = ""  # the module whose forward asked ("" while building or for the model)
+    tensors: int = 1
 
 
 @dataclass(frozen=True)
@@ -264,6 +295,12 @@ class ShapeReport:
     symbolic_detail: str = ""  # the exception that stopped the symbolic pass (PyTorch's text)
     error: ShapeError | None = None
     elapsed_s: float = 0.0  # time inside the analysis (the sandbox adds its own round trip)
+    # Where each output tensor sits in what forward returned ("" for a bare tensor, "[0]",
+    # "['logits']", ".hidden"), parallel to ``outputs``.
+    output_names: list[str] = field(default_factory=list)
+    device_moves: list[DeviceMove] = field(default_factory=list)
+    # Parameters of lazy modules the forward pass never reached (no size, so not counted).
+    unmaterialised_params: int = 0
 
     @property
     def ok(self) -> bool:
@@ -287,6 +324,12 @@ class ShapeReport:
         issue = checked.get("symbolic_issue")
         checked["symbolic_issue"] = SymbolicIssue(issue) if issue else None
         checked["error"] = _error_from(checked.get("error"))
+        checked["device_moves"] = [
+            DeviceMove(
+                **{**move, "kind": MoveKind(move["kind"]), "phase": MovePhase(move["phase"])}
+            )
+            for move in checked.get("device_moves", [])
+        ]
         return cls(**checked)
 
 
@@ -350,8 +393,22 @@ LAYER_SCHEMA = Dict(
         "failed": Bool(),
         "symbolic_output_shapes": Optional(List(_SYMBOLIC_SHAPE, MAX_TENSORS)),
         "constraints": List(_SHORT, 256),
+        "shared_params": _COUNT,
+        "shared_with": Optional(Str(2000, clip=True)),
     },
     required=("name", "type", "kind", "depth"),
+)
+MOVE_SCHEMA = Dict(
+    {
+        "kind": Str(16, choices=[kind.value for kind in MoveKind]),
+        "phase": Str(16, choices=[phase.value for phase in MovePhase]),
+        "call": Str(200, clip=True),
+        "device": Str(64, clip=True),
+        "line": _LINE,
+        "layer": Str(2000, clip=True),
+        "tensors": Int(1, MAX_COUNT),
+    },
+    required=("kind", "phase", "call", "device"),
 )
 ERROR_SCHEMA = Dict(
     {
@@ -387,6 +444,9 @@ REPORT_SCHEMA = Dict(
         "symbolic_detail": _TEXT,
         "error": Optional(ERROR_SCHEMA),
         "elapsed_s": Float(0, MAX_SECONDS),
+        "output_names": List(Str(300, clip=True), MAX_TENSORS),
+        "device_moves": List(MOVE_SCHEMA, MAX_MOVES),
+        "unmaterialised_params": _COUNT,
     }
 )
 WHY_META_SCHEMA = Dict(

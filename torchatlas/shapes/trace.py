@@ -13,8 +13,11 @@ The same tracer runs the symbolic pass (shapes as SymInts under a FakeTensorMode
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -23,13 +26,23 @@ from typing import Any
 import torch
 from torch import nn
 from torch._prims_common import get_computation_dtype
+from torch.nn.parameter import UninitializedParameter
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
-from torchatlas.shapes.report import LayerRow, RowKind, Shape, SymbolicShape
+from torchatlas.shapes.report import (
+    MAX_MOVES,
+    DeviceMove,
+    LayerRow,
+    MoveKind,
+    MovePhase,
+    RowKind,
+    Shape,
+    SymbolicShape,
+)
 
 # Calls that only read metadata: never rows, even when they return a tensor-free value.
 _METADATA_OPS = frozenset(
@@ -43,30 +56,93 @@ _METADATA_OPS = frozenset(
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
-    """Every tensor in ``value``, in pytree order (the tracer asks for every call it records)."""
+    """Every tensor in ``value``, in pytree order (the tracer asks for every call it records).
+
+    Beyond what pytree opens (tuples, lists, dicts, namedtuples), plain objects that hold
+    tensors are opened too: dataclass fields, and the attributes of an object of a class of
+    the model's own (``Out(logits=..., hidden=...)``), so a model returning its tensors in one
+    shows them."""
     found: list[torch.Tensor] = []
-    _collect_tensors(value, found)
+    _collect_tensors(value, found, None, 0)
     return found
 
 
-def _collect_tensors(value: Any, found: list[torch.Tensor]) -> None:
+def named_tensors_in(value: Any) -> list[tuple[str, torch.Tensor]]:
+    """:func:`tensors_in` with where each tensor sits: ``""`` for ``value`` itself,
+    ``[0]``, ``["logits"]``, ``.hidden``, ``[1].attention``…"""
+    found: list[tuple[str, torch.Tensor]] = []
+    _collect_tensors(value, found, "", 0)
+    return found
+
+
+MAX_WALK_DEPTH = 32  # nesting opened when looking for tensors (a cycle stops here too)
+MAX_KEY_TEXT = 40
+
+
+def _key_text(key: Any) -> str:
+    if type(key) in (str, int, bool, float):
+        text = repr(key)
+        return text if len(text) <= MAX_KEY_TEXT else text[: MAX_KEY_TEXT - 1] + "…"
+    return "…"
+
+
+def _collect_tensors(value: Any, found: list, path: str | None, depth: int) -> None:
     # Plain tuples, lists and dicts are walked directly: pytree's generic walk is much slower
-    # for them, and they are nearly every argument a layer receives.
+    # for them, and they are nearly every argument a layer receives. ``path`` is None when
+    # only the tensors are wanted (the hot path), else the text of where ``value`` sits.
     if isinstance(value, torch.Tensor):
-        found.append(value)
-    elif type(value) is tuple or type(value) is list:
-        for item in value:
-            _collect_tensors(item, found)
-    elif type(value) is dict:
-        for item in value.values():
-            _collect_tensors(item, found)
-    elif value is None or type(value) in _SCALARS:
+        found.append(value if path is None else (path, value))
         return
-    else:  # namedtuples, dataclasses and whatever else pytree knows how to open
-        found.extend(leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor))
+    kind = type(value)
+    if value is None or kind in _SCALARS or depth > MAX_WALK_DEPTH:
+        return
+    depth += 1
+    if kind is tuple or kind is list:
+        for index, item in enumerate(value):
+            _collect_tensors(item, found, None if path is None else f"{path}[{index}]", depth)
+    elif kind is dict:
+        for key, item in value.items():
+            _collect_tensors(item, found, None if path is None else f"{path}[{_key_text(key)}]",
+                             depth)  # fmt: skip
+    else:
+        for name, item in _children(value):
+            _collect_tensors(item, found, None if path is None else path + name, depth)
+
+
+def _children(value: Any) -> list[tuple[str, Any]]:
+    """The parts of a container or plain object that may hold tensors, with their path text;
+    ``[]`` for anything else (modules, classes, functions, numbers…)."""
+    fields = getattr(type(value), "_fields", None)
+    if isinstance(value, tuple) and isinstance(fields, tuple):  # a namedtuple
+        return [(f".{name}", item) for name, item in zip(fields, value, strict=False)]
+    if isinstance(value, tuple | list):
+        return [(f"[{index}]", item) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"[{_key_text(key)}]", item) for key, item in value.items()]
+    if isinstance(value, _OPAQUE) or not hasattr(type(value), "__module__"):
+        return []
+    if dataclasses.is_dataclass(value):
+        return [(f".{item.name}", getattr(value, item.name, None))
+                for item in dataclasses.fields(value)]  # fmt: skip
+    leaves = tree_leaves(value)  # containers registered with pytree (torch's own among them)
+    if not (len(leaves) == 1 and leaves[0] is value):
+        return [(f"[{index}]", leaf) for index, leaf in enumerate(leaves)]
+    if type(value).__module__ in _LIBRARY_MODULES or type(value).__module__.startswith(
+        _LIBRARY_PREFIXES
+    ):
+        return []
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is dict:  # a plain object of the model's own classes
+        return [(f".{name}", item) for name, item in attributes.items() if type(name) is str]
+    return []
 
 
 _SCALARS = frozenset({int, float, bool, str, complex, torch.dtype, torch.device, torch.Size})
+# Objects never opened: modules (their parameters are not outputs), classes, functions.
+_OPAQUE = (nn.Module, type, types.FunctionType, types.MethodType, types.ModuleType,
+           types.BuiltinFunctionType, functools.partial)  # fmt: skip
+_LIBRARY_MODULES = frozenset({"builtins"})
+_LIBRARY_PREFIXES = ("torch.", "torchvision.", "typing", "collections", "functools", "numpy")
 
 
 def op_label(func: Callable[..., Any]) -> str:
@@ -91,6 +167,134 @@ def is_builtin_layer(module: nn.Module) -> bool:
     return type(module).__module__.startswith("torch.nn.")
 
 
+def _unique_parameters(module: nn.Module) -> list[nn.Parameter]:
+    """``module.parameters()`` (each parameter once, by identity, as torch yields them), less
+    those a lazy module has not materialised yet (they have no size)."""
+    return [p for p in module.parameters() if not isinstance(p, UninitializedParameter)]
+
+
+# ---------------------------------------------------------------------------- devices
+_MOVES = {
+    torch.Tensor.to: "Tensor.to",
+    torch.Tensor.cuda: "Tensor.cuda",
+    torch.Tensor.cpu: "Tensor.cpu",
+}
+_MODULE_FILE = nn.Module._apply.__code__.co_filename  # torch/nn/modules/module.py
+_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "to_empty", "xpu", "mps", "ipu"})
+_META = torch.device("meta")
+
+
+def _device_of(value: Any) -> torch.device | None:
+    """``value`` as a device: "cuda:1", 0 (a CUDA index, as torch reads it), a device."""
+    if value is None:
+        return None
+    try:
+        return value if isinstance(value, torch.device) else torch.device(value)
+    except (RuntimeError, TypeError, ValueError):
+        return None  # torch's own call will say what is wrong with it
+
+
+@dataclass
+class DeviceLog:
+    """Where the model's code sends tensors, while the analysis keeps them all on meta.
+
+    A device move (``.to(device)``, ``.cuda()``, ``.cpu()``, ``model.to(device)``) or a tensor
+    created for a device (``torch.zeros(…, device="cuda")``) changes where data would live,
+    never a shape. On meta there is no data to move, and a real device must never be
+    reached from the sandbox, so each such call is rewritten to stay on meta (any dtype
+    conversion it asks for still happens) and noted: the report says where the tensors
+    would have gone.
+    """
+
+    user_files: frozenset[str] = frozenset()
+    phase: MovePhase = MovePhase.BUILD
+    # Where tensors stay: meta for the analysis; the CPU where "why meta?" runs a real model.
+    home: torch.device = _META
+    counts: dict[tuple[MoveKind, MovePhase, str, str, int | None, str], int] = field(
+        default_factory=dict
+    )
+
+    def moves(self) -> list[DeviceMove]:
+        return [
+            DeviceMove(kind, phase, call, device, line, layer, count)
+            for (kind, phase, call, device, line, layer), count in self.counts.items()
+        ]
+
+    def _note(self, kind: MoveKind, label: str, device: torch.device, layer: str) -> None:
+        line, call = None, label
+        frame = sys._getframe(2)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == _MODULE_FILE and code.co_name in _MODULE_MOVES:
+                call = f"Module.{code.co_name}"  # model.to(device): one call, many tensors
+            if code.co_filename in self.user_files:
+                line = frame.f_lineno
+                break
+            frame = frame.f_back
+        key = (kind, self.phase, call, str(device), line, layer)
+        if key in self.counts or len(self.counts) < MAX_MOVES:
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def redirect(
+        self, func: Callable[..., Any], args: tuple, kwargs: dict, layer: str = ""
+    ) -> tuple[Callable[..., Any], tuple, dict]:
+        """The call to make instead of ``func(*args, **kwargs)`` so that it stays on meta."""
+        label = _MOVES.get(func)
+        if label is not None:
+            return self._redirect_move(func, label, args, kwargs, layer)
+        device = _device_of(kwargs.get("device"))
+        if device is None or device.type in ("meta", self.home.type):
+            return func, args, kwargs
+        self._note(MoveKind.CREATE, op_label(func), device, layer)
+        return func, args, {**kwargs, "device": self.home}
+
+    def _redirect_move(
+        self, func: Callable[..., Any], label: str, args: tuple, kwargs: dict, layer: str
+    ) -> tuple[Callable[..., Any], tuple, dict]:
+        tensor = args[0] if args else None
+        if not isinstance(tensor, torch.Tensor):
+            return func, args, kwargs
+        options = dict(kwargs)
+        copy = bool(options.pop("copy", False))
+        if func is torch.Tensor.to:
+            try:
+                device, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **options)
+            except (TypeError, RuntimeError, ValueError):
+                return func, args, kwargs  # torch's own call raises its own error
+        elif func is torch.Tensor.cuda:
+            index = options.get("device", args[1] if len(args) > 1 else None)
+            device = torch.device("cuda", index) if isinstance(index, int) else (
+                _device_of(index) or torch.device("cuda")
+            )  # fmt: skip
+            dtype, memory_format = None, options.get("memory_format")
+        else:
+            device, dtype, memory_format = torch.device("cpu"), None, options.get("memory_format")
+        if device is None or device.type == "meta" or device.type == tensor.device.type:
+            return func, args, kwargs  # nothing leaves the analysis's own devices
+        if device.type == "cpu" and self.home.type == "meta" and tensor.device.type != "meta":
+            return func, args, kwargs  # a real CPU tensor staying on the CPU
+        self._note(MoveKind.MOVE, label, device, layer)
+        rewritten: dict[str, Any] = {"device": self.home, "dtype": dtype, "copy": copy}
+        if memory_format is not None:
+            rewritten["memory_format"] = memory_format
+        return torch.Tensor.to, (tensor,), rewritten
+
+
+class KeepOnHome(TorchFunctionMode):
+    """While it is active, every device move or placement stays on ``log.home`` (meta for the
+    analysis), noted in the :class:`DeviceLog`."""
+
+    def __init__(self, log: DeviceLog) -> None:
+        super().__init__()
+        self.log = log
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        if func in _MOVES or kwargs.get("device") is not None:
+            func, args, kwargs = self.log.redirect(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
 @dataclass(slots=True)
 class TraceRow:
     """A row while the trace fills it in (outputs, FLOPs and leafness arrive after its call
@@ -111,12 +315,15 @@ class TraceRow:
     failed: bool = False
     symbolic_output_shapes: list[SymbolicShape] | None = None
     constraints: list[str] = field(default_factory=list)
+    shared_params: int = 0
+    shared_with: str | None = None
 
     def freeze(self) -> LayerRow:
         return LayerRow(
             self.name, self.type, self.kind, self.depth, self.input_shapes, self.output_shapes,
             self.params, self.trainable_params, self.flops, self.activation_bytes, self.leaf,
             self.line, self.failed, self.symbolic_output_shapes, self.constraints,
+            self.shared_params, self.shared_with,
         )  # fmt: skip
 
 
@@ -147,8 +354,11 @@ class ShapeTracer:
         count_flops: bool = True,
         user_files: frozenset[str] = frozenset(),
         on_boundary: Callable[[int], None] | None = None,
+        moves: DeviceLog | None = None,
     ) -> None:
         self.model = model
+        # Device moves in forward stay on meta and are noted here (a log of its own if none).
+        self.moves = moves if moves is not None else DeviceLog(user_files)
         self.size_of = size_of
         self.count_flops = count_flops
         self.user_files = user_files
@@ -156,7 +366,10 @@ class ShapeTracer:
         self.on_boundary = on_boundary
         self.state = TraceState()
         self._names = {id(module): name for name, module in model.named_modules()}
-        self._param_counts: dict[int, tuple[int, int]] = {}
+        # Class names as built: a lazy module becomes its eager class (LazyLinear → Linear)
+        # when its first call materialises it, but the code says LazyLinear.
+        self._types = {id(module): type(module).__name__ for module in model.modules()}
+        self._row_modules: dict[int, nn.Module] = {}  # row index → the module it calls
         self._stack: list[_Frame] = []
         self._modules_on_stack: list[nn.Module] = []
         self._flop_counter: FlopCounter | None = None
@@ -188,25 +401,39 @@ class ShapeTracer:
             total += numel * tensor.element_size()
         return total
 
-    def _params(self, module: nn.Module) -> tuple[int, int]:
-        if not self._param_counts:
-            self._count_params(self.model)
-        return self._param_counts.get(id(module), (0, 0))
+    def count_parameters(self) -> None:
+        """Each module row's parameters, counted once the forward pass is over.
 
-    def _count_params(self, module: nn.Module) -> tuple[int, int]:
-        """(total, trainable) of every sub-module, bottom-up in one pass over the tree."""
-        total = trainable = 0
-        for parameter in module.parameters(recurse=False):
-            total += parameter.numel()
-            trainable += parameter.numel() if parameter.requires_grad else 0
-        for child in module.children():
-            if id(child) not in self._param_counts:
-                self._count_params(child)
-            child_total, child_trainable = self._param_counts[id(child)]
-            total += child_total
-            trainable += child_trainable
-        self._param_counts[id(module)] = (total, trainable)
-        return total, trainable
+        Counted afterwards because a lazy module (``nn.LazyLinear``) has parameters of no
+        size until its first call materialises them. A row counts its module's parameters,
+        sub-layers included, by identity; a parameter that an earlier row outside this row's
+        own parents already counted (a tied weight, a layer called twice) is not counted
+        again: it is ``shared_params``, with ``shared_with`` naming the row that has it. So
+        the rows of one level add up to the model's total, however weights are shared.
+        Parameters still unmaterialised (a forward pass that stopped first) have no size
+        and are left out.
+        """
+        counted_by: dict[int, int] = {}  # parameter id → the deepest row that counted it
+        open_rows: list[int] = []  # the module rows enclosing the current one
+        for index, row in enumerate(self.rows):
+            module = self._row_modules.get(index)
+            if module is None:
+                continue
+            while open_rows and self.rows[open_rows[-1]].depth >= row.depth:
+                open_rows.pop()
+            parents = set(open_rows)
+            for parameter in _unique_parameters(module):
+                size = parameter.numel()
+                owner = counted_by.get(id(parameter))
+                if owner is None or owner in parents:
+                    counted_by[id(parameter)] = index
+                    row.params += size
+                    row.trainable_params += size if parameter.requires_grad else 0
+                else:
+                    row.shared_params += size
+                    if row.shared_with is None:
+                        row.shared_with = self.rows[owner].name or type(self.model).__name__
+            open_rows.append(index)
 
     def _user_line(self) -> int | None:
         """The line of the pasted source being executed right now (innermost user frame)."""
@@ -250,37 +477,43 @@ class ShapeTracer:
         # Hooks run inside the function mode: without this, each .shape the tracer reads
         # would be intercepted as if the model had called it, and cost a recorded call.
         with torch._C.DisableTorchFunction():
-            params, trainable = self._params(module)
             self._modules_on_stack.append(module)
             self._open_row(
                 TraceRow(
                     name=self._names.get(id(module), type(module).__name__),
-                    type=type(module).__name__,
+                    type=self._types.get(id(module), type(module).__name__),
                     kind=RowKind.MODULE,
                     depth=len(self._modules_on_stack) - 1,
                     input_shapes=self._shapes((args, kwargs)),
-                    params=params,
-                    trainable_params=trainable,
                     line=self._user_line(),
                 )
             )
+            self._row_modules[len(self.rows) - 1] = module
 
     def _post_hook(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         with torch._C.DisableTorchFunction():
             self._close_row(output)
             self._modules_on_stack.pop()
 
-    def record_function(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        """Called by the function mode for every torch function; records the interesting ones."""
+    def record_function(
+        self,
+        func: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        call: tuple[Callable[..., Any], tuple, dict] | None = None,
+    ) -> Any:
+        """Called by the function mode for every torch function; records the interesting ones.
+        ``call`` is what runs in ``func``'s place (a device move kept on meta)."""
         owner = self._modules_on_stack[-1] if self._modules_on_stack else None
         name = getattr(func, "__name__", "")
+        target, args, kwargs = call if call is not None else (func, args, kwargs)
         if owner is None or is_builtin_layer(owner) or name in _METADATA_OPS:
-            return func(*args, **kwargs)
+            return target(*args, **kwargs)
         if name == "__get__" and getattr(getattr(func, "__self__", None), "__name__", "") in {
             "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "data", "grad",
             "layout", "names", "is_meta", "_base", "real", "imag", "grad_fn", "is_leaf",
         }:  # fmt: skip
-            return func(*args, **kwargs)
+            return target(*args, **kwargs)
         inputs = self._shapes((args, kwargs))
         label = op_label(func)
         line = self._user_line()
@@ -295,7 +528,7 @@ class ShapeTracer:
             line=line,
         )
         try:
-            output = func(*args, **kwargs)
+            output = target(*args, **kwargs)
         except BaseException:
             row.failed = True
             self.state.failed_row = self._append_row(row)
@@ -315,7 +548,11 @@ class ShapeTracer:
         handles = []
         try:
             for module in self.model.modules():
-                handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
+                # First of the module's pre-hooks: a lazy module's own pre-hook materialises its
+                # parameters, and that work belongs inside its row, not its parent's.
+                handles.append(
+                    module.register_forward_pre_hook(self._pre_hook, with_kwargs=True, prepend=True)
+                )
                 handles.append(
                     module.register_forward_hook(
                         self._post_hook, with_kwargs=True, always_call=False
@@ -337,11 +574,16 @@ class ShapeTracer:
             # The function mode also plays torch.device("meta") (factories without a device
             # land on meta): one Python mode per torch call instead of two.
             stack.enter_context(_RecordFunctions(self))
+            self.moves.phase = MovePhase.FORWARD
             try:
                 return self.model(*inputs)
             except BaseException:
                 self._mark_failure()
                 raise
+            finally:
+                self.moves.phase = MovePhase.BUILD
+                if self.size_of is int:  # the symbolic pass only adds formulas
+                    self.count_parameters()
 
     def _mark_failure(self) -> None:
         if self._stack and self.state.failed_row is None:
@@ -365,7 +607,14 @@ class _RecordFunctions(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
-        if func in _FACTORIES and kwargs.get("device") is None:
+        if func in _MOVES or kwargs.get("device") is not None:
+            tracer = self.tracer
+            layer = tracer._names.get(id(tracer._modules_on_stack[-1]), "") if (
+                tracer._modules_on_stack
+            ) else ""  # fmt: skip
+            call = tracer.moves.redirect(func, args, kwargs, layer)
+            return tracer.record_function(func, args, kwargs, call)
+        if func in _FACTORIES:
             kwargs["device"] = "meta"
         return self.tracer.record_function(func, args, kwargs)
 
