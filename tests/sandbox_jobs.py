@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+# Imported here, not in the job: a confined child cannot open files, so everything a job
+# needs is imported when the zygote imports this module.
+from torchatlas.sandbox.codec import job_reply
+
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
@@ -85,7 +89,26 @@ def call(namespace: dict[str, Any], *, name: str) -> dict[str, Any]:
     return {"result": result}
 
 
+def room_reply(namespace: dict[str, Any], *, reply: Any) -> Any:
+    """Send back ``reply`` as it is: a forged room-job reply, for the client's checks."""
+    return reply
+
+
+def room_backward(namespace: dict[str, Any], *, size: int) -> dict[str, Any]:
+    """A room job that calls backward in the child (autograd in a confined child)."""
+
+    def grads() -> tuple[float, ...]:
+        weights = torch.arange(float(size), requires_grad=True)
+        (weights * weights).sum().backward()
+        assert weights.grad is not None
+        return tuple(weights.grad.tolist())
+
+    return job_reply(grads)
+
+
 JOBS = {
+    "sandbox.room_reply": room_reply,
+    "sandbox.room_backward": room_backward,
     "sandbox.echo": echo,
     "sandbox.meta_forward": meta_forward,
     "sandbox.allocate": allocate,
