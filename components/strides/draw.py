@@ -239,6 +239,8 @@ def tensor_layout(
     rank = len(size)
     if rank == 0:
         return np.zeros(1), np.zeros(1), []
+    if 0 in size:  # no element to place (a zero-size dim may sit beside huge ones)
+        return np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.uint16), []
     rows = size[-2] if rank >= 2 else 1
     columns = size[-1]
     leading = list(size[:-2])
@@ -417,11 +419,13 @@ def _footprint_bar(step: Step, palette: Palette, width: int = 220) -> str:
     elif indices is not None:
         for cell in set(flatten(indices)):
             lit[min(bins - 1, cell * bins // cells)] = True
-    else:  # past the listing limit: the byte range is still exact
-        first, end = step.byte_range
-        size = step.element_size
-        for cell in range(first // size, end // size, max(1, cells // bins)):
-            lit[min(bins - 1, cell * bins // cells)] = True
+    elif step.byte_range is not None and step.numel:  # the byte range is still exact
+        # Only the bins the range spans, by arithmetic: O(bins), whatever the offset.
+        size = max(step.element_size or 1, 1)
+        first, last = step.byte_range[0] // size, step.byte_range[1] // size - 1
+        low, high = max(first, 0), min(last, cells - 1)
+        for b in range(low * bins // cells, high * bins // cells + 1) if low <= high else ():
+            lit[b] = True
     stops, start = [], None
     for i, on in enumerate([*lit, False]):
         if on and start is None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from components.contained import failure_card
 from components.i18n import t
 from components.strides import state
 from components.strides.draw import (
@@ -28,6 +29,7 @@ from components.strides.draw import (
 )
 from components.strides.state import Room
 from components.theme import is_dark
+from torchatlas.sandboxed import RoomJob
 from torchatlas.strides import (  # types and limits only: engine calls go through state
     DTYPES,
     MAX_CHAIN_TEXT,
@@ -68,6 +70,16 @@ def show_step_error(error: StepError) -> None:
         st.caption(t("strides.errors.pytorch_said", message=error.torch_message))
 
 
+def show_outcome_problem(outcome: RoomJob[Any]) -> None:
+    """A job without a result: the engine's own refusal in the room's words, or the
+    sandbox's failure (time, memory, a busy server …) as the shared card."""
+    if outcome.refused is not None:
+        code, params = outcome.refused
+        st.error(t(f"strides.errors.{code}", **params), icon=":material/block:")
+    elif outcome.failure is not None:
+        failure_card(outcome.failure)
+
+
 def step_label(step: Step) -> str:
     return "x" if step.index == 0 else f"{step.name} = …{step.op}"
 
@@ -93,9 +105,11 @@ def facts_markdown(step: Step) -> str:
     if step.is_channels_last is not None:
         rows.append((t("strides.facts.channels_last"), yes if step.is_channels_last else no))
     rows.append((t("strides.facts.storage"), kind_text(step)))
-    rows.append(
-        (t("strides.facts.bytes"), t("strides.facts.bytes_value", first=first, end=end - 1))
-    )
+    if step.numel:
+        read = t("strides.facts.bytes_value", first=first, end=end - 1)
+    else:  # a zero-element view reads nothing, wherever its offset points
+        read = t("strides.facts.bytes_none", offset=step.storage_offset)
+    rows.append((t("strides.facts.bytes"), read))
     return markdown_table((t("strides.facts.what"), t("strides.facts.value")), rows)
 
 
@@ -117,8 +131,8 @@ def setup() -> Room:
     """The setup box (shape, dtype, example menu, op chain, op picker) and the chain it
     holds; a refused shape or chain is explained and ends the run."""
     state.initial_state()
-    if state.take_link_broken():
-        st.warning(t("strides.link_broken"), icon=":material/link_off:")
+    for key, params in state.take_link_notices():
+        st.warning(t(key, **params), icon=":material/link_off:")
     with st.container(border=True):
         # A wrapping flex row, not st.columns: three fewer blocks on every rerun, and on a
         # phone shape and dtype share a line while the example picker wraps below them.
@@ -158,6 +172,9 @@ def setup() -> Room:
     except StridesError as problem:
         st.error(error_text(problem), icon=":material/block:")
         st.stop()
+    except state.ChainUnavailable as missing:
+        show_outcome_problem(missing.outcome)
+        st.stop()
     if room.too_many_ops:
         st.warning(t("strides.setup.too_many_ops", limit=MAX_OPS))
     note = room.start_note
@@ -181,7 +198,9 @@ def step_picker(room: Room) -> int:
         key=state.STEP_KEY,
         required=True,
     )
-    return int(shown if shown is not None else last)
+    picked = int(shown if shown is not None else last)
+    state.write_step_url(picked)
+    return picked
 
 
 # --------------------------------------------------------------------------- explorer fragment
@@ -402,7 +421,11 @@ def write_panel(room: Room) -> None:
     applied = state.last_write(room)
     if applied is None:
         return
-    target_index, result = applied
+    target_index, outcome = applied
+    result = outcome.value
+    if result is None:
+        show_outcome_problem(outcome)
+        return
     if result.error is not None:
         show_step_error(result.error)
         return
@@ -489,12 +512,16 @@ CHOICES = {QuestionKind.VIEW_OR_COPY: ["view", "copy"], QuestionKind.VIEW_WORKS:
 def quiz_panel() -> None:
     st.caption(t("strides.quiz.caption"))
     seed = state.quiz_seed()
-    try:
-        question = state.cached_question(seed, state.quiz_dtype())
-    except RuntimeError:  # no question for this seed: the next one
+    outcome = state.cached_question(seed, state.quiz_dtype())
+    if not outcome.ok:
+        show_outcome_problem(outcome)
+        return
+    item = outcome.value
+    if item is None:  # no question for this seed: the next one
         state.next_question(seed)
         st.rerun(scope="fragment")
         return
+    question = item.question
     code, name = _question_code(question)
     st.code(code, language="python")
     prompt_params = {"name": name, "op": question.ops[-1]}
@@ -526,15 +553,16 @@ def quiz_panel() -> None:
         state.next_question(seed)
         st.rerun()
     if checked:
-        _quiz_verdict(question, answer)
+        _quiz_verdict(item, answer)
 
 
-def _quiz_verdict(question: Question, answer: str | None) -> None:
+def _quiz_verdict(item: state.QuizItem, answer: str | None) -> None:
+    question = item.question
     if not answer:
         st.warning(t("strides.quiz.no_answer"))
         return
     try:
-        result = state.grade_answer(question, str(answer))
+        result = state.grade_answer(item, str(answer))
     except OpParseError as problem:  # answer_too_long
         st.warning(error_text(problem))
         return

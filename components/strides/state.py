@@ -1,8 +1,14 @@
 """The strides room's state: its session keys, its URL, and its cached engine calls.
 
 Every session key starts with ``strides_``; the URL keys are ``s_shape``, ``s_dtype``,
-``s_ops`` (one per op) and ``s_seed``, read on a session's first run and written when they
-change, so a link restores the room (``lang`` and other rooms' keys are never touched).
+``s_ops`` (one per op), ``s_seed`` and ``s_step``, read on a session's first run and written
+when they change, so a link restores the room (``lang`` and other rooms' keys are never
+touched). Numbers in a link are read with :func:`components.contained.link_int` (ASCII whole
+numbers in range); anything else keeps the default and says so.
+
+The chain itself (and every description of it, a write-through, a quiz question) runs in a
+sandbox job (:mod:`torchatlas.strides.jobs`): one job per chain gives every step, so clicking
+through steps starts none; its checked result is kept in :data:`ROOM_CACHE`.
 
 Everything the room keeps between reruns lives in :data:`ROOM_CACHE`, one process-wide cache
 bounded by bytes (:mod:`torchatlas.cache`): its keys are what visitors type or share, so an
@@ -22,6 +28,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from components.contained import link_int, session_id
 from components.strides.draw import (
     MAX_DRAWN,
     ReadyHtml,
@@ -34,6 +41,8 @@ from components.strides.draw import (
 )
 from components.theme import DARK, LIGHT
 from torchatlas.cache import BoundedCache
+from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
 from torchatlas.strides import (
     MAX_CHAIN_TEXT,
     MAX_OP_TEXT,
@@ -42,17 +51,32 @@ from torchatlas.strides import (
     START_DTYPES,
     OpParseError,
     Step,
-    chain_code,
     parse_chain,
     parse_index,
     parse_shape,
     start_values_exact,
-    trace,
 )
 from torchatlas.strides.dtypes import EXACT_UP_TO
+from torchatlas.strides.errors import from_parse_error
 from torchatlas.strides.examples import EXAMPLES
-from torchatlas.strides.quiz import Grade, Question, grade, make_question
-from torchatlas.strides.writes import WriteResult, write_through
+from torchatlas.strides.jobs import (
+    CHAIN,
+    ERROR_CODES,
+    QUESTION,
+    WRITE,
+    ChainRun,
+    QuizItem,
+    WireChain,
+    WireQuiz,
+    checked_chain,
+    checked_quiz,
+    checked_write,
+    plan_chain,
+    with_refused,
+)
+from torchatlas.strides.parser import parse_write, write_to_json
+from torchatlas.strides.quiz import Grade, grade_steps
+from torchatlas.strides.writes import WriteResult
 
 # --------------------------------------------------------------------------- keys
 
@@ -67,6 +91,9 @@ WRITE_RESULT_KEY = "strides_write_result"  # the write last applied, and to whic
 TYPED_ELEMENT_KEY, TYPED_CELL_KEY = "strides_typed_element", "strides_typed_cell"
 TYPED_PROBLEM_KEY = "strides_typed_problem"
 URL_SHAPE, URL_DTYPE, URL_OPS, URL_SEED = "s_shape", "s_dtype", "s_ops", "s_seed"
+URL_STEP = "s_step"
+LINK_STEP_KEY = "strides_link_step"  # the step a shared link asks for, until the chain is read
+MAX_SEED = 999_999_999
 DEFAULT = EXAMPLES["transpose_contiguous"]
 
 Chain = tuple[tuple[int, ...], str, tuple[str, ...]]  # (shape, dtype, ops): a cache key
@@ -128,23 +155,37 @@ def initial_state() -> None:
     or an earlier run already set are kept."""
     query = st.query_params
     shape, dtype, ops = ", ".join(map(str, DEFAULT.shape)), DEFAULT.dtype, "\n".join(DEFAULT.ops)
+    notices: list[tuple[str, dict[str, Any]]] = []
     if URL_SHAPE in query and SHAPE_KEY not in st.session_state:
         shared = _link_values(query)
         if shared is None:
-            st.session_state[LINK_BROKEN_KEY] = True
+            notices.append(("strides.link_broken", {}))
         else:
             shape, dtype, ops = shared
+        step = query.get(URL_STEP)
+        if step is not None:
+            picked = link_int(step, low=0, high=MAX_OPS)
+            if picked is None:
+                notices.append(("strides.link_number", {"key": URL_STEP}))
+            else:
+                st.session_state[LINK_STEP_KEY] = picked
     st.session_state.setdefault(SHAPE_KEY, shape)
     st.session_state.setdefault(DTYPE_KEY, dtype)
     st.session_state.setdefault(OPS_KEY, ops)
     if SEED_KEY not in st.session_state:
-        seed = query.get(URL_SEED, "1")
-        st.session_state[SEED_KEY] = int(seed) if seed.isdigit() and len(seed) < 10 else 1
+        seed = query.get(URL_SEED)
+        value = None if seed is None else link_int(seed, low=0, high=MAX_SEED)
+        if seed is not None and value is None:
+            notices.append(("strides.link_number", {"key": URL_SEED}))
+        st.session_state[SEED_KEY] = 1 if value is None else value
+    if notices:
+        st.session_state[LINK_BROKEN_KEY] = notices
 
 
-def take_link_broken() -> bool:
-    """Whether this session's shared link was refused (told once)."""
-    return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
+def take_link_notices() -> list[tuple[str, dict[str, Any]]]:
+    """Why parts of this session's shared link were not used (told once): translation keys
+    and their parameters."""
+    return list(st.session_state.pop(LINK_BROKEN_KEY, None) or [])
 
 
 def write_url(shape_text: str, dtype: str, ops: list[str] | tuple[str, ...]) -> None:
@@ -166,18 +207,36 @@ def write_url(shape_text: str, dtype: str, ops: list[str] | tuple[str, ...]) -> 
             del query[URL_OPS]
 
 
+class ChainUnavailable(Exception):
+    """The chain's job has no result: the sandbox's ``failure`` or the engine's ``refused``
+    (code and parameters), in ``outcome``."""
+
+    def __init__(self, outcome: RoomJob[Any]) -> None:
+        super().__init__(outcome.failure.kind if outcome.failure else "refused")
+        self.outcome = outcome
+
+
+def write_step_url(step: int) -> None:
+    """The step shown, in the link (so a shared link opens on it)."""
+    if st.query_params.get(URL_STEP) != str(step):
+        st.query_params[URL_STEP] = str(step)
+
+
 def read_room() -> Room:
     """The setup box, parsed and traced; the URL follows it. Raises
     :class:`~torchatlas.strides.StridesError` for a refused shape or chain (both parsers
-    refuse over-long text at once, as links and scripts skip the boxes' max_chars)."""
+    refuse over-long text at once, as links and scripts skip the boxes' max_chars), and
+    :class:`ChainUnavailable` when the chain's job has no result."""
     shape_text = str(st.session_state[SHAPE_KEY])
     dtype = str(st.session_state[DTYPE_KEY])
     shape = parse_shape(shape_text)
     all_ops = parse_chain(str(st.session_state[OPS_KEY]))
     ops = tuple(all_ops[:MAX_OPS])
     write_url(shape_text, dtype, ops)
-    steps = cached_steps(shape, dtype, ops)
-    return Room(shape_text, shape, dtype, ops, len(all_ops) > MAX_OPS, steps)
+    outcome = chain_job(shape, dtype, ops)
+    if outcome.value is None:
+        raise ChainUnavailable(outcome)
+    return Room(shape_text, shape, dtype, ops, len(all_ops) > MAX_OPS, outcome.value.steps)
 
 
 def shown_step(room: Room) -> int:
@@ -186,7 +245,7 @@ def shown_step(room: Room) -> int:
     last = len(room.ok_steps) - 1
     if st.session_state.get(SIGNATURE_KEY) != room.chain:
         st.session_state[SIGNATURE_KEY] = room.chain
-        st.session_state[STEP_KEY] = last
+        st.session_state[STEP_KEY] = st.session_state.pop(LINK_STEP_KEY, last)
         st.session_state.pop(WRITE_RESULT_KEY, None)
     if st.session_state.get(STEP_KEY) not in range(last + 1):
         st.session_state[STEP_KEY] = last
@@ -300,15 +359,14 @@ def remember_write(room: Room, step_index: int, write: str) -> None:
     st.session_state[WRITE_RESULT_KEY] = (*room.chain, int(step_index), write)
 
 
-def last_write(room: Room) -> tuple[int, WriteResult] | None:
-    """The write last applied to this chain (its step and result), if any."""
+def last_write(room: Room) -> tuple[int, RoomJob[WriteResult]] | None:
+    """The write last applied to this chain (its step and the job's outcome), if any."""
     key = st.session_state.get(WRITE_RESULT_KEY)
     if key is None or key[:3] != room.chain:
         return None
-    try:
-        return key[3], cached_write(*key)
-    except IndexError:  # the step is no longer part of the chain
+    if not 0 <= key[3] < len(room.ok_steps):  # the step is no longer part of the chain
         return None
+    return key[3], cached_write(*key, steps=len(room.ok_steps))
 
 
 # --------------------------------------------------------------------------- quiz
@@ -328,9 +386,10 @@ def quiz_dtype() -> str:
     return dtype if dtype in START_DTYPES else DEFAULT.dtype
 
 
-def grade_answer(question: Question, answer: str) -> Grade:
-    """Graded by live torch. Raises OpParseError (``answer_too_long``)."""
-    return grade(question, answer)
+def grade_answer(item: QuizItem, answer: str) -> Grade:
+    """Graded against the question's chain as live torch ran it (in the question's job).
+    Raises OpParseError (``answer_too_long``)."""
+    return grade_steps(item.question, item.steps, answer)
 
 
 # --------------------------------------------------------------------------- cached engine calls
@@ -342,28 +401,71 @@ LISTED_UP_TO = MAX_DRAWN
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 
 
+def _checked(outcome: RoomJob[Any], check: Any) -> RoomJob[Any]:
+    """A job's outcome with its value checked by ``check`` (the room's own agreement rules,
+    past the codec's types and bounds) and its refusal's code one the room knows: anything
+    else is an untrusted reply."""
+    try:
+        if outcome.value is not None:
+            return RoomJob(check(outcome.value), None, None, outcome.usage)
+        if outcome.refused is not None and outcome.refused[0] not in ERROR_CODES:
+            raise SchemaError("a refusal the room does not know")
+        if outcome.ok:  # a value that is None (the quiz's "no question for this seed")
+            return RoomJob(check(None), None, None, outcome.usage)
+    except (SchemaError, TypeError, ValueError, IndexError, KeyError, ArithmeticError):
+        # a reply that passed the codec's types but not the room's rules: never drawn
+        return RoomJob(failure=JobFailure("untrusted"), usage=outcome.usage)
+    return outcome
+
+
+def _keep(outcome: RoomJob[Any]) -> bool:
+    return outcome.worth_keeping
+
+
+def chain_job(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> RoomJob[ChainRun]:
+    """The chain's job (every step and the code at once), shared read-only across sessions:
+    a class opening the same link runs one job, and reruns and step clicks run none."""
+
+    def compute() -> RoomJob[ChainRun]:
+        plan = plan_chain(ops)  # the ops are parsed here and travel as data
+        params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops),
+                  "listed_up_to": LISTED_UP_TO}  # fmt: skip
+        outcome = run_room_job(CHAIN, params, WireChain, session_id=session_id())
+        return _checked(outcome, lambda run: with_refused(checked_chain(run), plan, shape, dtype))
+
+    return ROOM_CACHE.get_or_compute_once(("steps", shape, dtype, ops), compute, keep=_keep)
+
+
 def cached_steps(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> tuple[Step, ...]:
-    """Shared read-only across sessions: a 64×64 chain's nested lists would cost more to
-    unpickle on every rerun (cache_data) than the page spends on everything else."""
-    return ROOM_CACHE.get_or_compute(
-        ("steps", shape, dtype, ops),
-        lambda: tuple(trace(shape, dtype, list(ops), listed_up_to=LISTED_UP_TO)),
-    )
+    """The chain's steps (its job ran when the room was read: a cache hit here)."""
+    run = chain_job(shape, dtype, ops).value
+    return run.steps if run is not None else ()
 
 
 def cached_code(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> str:
-    return ROOM_CACHE.get_or_compute(
-        ("code", shape, dtype, ops),
-        lambda: chain_code(shape, dtype, trace(shape, dtype, list(ops), listed_up_to=0)),
-    )
+    run = chain_job(shape, dtype, ops).value
+    return run.code if run is not None else ""
 
 
 def cached_write(
-    shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], step: int, write: str
-) -> WriteResult:
-    return ROOM_CACHE.get_or_compute(
-        ("write", shape, dtype, ops, step, write),
-        lambda: write_through(shape, dtype, list(ops), step, write, listed_up_to=LISTED_UP_TO),
+    shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], step: int, write: str, *, steps: int
+) -> RoomJob[WriteResult]:
+    def compute() -> RoomJob[WriteResult]:
+        text = write.strip()
+        try:  # an unreadable write costs nothing: refused here, before any job
+            parsed = parse_write(text)
+        except OpParseError as error:
+            shown = str(error.params.get("text", text))
+            refused = from_parse_error(error, shown)
+            return RoomJob(WriteResult(text[:MAX_OP_TEXT], step, error=refused))
+        params = {"shape": list(shape), "dtype": dtype, "ops": list(plan_chain(ops).ops),
+                  "step": step, "write": write_to_json(parsed),
+                  "listed_up_to": LISTED_UP_TO}  # fmt: skip
+        outcome = run_room_job(WRITE, params, WriteResult, session_id=session_id())
+        return _checked(outcome, lambda result: checked_write(result, steps))
+
+    return ROOM_CACHE.get_or_compute_once(
+        ("write", shape, dtype, ops, step, write), compute, keep=_keep
     )
 
 
@@ -377,11 +479,17 @@ def cached_history(
     return ROOM_CACHE.get_or_compute(("history", chain, labels, shown, dark), build)
 
 
-def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> Question:
-    """Raises RuntimeError when no question can be drawn for this seed."""
-    return ROOM_CACHE.get_or_compute(
-        ("question", seed, dtype), lambda: make_question(seed, dtype=dtype)
-    )
+def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> RoomJob[QuizItem | None]:
+    """The question for ``seed`` and its chain, from a job (the seed may come from a link,
+    and the question's shapes and ops from the seed); a value of None: no question can be
+    drawn for this seed."""
+
+    def compute() -> RoomJob[QuizItem | None]:
+        params = {"seed": int(seed), "dtype": dtype}
+        outcome = run_room_job(QUESTION, params, WireQuiz | None, session_id=session_id())
+        return _checked(outcome, checked_quiz)
+
+    return ROOM_CACHE.get_or_compute_once(("question", seed, dtype), compute, keep=_keep)
 
 
 def _ok_step(chain: Chain, index: int) -> Step:

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     TOO_LONG = "too_long"
     SYNTAX = "syntax"
     NOT_LITERAL = "not_literal"
+    NUMBER_TOO_BIG = "number_too_big"
     BAD_ARGUMENT = "bad_argument"
     NOT_CALLED = "not_called"
     UNSUPPORTED = "unsupported"
@@ -160,7 +161,8 @@ def _first_outside(op: ParsedOp, tensor: torch.Tensor) -> dict[str, Any] | None:
     for n in size:
         total *= n
     element: tuple[int, ...]
-    if total <= MAX_ELEMENTS:
+    farthest = offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    if total <= MAX_ELEMENTS and farthest < 2**63:  # int64 arithmetic cannot overflow
         reads = offset + sum(
             torch.arange(n).reshape([-1 if d == i else 1 for d in range(len(size))]) * s
             for i, (n, s) in enumerate(zip(size, stride, strict=True))
@@ -205,6 +207,16 @@ def _value_range(dtype: torch.dtype) -> tuple[str, str]:
     return f"{info.min:g}", f"{info.max:g}"
 
 
+def explain_safely(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError:
+    """:func:`explain`, which never raises: an exception while explaining (an argument too
+    large for the arithmetic that locates the problem) keeps PyTorch's own words."""
+    try:
+        return explain(exc, op, tensor)
+    except Exception:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return StepError(ErrorCode.TORCH_ERROR, op.text, {}, first_line[:300])
+
+
 def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError:
     """The cause and fix for an exception PyTorch raised while applying ``op`` to ``tensor``
     (an op of the chain, or an in-place write)."""
@@ -214,8 +226,8 @@ def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError
         if exc.code == ErrorCode.PIECE_OUT_OF_RANGE:
             params["last"] = int(params["pieces"]) - 1
         return StepError(exc.code, text, params)
-    message_text = str(exc).strip()
-    first_line = message_text.splitlines()[0] if message_text else type(exc).__name__
+    message_text = str(exc).strip()[:4000]
+    first_line = message_text.splitlines()[0][:500] if message_text else type(exc).__name__
 
     def error(code: ErrorCode, **params: Any) -> StepError:
         return StepError(code, text, params, first_line)

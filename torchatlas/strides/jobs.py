@@ -1,15 +1,465 @@
-"""The strides room's sandbox jobs (registered on the shared pool by torchatlas.sandboxed)."""
+"""The strides room's sandbox jobs: a visitor's chain (start shape, dtype and ops, from the
+boxes or a shared link) run with real torch in a confined child, and only its descriptions
+sent back.
+
+Everything the room derives from a chain with torch, or with sizes taken from it, happens
+here: the steps (sizes, strides, offsets, storage cells, values, footprints), the code text,
+a write-through, and the quiz (its shapes and ops come from the seed in the link). The live
+tensors of a :class:`~torchatlas.strides.Chain` never leave the child; the server receives
+frozen dataclasses as bounded JSON (:mod:`torchatlas.sandbox.codec`), rebuilds them against
+these types, and :func:`checked_chain` / :func:`checked_write` / :func:`checked_quiz` check
+that the numbers agree with each other before anything draws them. One job per chain gives
+every step at once, so clicking through the steps starts no job.
+
+The parsers also run in the server first (they give the clear, translated refusals); this
+is the wall behind them.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from torchatlas.sandbox.codec import COMPLEX, FLOAT, job_reply
+from torchatlas.sandbox.schema import SchemaError
+from torchatlas.strides.dtypes import START_DTYPES
+from torchatlas.strides.errors import ErrorCode, OpParseError, StridesError, from_parse_error
+from torchatlas.strides.limits import FOOTPRINT_BINS, MAX_ELEMENTS, MAX_LISTED, MAX_OPS, MAX_RANK
+from torchatlas.strides.parser import (
+    ParsedOp,
+    op_from_json,
+    op_to_json,
+    parse_op,
+    write_from_json,
+)
+from torchatlas.strides.quiz import Question, expected, make_question
+from torchatlas.strides.trace import Step, chain_code, listable, run_chain
+from torchatlas.strides.writes import WriteResult, write_through
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
-JOBS: dict[str, Any] = {}
+CHAIN, WRITE, QUESTION = "strides.chain", "strides.write", "strides.question"
+MAX_ELEMENT_SIZE = 16  # bytes: complex128, the widest dtype
+# The largest storage (in bytes) a step can have: the start tensor's MAX_ELEMENTS elements
+# in the widest dtype, or a copy of MAX_ELEMENTS elements (as wide).
+MAX_STORAGE_BYTES = MAX_ELEMENTS * MAX_ELEMENT_SIZE
+ERROR_CODES = frozenset(code.value for code in ErrorCode)
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """What the room shows of one chain: every step (the failing op last, if one failed) and
+    the chain as runnable PyTorch code."""
+
+    steps: tuple[Step, ...]
+    code: str
+
+
+@dataclass(frozen=True)
+class WireStep:
+    """A step as it crosses the boundary: its numbers, and its per-element lists flat and
+    without repeats. ``step`` carries no lists; ``cells_read`` is every element's storage
+    cell (row-major); ``storage_values`` every storage cell's value, unless an earlier step
+    (``storage_same_as``) reads the same storage in the same dtype (a chain does not write, so
+    the values are the same); ``values`` only where the storage is not listed (an element's
+    value is otherwise the value of the cell it reads)."""
+
+    step: Step
+    # Flat JSON lists, declared Any so the codec passes them through its fast untyped path;
+    # from_wire checks every item. Complex values travel as (real, imaginary) pairs, flat.
+    cells_read: Any = None
+    storage_values: Any = None
+    storage_same_as: int | None = None
+    values: Any = None
+
+
+@dataclass(frozen=True)
+class WireChain:
+    steps: tuple[WireStep, ...]
+    code: str
+
+
+@dataclass(frozen=True)
+class QuizItem:
+    """A question drawn for a seed, and its chain as live torch ran it (the answer is read
+    from these steps when the visitor checks)."""
+
+    question: Question
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class WireQuiz:
+    question: Question
+    steps: tuple[WireStep, ...]
+
+
+def _flatten(nested: Any) -> list[Any]:
+    """Row-major leaves of nested lists (a 0-d tensor's single value becomes one item)."""
+    if type(nested) is not list:
+        return [nested]
+    out: list[Any] = []
+    stack = [nested]
+    while stack:
+        node = stack.pop()
+        if type(node) is list:
+            stack.extend(reversed(node))
+        else:
+            out.append(node)
+    return out
+
+
+def _nest(flat: list[Any], size: tuple[int, ...]) -> Any:
+    """``flat`` (row-major) as nested lists shaped like ``size``, as ``tolist()`` makes them.
+    Callers bound the nested lists first (:func:`~torchatlas.strides.trace.listable`)."""
+    if not size:
+        return flat[0]
+    if 0 in size:
+        return _empty(size)
+    items: list[Any] = flat
+    for n in reversed(size[1:]):
+        items = [items[i : i + n] for i in range(0, len(items), n)]
+    return items
+
+
+def _empty(size: tuple[int, ...]) -> list[Any]:
+    if len(size) == 1 or size[0] == 0:
+        return []
+    return [_empty(size[1:]) for _ in range(size[0])]
+
+
+def _is_complex(dtype: str | None) -> bool:
+    return dtype is not None and "complex" in dtype
+
+
+def _pairs(values: list[Any], dtype: str | None) -> list[Any]:
+    """Complex values as flat (real, imaginary) pairs: a plain list of floats is a tenth of
+    the work of one marker object per value, on both sides."""
+    if not _is_complex(dtype):
+        return list(values)
+    return [part for value in values for part in (value.real, value.imag)]
+
+
+def to_wire(steps: list[Step]) -> tuple[WireStep, ...]:
+    """Steps as they cross the boundary (the child's side)."""
+    wire: list[WireStep] = []
+    seen: dict[tuple[str | None, str | None], int] = {}
+    for step in steps:
+        bare = dataclasses.replace(step, storage_indices=None, values=None, storage_values=None)
+        cells = None if step.storage_indices is None else _flatten(step.storage_indices)
+        same_as = storage = values = None
+        if step.storage_values is not None:
+            key = (step.storage_id, step.dtype)
+            same_as = seen.get(key)
+            if same_as is None:
+                seen[key] = step.index
+                storage = _pairs(step.storage_values, step.dtype)
+        elif step.values is not None:
+            values = _pairs(_flatten(step.values), step.dtype)
+        wire.append(WireStep(bare, cells, storage, same_as, values))
+    return tuple(wire)
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    """A chain as the server sends it to a job: the ops that parsed, as data (the child reads
+    no text as code), and the step of the first op that did not parse (its refusal in the
+    room's words, made by the server's parser), if one did not."""
+
+    ops: tuple[dict[str, Any], ...]
+    refused: Step | None = None
+
+
+def plan_chain(ops: Sequence[str]) -> ChainPlan:
+    """Parse ``ops`` in the server (the first wall: bounded text, the clear refusals); the
+    chain stops at the first op that does not parse, as it does in :func:`run_chain`."""
+    parsed: list[dict[str, Any]] = []
+    for number, text in enumerate(list(ops)[:MAX_OPS], start=1):
+        try:
+            parsed.append(op_to_json(parse_op(text)))
+        except OpParseError as error:
+            shown = text.strip()
+            refused = Step(index=number, op=shown, code="", name="",
+                           error=from_parse_error(error, shown))  # fmt: skip
+            return ChainPlan(tuple(parsed), refused)
+    return ChainPlan(tuple(parsed))
+
+
+def with_refused(run: ChainRun, plan: ChainPlan, shape: Sequence[int], dtype: str) -> ChainRun:
+    """The job's run of the parsed ops, then the op that did not parse (unless torch stopped
+    the chain before it), and the code for all of it."""
+    if plan.refused is None or run.steps[-1].error is not None:
+        return run
+    steps = (*run.steps, plan.refused)
+    return ChainRun(steps, chain_code(shape, dtype, steps))
+
+
+def _chain_args(shape: Any, dtype: Any, ops: Any) -> tuple[tuple[int, ...], str, list[ParsedOp]]:
+    """A job's parameters, checked again in the child (the ops held to the allow list)."""
+    if not isinstance(dtype, str) or dtype not in START_DTYPES:
+        raise StridesError(ErrorCode.DTYPE, dtype=str(dtype)[:40])
+    if not isinstance(shape, list | tuple) or not all(type(n) is int for n in shape):
+        raise StridesError(ErrorCode.SHAPE_NOT_INTS, text=str(shape)[:80])
+    if not isinstance(ops, list | tuple) or len(ops) > MAX_OPS:
+        raise StridesError(ErrorCode.SYNTAX, text="")
+    return tuple(shape), dtype, [op_from_json(op) for op in ops]
+
+
+def chain_run(
+    shape: tuple[int, ...],
+    dtype: str,
+    ops: Sequence[str | ParsedOp],
+    listed_up_to: int = MAX_LISTED,
+) -> ChainRun:
+    """Trace the chain (one run for every step) and write its code."""
+    steps = tuple(run_chain(shape, dtype, ops, listed_up_to=listed_up_to).steps)
+    return ChainRun(steps, chain_code(shape, dtype, steps))
+
+
+def wire_chain(run: ChainRun) -> WireChain:
+    return WireChain(to_wire(list(run.steps)), run.code)
+
+
+def _listed(listed_up_to: Any) -> int:
+    return min(max(int(listed_up_to), 0), MAX_LISTED) if type(listed_up_to) is int else 0
+
+
+def run_chain_job(
+    namespace: dict[str, Any], *, shape: Any, dtype: Any, ops: Any, listed_up_to: Any
+) -> dict[str, Any]:
+    """The sandbox job: :func:`chain_run` as JSON (a shape or dtype the engine refuses comes
+    back as its code and parameters)."""
+    del namespace  # no pasted module: the chain is data for the room's own parser
+
+    def compute() -> WireChain:
+        return wire_chain(chain_run(*_chain_args(shape, dtype, ops), _listed(listed_up_to)))
+
+    return job_reply(compute, refusals=(StridesError,))
+
+
+def run_write_job(
+    namespace: dict[str, Any],
+    *,
+    shape: Any,
+    dtype: Any,
+    ops: Any,
+    step: Any,
+    write: Any,
+    listed_up_to: Any,
+) -> dict[str, Any]:
+    """The sandbox job: :func:`~torchatlas.strides.writes.write_through` as JSON."""
+    del namespace
+
+    def compute() -> WriteResult:
+        chain = _chain_args(shape, dtype, ops)
+        if type(step) is not int:
+            raise StridesError(ErrorCode.WRITE_SYNTAX, text="")
+        parsed = write_from_json(write)
+        return write_through(*chain, step, parsed, listed_up_to=_listed(listed_up_to))
+
+    return job_reply(compute, refusals=(StridesError,))
+
+
+def quiz_item(seed: int, dtype: str) -> QuizItem | None:
+    """The question for ``seed`` with its chain traced, or None when none can be drawn."""
+    try:
+        question = make_question(seed, dtype=dtype)
+    except RuntimeError:
+        return None
+    steps = run_chain(question.shape, question.dtype, list(question.ops)).steps
+    return QuizItem(question, tuple(steps))
+
+
+def run_question_job(namespace: dict[str, Any], *, seed: Any, dtype: Any) -> dict[str, Any]:
+    """The sandbox job: :func:`quiz_item` as JSON."""
+    del namespace
+
+    def compute() -> WireQuiz | None:
+        if type(seed) is not int or not isinstance(dtype, str) or dtype not in START_DTYPES:
+            raise StridesError(ErrorCode.DTYPE, dtype=str(dtype)[:40])
+        item = quiz_item(seed, dtype)
+        return None if item is None else WireQuiz(item.question, to_wire(list(item.steps)))
+
+    return job_reply(compute, refusals=(StridesError,))
+
+
+JOBS = {CHAIN: run_chain_job, WRITE: run_write_job, QUESTION: run_question_job}
+# Runs in the zygote before it forks (so children find torch's view and copy kernels warm):
+# a tiny chain with a view and a copy. Nothing here calls backward.
+WARM_UP: list[dict[str, Any]] = [
+    {
+        "source": "",
+        "job": CHAIN,
+        "params": {"shape": [2, 3], "dtype": "float32", "listed_up_to": 16,
+                   "ops": list(plan_chain([".t()", ".contiguous()", "[0]"]).ops)},
+    }
+]  # fmt: skip
 
 
 def register_jobs(pool: SandboxPool) -> SandboxPool:
-    """Register this room's jobs with ``pool`` (again: a no-op); returns it."""
-    return pool.register(JOBS)
+    """Register this room's jobs and warm-up with ``pool`` (again: a no-op); returns it."""
+    return pool.register(JOBS, WARM_UP)
+
+
+# --------------------------------------------------------------------------- the server's side
+def _number(data: Any) -> float:
+    if type(data) in (int, float):
+        return float(data)
+    if type(data) is dict and set(data) == {FLOAT} and data[FLOAT] in ("nan", "inf", "-inf"):
+        return float(data[FLOAT])
+    raise SchemaError("expected a number")
+
+
+def revive(data: Any) -> Any:
+    """Element values as the codec marks them where JSON has no word (complex numbers,
+    NaN and infinities), back to Python numbers; ``data`` is already decoded and bounded."""
+    if type(data) is list:
+        return [revive(item) for item in data]
+    if type(data) is dict:
+        if set(data) == {COMPLEX} and type(data[COMPLEX]) is list and len(data[COMPLEX]) == 2:
+            return complex(_number(data[COMPLEX][0]), _number(data[COMPLEX][1]))
+        return _number(data)
+    if data is None or type(data) in (bool, int, float):
+        return data
+    raise SchemaError("an element value that is not a number")
+
+
+def _needs_revival(dtype: str | None) -> bool:
+    return dtype is None or dtype.startswith(("float", "complex", "bfloat", "bcomplex"))
+
+
+def _check_numbers(step: Step) -> None:
+    """SchemaError unless a decoded step's numbers agree with each other (the child's reply
+    is hostile input: nothing draws a step before this)."""
+    if step.error is not None:
+        if step.error.code.value not in ERROR_CODES:
+            raise SchemaError("an unknown error code")
+        return
+    size, stride = step.size, step.stride
+    if size is None or stride is None or len(size) != len(stride) or len(size) > MAX_RANK:
+        raise SchemaError("a step's size and stride disagree")
+    if min((*size, *stride), default=0) < 0:
+        raise SchemaError("a negative size or stride")
+    element_size = step.element_size or 0
+    if step.numel != math.prod(size) or step.numel > MAX_ELEMENTS:
+        raise SchemaError("a step's element count disagrees with its size")
+    if not 1 <= element_size <= MAX_ELEMENT_SIZE:
+        raise SchemaError("an element size no dtype has")
+    nbytes, cells = step.storage_nbytes, step.storage_cells
+    if nbytes is None or cells is None or not 0 <= nbytes <= MAX_STORAGE_BYTES:
+        raise SchemaError("a storage larger than any step can have")
+    if cells != nbytes // element_size:
+        raise SchemaError("a storage's cells disagree with its bytes")
+    if step.footprint is None or len(step.footprint) != min(max(cells, 1), FOOTPRINT_BINS):
+        raise SchemaError("a footprint of the wrong length")
+    if step.storage_offset is None or step.storage_offset < 0:
+        raise SchemaError("a negative storage offset")
+    if step.storage_indices is not None or step.values is not None:
+        raise SchemaError("lists travel beside the step, not in it")
+    if step.storage_values is not None:
+        raise SchemaError("lists travel beside the step, not in it")
+
+
+def _values(data: Any, count: int, dtype: str | None) -> list[Any]:
+    """``count`` element values of ``dtype`` from a flat wire list (SchemaError otherwise)."""
+    pairs = _is_complex(dtype)
+    if type(data) is not list or len(data) != (2 * count if pairs else count):
+        raise SchemaError("values that do not fit the step")
+    if not all(data_item is None or type(data_item) is not list for data_item in data):
+        raise SchemaError("a value that is not a number")
+    values = revive(data) if _needs_revival(dtype) else data
+    if any(type(value) not in (bool, int, float) for value in values):
+        raise SchemaError("a value that is not a number")
+    if pairs:
+        return [complex(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+    return values
+
+
+def from_wire(wire: tuple[WireStep, ...]) -> tuple[Step, ...]:
+    """The steps of a chain job's reply, checked, with their lists rebuilt (the server's
+    side); SchemaError for a reply whose parts disagree."""
+    if not wire or wire[0].step.error is not None or len(wire) > MAX_OPS + 1:
+        raise SchemaError("a chain starts with its start tensor")
+    if [item.step.index for item in wire] != list(range(len(wire))):
+        raise SchemaError("steps out of order")
+    if any(item.step.error is not None for item in wire[:-1]):
+        raise SchemaError("a failing op that is not the last step")
+    steps: list[Step] = []
+    for item in wire:
+        step = item.step
+        _check_numbers(step)
+        if step.error is not None:
+            steps.append(step)
+            continue
+        size, numel, cells = step.size or (), step.numel or 0, step.storage_cells or 0
+        changes: dict[str, Any] = {}
+        read = item.cells_read
+        if read is not None:
+            if type(read) is not list or not listable(size, MAX_LISTED) or len(read) != numel:
+                raise SchemaError("storage cells that do not fit the step's size")
+            if not all(type(cell) is int and 0 <= cell < cells for cell in read):
+                raise SchemaError("a storage cell outside the storage")
+            changes["storage_indices"] = _nest(read, size)
+        storage: list[Any] | None = None
+        if item.storage_same_as is not None:
+            index = item.storage_same_as
+            earlier = steps[index] if 0 <= index < len(steps) else None
+            if (
+                earlier is None
+                or earlier.storage_values is None
+                or (
+                    (earlier.storage_id, earlier.dtype, earlier.storage_cells)
+                    != (step.storage_id, step.dtype, cells)
+                )
+            ):
+                raise SchemaError("storage values borrowed from a step with another storage")
+            storage = earlier.storage_values
+        elif item.storage_values is not None:
+            if cells > MAX_LISTED:
+                raise SchemaError("storage values past the listing limit")
+            storage = _values(item.storage_values, cells, step.dtype)
+        changes["storage_values"] = storage
+        if item.values is not None:
+            if storage is not None or read is None:
+                raise SchemaError("element values that do not fit the step")
+            changes["values"] = _nest(_values(item.values, numel, step.dtype), size)
+        elif storage is not None and read is not None:
+            changes["values"] = _nest([storage[cell] for cell in read], size)
+        steps.append(dataclasses.replace(step, **changes))
+    return tuple(steps)
+
+
+def checked_chain(run: WireChain) -> ChainRun:
+    """A chain job's reply as the room's :class:`ChainRun` (SchemaError otherwise)."""
+    return ChainRun(from_wire(run.steps), run.code)
+
+
+def checked_write(result: WriteResult, steps: int) -> WriteResult:
+    """A write-through result for a chain of ``steps`` tensors, checked and revived."""
+    if not 0 <= result.step_index < steps:
+        raise SchemaError("a write on a step the chain does not have")
+    if result.error is not None and result.error.code.value not in ERROR_CODES:
+        raise SchemaError("an unknown error code")
+    indices = {*result.changed_steps, *result.changed_elements, *result.changed_counts}
+    if not all(0 <= index < steps for index in {*indices, *result.values_after}):
+        raise SchemaError("a change on a step the chain does not have")
+    after = {index: revive(values) for index, values in result.values_after.items()}
+    return dataclasses.replace(result, values_after=after)
+
+
+def checked_quiz(item: WireQuiz | None) -> QuizItem | None:
+    """A question job's reply as a :class:`QuizItem` (SchemaError otherwise)."""
+    if item is None:
+        return None
+    steps = from_wire(item.steps)
+    if len(steps) != len(item.question.ops) + 1:
+        raise SchemaError("a question whose chain has other steps")
+    try:  # the answer must be readable from these steps (grading reads it the same way)
+        expected(item.question, list(steps))
+    except (IndexError, TypeError, RuntimeError):
+        raise SchemaError("a question whose answer its steps do not hold") from None
+    return QuizItem(item.question, steps)

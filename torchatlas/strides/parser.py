@@ -163,6 +163,18 @@ def _dtype_name(node: ast.AST) -> str | None:
     return None
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(value: int) -> int:
+    """Sizes, strides, offsets, indices and dims are 64-bit in PyTorch: a whole number
+    outside that range is refused here, in the room's words, before torch sees it."""
+    if not INT64_MIN <= value <= INT64_MAX:
+        digits = str(value) if abs(value) < 10**40 else f"{value:.3e}"
+        raise _fail(ErrorCode.NUMBER_TOO_BIG, part=digits)
+    return value
+
+
 def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False) -> Any:
     """The Python value of a literal node; anything else raises ``OpParseError``."""
     if isinstance(node, ast.Constant):
@@ -172,7 +184,7 @@ def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False
         if isinstance(value, bool):
             raise _fail(ErrorCode.NOT_LITERAL, part=repr(value))
         if isinstance(value, int):
-            return value
+            return _int64(value)
         if isinstance(value, float):
             return value
         if isinstance(value, str) and allow_str:
@@ -182,7 +194,8 @@ def literal(node: ast.AST, *, allow_slice: bool = False, allow_str: bool = False
         inner = literal(node.operand)
         if not isinstance(inner, int | float):
             raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node))
-        return -inner if isinstance(node.op, ast.USub) else inner
+        value = -inner if isinstance(node.op, ast.USub) else inner
+        return _int64(value) if isinstance(value, int) else value
     if isinstance(node, ast.Tuple | ast.List):
         values = [literal(item, allow_slice=allow_slice) for item in node.elts]
         return tuple(values) if isinstance(node, ast.Tuple) else values
@@ -276,9 +289,9 @@ def parse_op(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedOp:
         # or MemoryError (a parser stack, not the process's memory): malformed like any other.
         return _parse_tree(ast.parse(source, mode="eval").body, text)
     except OpParseError as error:
-        if error.code is not ErrorCode.NOT_LITERAL:
+        if error.code not in (ErrorCode.NOT_LITERAL, ErrorCode.NUMBER_TOO_BIG):
             raise
-        raise _fail(ErrorCode.NOT_LITERAL, text=text, part=error.params.get("part", "")) from None
+        raise _fail(error.code, text=text, part=error.params.get("part", "")) from None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise _fail(ErrorCode.SYNTAX, text=text) from None
 
@@ -500,9 +513,9 @@ def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrit
                     raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(call.args[0]))
                 return ParsedWrite(text, func.attr, value=value)
     except OpParseError as error:
-        if error.code is not ErrorCode.NOT_LITERAL:
+        if error.code not in (ErrorCode.NOT_LITERAL, ErrorCode.NUMBER_TOO_BIG):
             raise _write_syntax(text) from None
-        raise _fail(ErrorCode.NOT_LITERAL, text=text, part=error.params.get("part", "")) from None
+        raise _fail(error.code, text=text, part=error.params.get("part", "")) from None
     except (RecursionError, MemoryError):  # a literal nested past Python's stack
         raise _write_syntax(text) from None
     raise _write_syntax(text)
@@ -510,3 +523,147 @@ def parse_write(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedWrit
 
 def _write_syntax(text: str) -> OpParseError:
     return _fail(ErrorCode.WRITE_SYNTAX, text=text)
+
+
+# --------------------------------------------------------------------------- ops as data
+# A parsed op crosses into a sandbox child as JSON, so the child rebuilds it without reading
+# any text as code (the sandbox refuses to compile text, and the server's parse is the one
+# that gives the visitor's refusals). Literal values are tagged: {"t": [...]} a tuple,
+# {"s": [start, stop, step]} a slice, {"e": 0} Ellipsis, {"d": name} a dtype, {"m": name} a
+# memory format; ints, floats, strings, None and lists stand for themselves.
+_MAX_LITERAL_ITEMS = 64
+
+
+def literal_to_json(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if value is Ellipsis:
+        return {"e": 0}
+    if isinstance(value, slice):
+        return {"s": [value.start, value.stop, value.step]}
+    if isinstance(value, tuple):
+        return {"t": [literal_to_json(item) for item in value]}
+    if isinstance(value, list):
+        return [literal_to_json(item) for item in value]
+    if isinstance(value, torch.dtype):
+        return {"d": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.memory_format):
+        name = next(key for key, known in MEMORY_FORMATS.items() if known == value)
+        return {"m": name}
+    raise TypeError(f"{type(value).__name__} is not an op literal")
+
+
+def literal_from_json(data: Any, depth: int = 0) -> Any:
+    """The literal ``literal_to_json`` wrote; ValueError for anything the parser could not
+    have produced (an int past 64 bits, an unknown dtype, deep or long nesting)."""
+    if depth > 8:
+        raise ValueError("an op literal nested too deeply")
+    if data is None or isinstance(data, bool | float | str):
+        return data
+    if isinstance(data, int):
+        return _int64(data)
+    if isinstance(data, list):
+        if len(data) > _MAX_LITERAL_ITEMS:
+            raise ValueError("an op literal with too many items")
+        return [literal_from_json(item, depth + 1) for item in data]
+    if isinstance(data, dict) and len(data) == 1:
+        ((tag, body),) = data.items()
+        if tag == "e":
+            return Ellipsis
+        if tag == "s" and isinstance(body, list) and len(body) == 3:
+            parts = [literal_from_json(part, depth + 1) for part in body]
+            if all(part is None or isinstance(part, int) for part in parts):
+                return slice(*parts)
+        if tag == "t" and isinstance(body, list):
+            return tuple(literal_from_json([*body], depth + 1))
+        if tag == "d" and body in DTYPES:
+            return DTYPES[body]
+        if tag == "m" and body in MEMORY_FORMATS:
+            return MEMORY_FORMATS[body]
+    raise ValueError("not an op literal")
+
+
+def op_to_json(op: ParsedOp) -> dict[str, Any]:
+    """``op`` as JSON data for a sandbox job (:func:`op_from_json` rebuilds it)."""
+    return {
+        "text": op.text,
+        "kind": op.kind.value,
+        "name": op.name,
+        "args": literal_to_json(op.args),
+        "kwargs": {key: literal_to_json(value) for key, value in op.kwargs.items()},
+        "pick": op.pick,
+        "source": op.source,
+    }
+
+
+def op_from_json(data: Any) -> ParsedOp:
+    """The op :func:`op_to_json` wrote, held to the parser's allow list again (methods,
+    keywords, literal types); ValueError otherwise."""
+    if not isinstance(data, dict) or set(data) != {
+        "text", "kind", "name", "args", "kwargs", "pick", "source"
+    }:  # fmt: skip
+        raise ValueError("not an op")
+    kind, name, text, source = OpKind(data["kind"]), data["name"], data["text"], data["source"]
+    if not all(isinstance(part, str) and len(part) <= 4 * MAX_OP_TEXT for part in (text, source)):
+        raise ValueError("an op's text is too long")
+    args = literal_from_json(data["args"])
+    kwargs_data = data["kwargs"]
+    if not isinstance(args, tuple) or not isinstance(kwargs_data, dict):
+        raise ValueError("an op's arguments are not a tuple and a mapping")
+    kwargs = {str(key): literal_from_json(value) for key, value in kwargs_data.items()}
+    pick = data["pick"]
+    if pick is not None and not isinstance(pick, int):
+        raise ValueError("an op's piece is not a whole number")
+    known = {
+        OpKind.INDEX: name == "getitem" and len(args) == 1 and not kwargs,
+        OpKind.ATTRIBUTE: name in ATTRIBUTES and not args and not kwargs,
+        OpKind.EINSUM: name == "einsum" and len(args) == 1 and isinstance(args[0], str),
+        OpKind.METHOD: name in METHODS and set(kwargs) <= set(METHODS[name]),
+        OpKind.WRITE: False,
+    }[kind]
+    if not known or (pick is not None and name not in PIECE_METHODS):
+        raise ValueError("an op outside the allow list")
+    try:
+        if kind is OpKind.INDEX:
+            _check_index(args[0])
+        elif kind is OpKind.EINSUM:
+            if not all(c.isalpha() or c in "->. " for c in args[0]):
+                raise ValueError("an einsum equation outside the allow list")
+        elif kind is OpKind.METHOD:
+            _check_ints(name, text, args, kwargs)
+    except OpParseError:
+        raise ValueError("an op argument outside the allow list") from None
+    return ParsedOp(text, kind, name, args, kwargs, pick, source)
+
+
+def write_to_json(write: ParsedWrite) -> dict[str, Any]:
+    return {
+        "text": write.text,
+        "name": write.name,
+        "value": write.value,
+        "index": literal_to_json(write.index),
+    }
+
+
+def write_from_json(data: Any) -> ParsedWrite:
+    """The write :func:`write_to_json` wrote, held to the allow list; ValueError otherwise."""
+    if not isinstance(data, dict) or set(data) != {"text", "name", "value", "index"}:
+        raise ValueError("not a write")
+    text, name, value = data["text"], data["name"], data["value"]
+    if not isinstance(text, str) or len(text) > MAX_OP_TEXT:
+        raise ValueError("a write's text is too long")
+    if name not in (*WRITE_METHODS, "setitem"):
+        raise ValueError("a write outside the allow list")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ValueError("a write's value is not a number")
+    if isinstance(value, int):
+        _int64(value)
+    index = literal_from_json(data["index"])
+    if name == "setitem":
+        try:
+            _check_index(index)
+        except OpParseError:
+            raise ValueError("a write's index outside the allow list") from None
+    elif index is not None:
+        raise ValueError("only an assignment has an index")
+    return ParsedWrite(text, name, value, index)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -174,7 +175,22 @@ def grade(question: Question, answer: str, *, max_chars: int | None = MAX_ANSWER
     than ``max_chars`` raises :class:`OpParseError` (``answer_too_long``)."""
     if max_chars is not None and len(answer) > max_chars:
         raise OpParseError(ErrorCode.ANSWER_TOO_LONG, length=f"{len(answer):,}", limit=max_chars)
-    steps = trace(question.shape, question.dtype, list(question.ops))
+    return grade_steps(question, trace(question.shape, question.dtype, list(question.ops)), answer)
+
+
+def grade_steps(
+    question: Question,
+    steps: Sequence[Step],
+    answer: str,
+    *,
+    max_chars: int | None = MAX_ANSWER_TEXT,
+) -> Grade:
+    """Grade ``answer`` against ``steps``, the question's chain as live torch ran it (in the
+    room: once, in a sandbox child, when the question was drawn). Refuses an answer longer
+    than ``max_chars`` like :func:`grade`."""
+    if max_chars is not None and len(answer) > max_chars:
+        raise OpParseError(ErrorCode.ANSWER_TOO_LONG, length=f"{len(answer):,}", limit=max_chars)
+    steps = list(steps)
     right = expected(question, steps)
     given = answer.strip().lower()
     if question.kind in (QuestionKind.NEW_STRIDE, QuestionKind.WHICH_CELL):

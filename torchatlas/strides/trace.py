@@ -22,7 +22,7 @@ from torchatlas.strides.errors import (
     OpParseError,
     ShapeInputError,
     StepError,
-    explain,
+    explain_safely,
     from_parse_error,
     too_large,
 )
@@ -46,6 +46,7 @@ __all__ = [
     "StepError",
     "StorageKind",
     "chain_code",
+    "listable",
     "parse_chain",
     "parse_shape",
     "run_chain",
@@ -172,7 +173,10 @@ def storage_index(step: Step, index: Sequence[int]) -> int:
 
 
 def _reach(tensor: torch.Tensor) -> tuple[int, int]:
-    """[first, end) element positions the tensor reads in its storage (strides are ≥ 0)."""
+    """[first, end) element positions the tensor reads in its storage (strides are ≥ 0).
+
+    Python ints, O(rank): a zero-element view reads nothing at its offset, whatever the
+    offset (torch checks no storage bounds for it, so it may sit near 2**63)."""
     offset = tensor.storage_offset()
     if tensor.numel() == 0:
         return offset, offset
@@ -180,34 +184,94 @@ def _reach(tensor: torch.Tensor) -> tuple[int, int]:
     return offset, last + 1
 
 
+def list_nodes(size: Sequence[int]) -> int:
+    """How many Python objects ``tolist()`` of a tensor of ``size`` builds (its nested lists
+    and leaves). A zero-element tensor of size (2**40, 0) has no element but would still
+    build 2**40 empty lists, so listing is bounded by this count, not by the element count."""
+    total, count = 1, 1
+    for n in size:
+        count *= n
+        total += count
+        if count == 0:
+            break
+    return total
+
+
+def listable(size: Sequence[int], listed_up_to: int) -> bool:
+    """Whether a step of ``size`` lists its elements one by one (values, storage cells)."""
+    return math.prod(size) <= listed_up_to and list_nodes(size) <= 2 * listed_up_to + 8
+
+
 def storage_cells_of(tensor: torch.Tensor) -> torch.Tensor:
-    """Every storage cell, flat, read in the tensor's own dtype."""
+    """Every storage cell, flat, read in the tensor's own dtype (callers bound the size)."""
     storage = tensor.untyped_storage()
     cells = storage.nbytes() // tensor.element_size()
     return torch.empty(0, dtype=tensor.dtype).set_(storage, 0, (cells,), (1,))
 
 
+def _distinct_axes(tensor: torch.Tensor) -> tuple[list[int], list[int]]:
+    """Sizes and strides of the dimensions that move through the storage (stride ≠ 0 and
+    size > 1): an expanded dimension repeats cells and adds none."""
+    sizes, strides = [], []
+    for n, s in zip(tensor.shape, tensor.stride(), strict=True):
+        if n > 1 and s != 0:
+            sizes.append(int(n))
+            strides.append(int(s))
+    return sizes, strides
+
+
+def _dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether dimensions of ``sizes``/``strides`` (none of them expanded) read every cell of
+    their extent exactly once, in some order: a permuted contiguous layout."""
+    expected = 1
+    for n, s in sorted(zip(sizes, strides, strict=True), key=lambda pair: pair[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _cells_read(sizes: Sequence[int], strides: Sequence[int], offset: int) -> torch.Tensor:
+    """offset + Σ index·stride for every index of ``sizes``, as a flat int64 tensor of
+    prod(sizes) entries: the work is the element count, never the offset or the storage."""
+    cells = torch.full((1,), offset, dtype=torch.int64)
+    for n, s in zip(sizes, strides, strict=True):
+        cells = (cells[:, None] + torch.arange(n, dtype=torch.int64)[None, :] * s).reshape(-1)
+    return cells
+
+
 def indices_of(tensor: torch.Tensor) -> torch.Tensor:
-    """For every element, the storage cell it reads, as an int64 tensor shaped like it."""
-    _, end = _reach(tensor)
-    return torch.arange(max(end, 1)).as_strided(
-        tensor.shape, tensor.stride(), tensor.storage_offset()
-    )
+    """For every element, the storage cell it reads, as an int64 tensor shaped like it.
+    Built from its sizes and strides (work and memory: its element count)."""
+    if tensor.numel() == 0:
+        return torch.zeros(tuple(tensor.shape), dtype=torch.int64)
+    cells = torch.full((), tensor.storage_offset(), dtype=torch.int64)
+    for dim, (n, s) in enumerate(zip(tensor.shape, tensor.stride(), strict=True)):
+        axis = torch.arange(n, dtype=torch.int64) * s
+        cells = cells + axis.reshape([n if d == dim else 1 for d in range(tensor.dim())])
+    return cells.expand(tuple(tensor.shape)).contiguous()
 
 
 def footprint_of(tensor: torch.Tensor) -> tuple[bool, ...]:
     """Bins over the storage (min(cells, FOOTPRINT_BINS) of them): True where the tensor
-    reads at least one cell of the bin. Marks the read cells through a strided view of a
-    boolean strip, so no per-element index list is built at any size."""
+    reads at least one cell of the bin. Sized from the view's extent, never the storage: a
+    contiguous run lights its bins by arithmetic, any other view enumerates the cells its
+    moving dimensions reach (at most its element count, which the room bounds)."""
     cells = max(tensor.untyped_storage().nbytes() // tensor.element_size(), 1)
-    read = torch.zeros(cells, dtype=torch.bool)
-    if tensor.numel():
-        read.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).fill_(True)
     bins = min(cells, FOOTPRINT_BINS)
-    # Cell c falls in bin c * bins // cells; bin b starts at the first such cell.
-    starts = (torch.arange(bins + 1) * cells + bins - 1) // bins
-    counts = torch.cat([torch.zeros(1, dtype=torch.int64), read.cumsum(0)])
-    return tuple((counts[starts[1:]] > counts[starts[:-1]]).tolist())
+    lit = [False] * bins
+    first, end = _reach(tensor)
+    if tensor.numel() == 0 or first >= cells or end <= 0:
+        return tuple(lit)
+    sizes, strides = _distinct_axes(tensor)
+    if _dense(sizes, strides):  # every cell of [first, end) is read: bins by arithmetic
+        for b in range(first * bins // cells, min(end - 1, cells - 1) * bins // cells + 1):
+            lit[b] = True
+        return tuple(lit)
+    read = _cells_read(sizes, strides, first)
+    marked = torch.zeros(bins, dtype=torch.bool)
+    marked[(read.clamp(0, cells - 1) * bins) // cells] = True
+    return tuple(marked.tolist())
 
 
 class _Storages:
@@ -260,7 +324,7 @@ def _describe(
     channels_last = None
     if tensor.dim() == 4:
         channels_last = tensor.is_contiguous(memory_format=torch.channels_last)
-    listed = tensor.numel() <= listed_up_to
+    listed = listable(tuple(tensor.shape), listed_up_to)
     cells = tensor.untyped_storage().nbytes() // element_size
     return Step(
         index=index,
@@ -318,14 +382,14 @@ def _dry_run_numel(op: ParsedOp, tensor: torch.Tensor) -> int | None:
 def run_chain(
     shape: Sequence[int],
     dtype: str = "float32",
-    ops: Sequence[str] = (),
+    ops: Sequence[str | ParsedOp] = (),
     *,
     listed_up_to: int = MAX_LISTED,
 ) -> Chain:
-    """Build the start tensor and apply each op for real; stops at the first failing op,
-    which becomes a final step carrying ``error``. Steps of up to ``listed_up_to`` elements
-    (storage cells for ``storage_values``) list them one by one; a caller that draws only
-    small steps passes its own, smaller limit and keeps far less."""
+    """Build the start tensor and apply each op (its text, or the op parsed) for real; stops
+    at the first failing op, which becomes a final step carrying ``error``. Steps of up to
+    ``listed_up_to`` elements (storage cells for ``storage_values``) list them one by one; a
+    caller that draws only small steps passes its own, smaller limit and keeps far less."""
     if dtype not in START_DTYPES:
         raise ShapeInputError(ErrorCode.DTYPE, dtype=dtype)
     shape = tuple(int(n) for n in shape)
@@ -342,12 +406,12 @@ def run_chain(
         listed_up_to,
     )  # fmt: skip
     chain = Chain(tensors=[tensor], steps=[first], ops=[])
-    for number, text in enumerate(list(ops)[:MAX_OPS], start=1):
-        try:
-            op = parse_op(text)
+    for number, item in enumerate(list(ops)[:MAX_OPS], start=1):
+        try:  # an op parsed already (a sandbox child gets ops as data, never as text)
+            op = item if isinstance(item, ParsedOp) else parse_op(item)
         except OpParseError as error:
-            refused = from_parse_error(error, text.strip())
-            chain.steps.append(_error_step(number, text.strip(), refused))
+            refused = from_parse_error(error, item.strip())
+            chain.steps.append(_error_step(number, item.strip(), refused))
             break
         numel = _dry_run_numel(op, tensor)
         if numel is not None and numel > MAX_ELEMENTS:
@@ -356,7 +420,13 @@ def run_chain(
         try:
             result = op.apply(tensor)
         except Exception as exc:  # PyTorch's refusal is the lesson: explain it
-            chain.steps.append(_error_step(number, op.text, explain(exc, op, tensor)))
+            chain.steps.append(_error_step(number, op.text, explain_safely(exc, op, tensor)))
+            break
+        # The element count as Python ints: a dry run that failed (an overflowing shape on
+        # the meta device) must not let a free view of a huge shape through.
+        numel = math.prod(result.shape)
+        if numel > MAX_ELEMENTS:
+            chain.steps.append(_error_step(number, op.text, too_large(op.text, numel)))
             break
         parent = chain.steps[-1]
         is_view = _shares_storage(result, tensor)

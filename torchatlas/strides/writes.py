@@ -20,7 +20,7 @@ import torch
 
 from torchatlas.strides.errors import OpParseError, StepError, explain, from_parse_error
 from torchatlas.strides.limits import MAX_LISTED, MAX_OP_TEXT
-from torchatlas.strides.parser import OpKind, ParsedOp, parse_write
+from torchatlas.strides.parser import OpKind, ParsedOp, ParsedWrite, parse_write
 from torchatlas.strides.trace import run_chain
 
 
@@ -62,21 +62,24 @@ def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
 def write_through(
     shape: Sequence[int],
     dtype: str,
-    ops: Sequence[str],
+    ops: Sequence[str | ParsedOp],
     step_index: int,
-    write: str,
+    write: str | ParsedWrite,
     *,
     listed_up_to: int = MAX_LISTED,
 ) -> WriteResult:
     """Apply ``write`` (``fill_(7)``, ``add_(1)``, ``[0, 1] = 5`` …) to step ``step_index`` of
     the chain and report every step whose values changed. Lists (values, changed elements
     and bytes) stop at ``listed_up_to`` items; the counts are exact."""
-    text = write.strip()
-    try:  # an unreadable write costs nothing: refused before the chain runs
-        parsed = parse_write(text)
-    except OpParseError as error:
-        shown = str(error.params.get("text", text))
-        return WriteResult(text[:MAX_OP_TEXT], step_index, error=from_parse_error(error, shown))
+    if isinstance(write, ParsedWrite):  # parsed already (a sandbox child gets it as data)
+        parsed, text = write, write.text
+    else:
+        text = write.strip()
+        try:  # an unreadable write costs nothing: refused before the chain runs
+            parsed = parse_write(text)
+        except OpParseError as error:
+            shown = str(error.params.get("text", text))
+            return WriteResult(text[:MAX_OP_TEXT], step_index, error=from_parse_error(error, shown))
     chain = run_chain(shape, dtype, ops, listed_up_to=0)  # only the tensors are needed
     if not 0 <= step_index < len(chain.tensors):
         raise IndexError(f"step {step_index} is not a step of this chain")
