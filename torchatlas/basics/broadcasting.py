@@ -100,6 +100,15 @@ def broadcast(shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]) -> Br
     shapes = [check_shape(shape) for shape in shapes]
     if not shapes:
         raise BasicsValueError(ErrorCode.EMPTY)
+    for shape in shapes:
+        # torch refuses to describe a tensor whose byte size overflows 64 bits (six sizes of
+        # a million), even on the meta device: its words, before anything else is asked
+        try:
+            _meta(shape)
+        except RuntimeError as exc:
+            raise BasicsValueError(
+                ErrorCode.SHAPE_TORCH, shape=str(shape), torch_message=torch_words(exc)
+            ) from None
     if len(shapes) > MAX_SHAPES:
         raise BasicsValueError(ErrorCode.TOO_MANY_SHAPES, count=len(shapes), limit=MAX_SHAPES)
     rank = max(len(shape) for shape in shapes)

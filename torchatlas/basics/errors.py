@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     # PyTorch's refusals, with its own message (broadcast and einsum refusals travel as
     # torch_message on their results: torch's words are the answer there)
     INDEX_TORCH = "index_torch"
+    SHAPE_TORCH = "shape_torch"
     NO_NUMPY_DTYPE = "no_numpy_dtype"
 
 
