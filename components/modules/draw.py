@@ -37,6 +37,11 @@ def mark(value: bool, lang: str) -> str:
     return translate("modules.yes" if value else "modules.no", lang)
 
 
+def checked(value: bool | None, lang: str) -> str:
+    """Yes, no, or that torch could not be asked (None)."""
+    return translate("modules.table.unknown", lang) if value is None else mark(value, lang)
+
+
 def number(value: float | None) -> str:
     if value is None:
         return "—"
@@ -75,17 +80,23 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
         "requires_grad",
         "parameters",
         "state_dict",
-        "to",
+        "to_device",
+        "to_dtype",
         "optimizer",
         "note",
     ]
     rows = []
     for row in report.tensors:
-        note = ""
+        notes = []
         if row.shared_with:
-            note = translate("modules.table.shared", lang, first=row.shared_with)
-        elif row.container is not Container.NONE:
-            note = translate("modules.table.in_container", lang, container=row.container.value)
+            notes.append(translate("modules.table.shared", lang, first=row.shared_with))
+        if row.container is not Container.NONE:
+            notes.append(
+                translate("modules.table.in_container", lang, container=row.container.value)
+            )
+        if row.lazy:
+            notes.append(translate("modules.table.lazy", lang))
+        note = "; ".join(notes)
         rows.append(
             [
                 row.name,
@@ -95,7 +106,8 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
                 mark(row.requires_grad, lang),
                 mark(row.in_parameters, lang),
                 mark(row.in_state_dict, lang),
-                mark(row.moved_by_to, lang),
+                checked(row.to_device, lang),
+                checked(row.to_dtype, lang),
                 mark(row.seen_by_optimizer, lang),
                 note,
             ]
@@ -304,14 +316,19 @@ for step in range({steps}):
 
 
 # ---------------------------------------------------------------- modes
-def _short(value: float) -> str:
-    """A table cell: four significant digits (uninitialised memory can hold 1e38 or NaN)."""
+def _short(value: float | None, lang: str = "en") -> str:
+    """A table cell: four significant digits (uninitialised memory can hold 1e38 or NaN);
+    None is half of a word masked because it looked like an address."""
+    if value is None:
+        return translate("modules.memory.masked_cell", lang)
     return f"{value:.4g}"
 
 
-def _rows_frame(rows: Sequence[Sequence[float]], prefix: str) -> pd.DataFrame:
+def _rows_frame(
+    rows: Sequence[Sequence[float | None]], prefix: str, lang: str = "en"
+) -> pd.DataFrame:
     return pd.DataFrame(
-        [[_short(value) for value in row] for row in rows],
+        [[_short(value, lang) for value in row] for row in rows],
         columns=[f"{prefix}{index}" for index in range(len(rows[0]) if rows else 0)],
     )
 
@@ -401,8 +418,8 @@ print(model.load_state_dict(missing, strict=False))   # what strict=False hides
 # ---------------------------------------------------------------- memory
 def memory_frames(report: InitReport, lang: str) -> dict[str, pd.DataFrame]:
     frames = {
-        "torch.empty(4, 3)": _rows_frame(report.empty, "c"),
-        "torch.FloatTensor(4, 3)": _rows_frame(report.float_tensor, "c"),
+        "torch.empty(4, 3)": _rows_frame(report.empty, "c", lang),
+        "torch.FloatTensor(4, 3)": _rows_frame(report.float_tensor, "c", lang),
         translate("modules.memory.linear", lang): _rows_frame(report.linear_weight, "in"),
     }
     return {title: frame for title, frame in frames.items() if len(frame)}

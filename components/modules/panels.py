@@ -13,6 +13,7 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from components.contained import failure_card, guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.modules import draw, state
@@ -247,6 +248,7 @@ def training() -> None:
 
 
 @st.fragment
+@guarded
 def _training() -> None:
     lang = language()
     controls = st.columns([3, 3, 3, 3])
@@ -276,7 +278,18 @@ def _training() -> None:
         on_change=state.save_to_url,
         help=t("modules.training.forget_help"),
     )
-    trace = state.trace()
+    place = st.empty()
+    job = state.trace_job(on_queued=_queue_reporter(place))
+    place.empty()
+    if job.value is None:
+        with st.container(border=True, key="modules_train_failed"):
+            if job.refused is not None:
+                code, params = job.refused
+                st.error(t(f"modules.training.errors.{code}", **params), icon=":material/block:")
+            else:
+                failure_card(job.failure)
+        return
+    trace = job.value
     colours = palette()
     if trace.optimizer_error:
         with st.container(border=True, key="modules_train_refused"):
@@ -356,6 +369,7 @@ def quiz() -> None:
 
 
 @st.fragment
+@guarded
 def _question(question: Question) -> None:
     with st.container(border=True, key=f"modules_question_{question.value}"):
         st.markdown(f"**{t(f'modules.quiz.{question.value}.question')}**")
@@ -404,6 +418,7 @@ def modes() -> None:
 
 
 @st.fragment
+@guarded
 def _modes() -> None:
     lang = language()
     st.segmented_control(
@@ -454,6 +469,7 @@ def save_load() -> None:
 
 
 @st.fragment
+@guarded
 def _save_load() -> None:
     lang = language()
     st.segmented_control(
@@ -516,16 +532,15 @@ def memory() -> None:
 
 
 @st.fragment
+@guarded
 def _memory() -> None:
     lang = language()
     again = st.button(
         t("modules.memory.again"), key="modules_memory_again", icon=":material/refresh:"
     )
     report = state.memory(fresh=again)
-    if report.error is not None:
-        title, message, hint = draw.error_text(report.error, lang)
-        st.error(f"**{title}** — {message}", icon=":material/error:")
-        st.caption(hint)
+    if report.failure is not None:
+        failure_card(report.failure)
     frames = draw.memory_frames(report, lang)
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):
@@ -540,3 +555,12 @@ def _memory() -> None:
             nonfinite=report.nonfinite_in_empty,
         )
     )
+    if report.words:
+        st.caption(
+            t(
+                "modules.memory.masked",
+                masked=report.masked_words,
+                words=report.words,
+                cell=t("modules.memory.masked_cell"),
+            )
+        )

@@ -6,13 +6,16 @@ model). The URL is read once, when a session first opens the room, and written w
 changes, only the room's own keys.
 
 Pasted code is inspected only in the sandbox (``torchatlas.modules.inspect_module``, whose
-reports the engine shares between callers); training, modes and saving run the engine's
-built-in tiny models, cached here per distinct setting so a rerun recomputes nothing.
+reports the engine shares between callers). The training run the controls (or a link) choose
+runs in a sandbox job too (``train_contained``): its steps set the work and its learning rate
+the values. The uninitialised-memory demo allocates in a sandbox child. Modes, saving and the
+side-by-side table are fixed computations on a closed menu (no size or value comes from the
+visitor) and run here, once each. Every result is cached per distinct setting, shared by
+every visitor, so a rerun recomputes nothing and a class opening one link runs one job.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from components import contained
 from components.i18n import t
 from components.sandbox import sandbox_pool
 from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
@@ -39,13 +43,14 @@ from torchatlas.modules import (
     inspect_module,
     modes,
     save_load,
-    train_steps,
+    train_contained,
     uninitialised_memory,
 )
 from torchatlas.modules import MAX_MODEL_CHARS as MAX_MODEL_CHARS
 from torchatlas.modules.compare import ComparisonRow, side_by_side
 from torchatlas.modules.quiz import Grade, Question, grade
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS as MAX_SOURCE_CHARS
+from torchatlas.sandboxed import RoomJob
 
 # ---------------------------------------------------------------- keys
 SOURCE, MODEL, PRESET, PRESET_KEY = (
@@ -54,7 +59,7 @@ SOURCE, MODEL, PRESET, PRESET_KEY = (
     "modules_preset",
     "modules_preset_key",
 )
-RESULT, LINK_BROKEN, SESSION_ID = "modules_result", "modules_link_broken", "modules_session_id"
+RESULT, LINK_BROKEN = "modules_result", "modules_link_broken"
 TRAIN_MODEL, LR, STEPS, FORGET = (
     "modules_train_model",
     "modules_lr",
@@ -114,6 +119,19 @@ def _choice(query: Any, key: str, choices: tuple[Any, ...], default: Any) -> Any
     return default
 
 
+def _link_choice(query: Any, key: str, choices: tuple[int, ...], default: int) -> int:
+    """A whole number from the URL (ASCII digits only, :func:`components.contained.link_int`)
+    that must be one of ``choices``; anything else keeps ``default`` and marks the link."""
+    text = query.get(key)
+    if text is None:
+        return default
+    value = contained.link_int(text, low=min(choices), high=max(choices))
+    if value is None or value not in choices:
+        st.session_state[LINK_BROKEN] = True
+        return default
+    return value
+
+
 def init() -> None:
     """On a session's first visit: the preset, then what a shared link overrides. A value
     outside what the page offers marks the link as damaged and keeps the default."""
@@ -136,8 +154,8 @@ def init() -> None:
             st.session_state[MODEL] = query[URL_MODEL]
     st.session_state[TRAIN_MODEL] = _choice(query, URL_TRAIN, TRAINABLE, "mylinear")
     st.session_state[LR] = _choice(query, URL_LR, LR_CHOICES, DEFAULT_LR)
-    st.session_state[STEPS] = _choice(query, URL_STEPS, STEP_CHOICES, DEFAULT_STEPS)
-    st.session_state[FORGET] = _choice(query, URL_FORGET, ("0", "1"), "0") == "1"
+    st.session_state[STEPS] = _link_choice(query, URL_STEPS, STEP_CHOICES, DEFAULT_STEPS)
+    st.session_state[FORGET] = _link_choice(query, URL_FORGET, (0, 1), 0) == 1
     st.session_state[MODE] = _choice(query, URL_MODE, tuple(m.value for m in ModeModel), "dropout")
     st.session_state[SAVE_MODEL] = _choice(query, URL_SAVE, SAVE_MODELS, "mylinear")
     st.session_state[STEP] = 1
@@ -219,7 +237,8 @@ def current_section() -> str:
 
 
 def session_id() -> str:
-    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+    """This visitor's id in the sandbox's fair queue (one for every room)."""
+    return contained.session_id()
 
 
 def needs_inspection() -> bool:
@@ -256,14 +275,35 @@ def comparison() -> tuple[ComparisonRow, ...]:
 # Traces weigh what their steps do (a 500-step MLP run holds ~75,000 numbers): byte-bounded,
 # shared by every visitor, and never copied on a hit.
 TRACE_CACHE_BYTES = 32 << 20
-_TRACES: BoundedCache[tuple[Any, ...], TrainingTrace] = BoundedCache(TRACE_CACHE_BYTES)
+_TRACES: BoundedCache[tuple[Any, ...], RoomJob[TrainingTrace]] = BoundedCache(TRACE_CACHE_BYTES)
+_NUMBER_BYTES = 40  # a float in a tuple, with its share of the tuple (measured: ~38)
 
 
-def trace() -> TrainingTrace:
-    """The run the training controls describe (computed once per distinct setting)."""
+def _job_bytes(job: RoomJob[TrainingTrace]) -> int:
+    """A cached run's weight without walking it: its recorded numbers, plus a fixed part."""
+    trace = job.value
+    if trace is None:
+        return 4096
+    per_step = sum(len(values) for values in trace.initial) * 3 + 1
+    return _NUMBER_BYTES * per_step * (len(trace.steps) + 1) + 16_384
+
+
+def trace_job(on_queued: Callable[[int], None] | None = None) -> RoomJob[TrainingTrace]:
+    """The run the training controls describe, from a sandbox job (computed once per distinct
+    setting for the whole server; a transient failure is not kept)."""
     key = trace_key()
     return _TRACES.get_or_compute_once(
-        key, lambda: train_steps(key[0], lr=key[1], steps=key[2], forget_zero_grad=key[3])
+        key,
+        lambda: train_contained(
+            key[0],
+            lr=key[1],
+            steps=key[2],
+            forget_zero_grad=key[3],
+            session_id=session_id(),
+            on_queued=on_queued,
+        ),
+        keep=lambda job: job.worth_keeping,
+        nbytes=_job_bytes,
     )
 
 
@@ -277,11 +317,22 @@ def serialization(model_key: str) -> SerializationReport:
     return save_load(model_key)
 
 
+_FIRST_MEMORY: BoundedCache[str, InitReport] = BoundedCache(1 << 20)
+
+
 def memory(fresh: bool = False) -> InitReport:
-    """What fresh uninitialised tensors hold: kept per session until "allocate again"."""
-    if fresh or MEMORY not in st.session_state:
+    """What fresh uninitialised tensors hold. Everyone opening the section shares one child's
+    allocation (a class opening it at once runs one job); "allocate again" runs this visitor
+    a fresh child, kept in the session."""
+    if fresh:
         st.session_state[MEMORY] = uninitialised_memory(session_id=session_id())
-    return st.session_state[MEMORY]
+    if MEMORY in st.session_state:
+        return st.session_state[MEMORY]
+    return _FIRST_MEMORY.get_or_compute_once(
+        "first",
+        lambda: uninitialised_memory(session_id=session_id()),
+        keep=lambda report: report.failure is None or not report.failure.transient,
+    )
 
 
 # What the panels draw from cached results (tables, figures, DOT), built once per result,

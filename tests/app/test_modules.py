@@ -237,7 +237,7 @@ def test_a_damaged_link_keeps_the_defaults() -> None:
 def test_a_rerun_computes_nothing_again(monkeypatch: pytest.MonkeyPatch, section: str) -> None:
     at = open_page(PAGE, modules_section=section)
     calls: list[str] = []
-    for name in ("train_steps", "inspect_module", "save_load", "modes"):
+    for name in ("train_contained", "inspect_module", "save_load", "modes", "uninitialised_memory"):
         original = getattr(room_state, name)
 
         def counted(*args, _name=name, _original=original, **kwargs):

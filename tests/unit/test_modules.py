@@ -9,6 +9,7 @@ across the sandbox boundary (schema, errors, cache) is checked with a fake sandb
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import sys
 import threading
@@ -312,17 +313,20 @@ def assert_matches_torch(report: ModuleReport, model: nn.Module) -> None:
         assert (id(tensor) in parameter_ids) == row.in_parameters, row.name
         assert (id(tensor) in state_ids) == row.in_state_dict, row.name
         assert row.seen_by_optimizer == row.in_parameters, row.name  # SGD(model.parameters())
-    _assert_to_rule(report, model)
+    _assert_to_facts(report, model)
 
 
-def _assert_to_rule(report: ModuleReport, model: nn.Module) -> None:
-    """The walk decides "moved by .to()" by rule; a real conversion must agree, row by row."""
-    floating = [row for row in report.tensors if row.dtype in ("float32", "float64")]
-    before = {row.name: resolve(model, row.name).dtype for row in floating}
-    model.to(torch.float16)
-    for row in floating:
-        converted = resolve(model, row.name).dtype == torch.float16
-        assert converted == row.moved_by_to, (row.name, row.kind, before[row.name])
+def _assert_to_facts(report: ModuleReport, model: nn.Module) -> None:
+    """Both ``.to()`` columns against torch doing it for real on copies of the CPU model: a
+    device move (CPU → meta, a real move torch performs) and ``.to(torch.float64)``."""
+    moved, converted = copy.deepcopy(model), copy.deepcopy(model)
+    moved.to("meta")
+    converted.to(torch.float64)
+    for row in report.tensors:
+        before = resolve(model, row.name)
+        assert row.to_device == resolve(moved, row.name).is_meta, (row.name, row.kind)
+        changed = resolve(converted, row.name).dtype == torch.float64 != before.dtype
+        assert row.to_dtype == changed, (row.name, row.kind, before.dtype)
 
 
 @pytest.mark.parametrize("key", list(SOURCES))
@@ -342,8 +346,8 @@ def test_the_two_mylinear_versions_differ_where_the_lesson_says() -> None:
     param = describe_module(build_on_cpu(*SOURCES["mylinear_parameter"]))
     assert [(r.name, r.kind) for r in plain.tensors] == [("W", "plain"), ("b", "plain")]
     assert [(r.name, r.kind) for r in param.tensors] == [("W", "parameter"), ("b", "parameter")]
-    assert not any(r.in_parameters or r.in_state_dict or r.moved_by_to for r in plain.tensors)
-    assert all(r.in_parameters and r.in_state_dict and r.moved_by_to for r in param.tensors)
+    assert not any(r.in_parameters or r.in_state_dict or r.to_device for r in plain.tensors)
+    assert all(r.in_parameters and r.in_state_dict and r.to_device for r in param.tensors)
     assert plain.total_params == 0 and param.total_params == 3 * 2 + 2
     assert "empty parameter list" in plain.optimizer_error and not param.optimizer_error
     codes = [finding.code for finding in plain.findings]
@@ -379,7 +383,7 @@ def test_python_lists_are_found_with_their_fix() -> None:
     assert findings[FindingCode.TENSOR_LIST].params["wrapper"] == "nn.ParameterList"
     listed = [row for row in report.tensors if row.container is Container.LIST]
     assert {row.name for row in listed} >= {"layers[0].weight", "scales[2]"}
-    assert not any(row.in_parameters or row.in_state_dict or row.moved_by_to for row in listed)
+    assert not any(row.in_parameters or row.in_state_dict or row.to_device for row in listed)
     assert report.total_params == 3 * (8 * 8 + 8)  # the ModuleList half only
 
 
@@ -470,6 +474,8 @@ class FakeResult:
 
 @pytest.fixture
 def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    import torchatlas.sandboxed
+
     module = types.ModuleType("torchatlas.sandbox")
     module.calls = []  # type: ignore[attr-defined]
     module.answer = None  # type: ignore[attr-defined]

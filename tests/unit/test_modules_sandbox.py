@@ -96,7 +96,7 @@ def test_building_errors_teach(shared: SandboxPool) -> None:
 
 def test_uninitialised_memory_comes_from_a_sandbox_child(shared: SandboxPool) -> None:
     report = modules.uninitialised_memory()
-    assert report.error is None, report.error
+    assert report.failure is None, report.failure
     assert len(report.empty) == 4 and all(len(row) == 3 for row in report.float_tensor)
 
 

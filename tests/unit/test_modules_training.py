@@ -19,7 +19,6 @@ from torchatlas.modules import (
     modes,
     save_load,
     train_steps,
-    uninitialised_memory,
 )
 from torchatlas.modules.compare import Fact, side_by_side
 from torchatlas.modules.quiz import OPTIONS, Question, grade
@@ -212,43 +211,7 @@ def test_side_by_side_is_what_torch_does() -> None:
     assert not any(rows[fact].plain for fact in Fact)
     assert all(rows[fact].parameter for fact in Fact)
     buffer = {fact for fact in Fact if rows[fact].buffer}
-    assert buffer == {Fact.IN_STATE_DICT, Fact.MOVED_BY_TO}
-
-
-def test_linear_initialises_within_its_bound() -> None:
-    from torchatlas.modules.memory import uninitialised_values
-
-    def in_this_process(timeout_s, session_id):  # the sandbox's job, for speed
-        return uninitialised_values({}), None
-
-    report = uninitialised_memory(run=in_this_process)
-    assert report.error is None
-    assert report.bound == pytest.approx(1 / math.sqrt(3)) and report.within_bound
-    assert len(report.empty) == 4 and all(len(row) == 3 for row in report.empty)
-    assert report.nonfinite_in_empty == sum(not math.isfinite(v) for r in report.empty for v in r)
-    for _ in range(20):  # torch's own reset_parameters, not ours
-        layer = nn.Linear(3, 4)
-        assert layer.weight.abs().max() <= report.bound and layer.bias.abs().max() <= report.bound
-
-
-@pytest.mark.parametrize(
-    "reply",
-    [{"empty": [["1.0"] * 3] * 4}, {"empty": [["__import__"] * 3] * 4, "float_tensor": []},
-     {"empty": [["1e999999"] * 3] * 4, "float_tensor": [["0.0"] * 3] * 4},
-     {"empty": [["0.0"] * 3] * 5, "float_tensor": [["0.0"] * 3] * 4}, [1, 2]],
-)  # fmt: skip
-def test_a_forged_memory_reply_is_untrusted(reply) -> None:
-    report = uninitialised_memory(run=lambda timeout_s, session_id: (reply, None))
-    assert report.error is not None and report.error.kind == "untrusted"
-    assert report.empty == () and report.within_bound  # the Linear part is still shown
-
-
-def test_nan_and_inf_from_memory_are_read_back() -> None:
-    grid = [["nan", "-inf", "1.2e-41"], ["7.25", "0.0", "-3.5e+38"]] + [["0.0"] * 3] * 2
-    reply = {"empty": grid, "float_tensor": grid}
-    report = uninitialised_memory(run=lambda timeout_s, session_id: (reply, None))
-    assert report.error is None and report.nonfinite_in_empty == 2
-    assert report.empty[1] == (7.25, 0.0, -3.5e38)
+    assert buffer == {Fact.IN_STATE_DICT, Fact.MOVED_BY_DEVICE, Fact.CONVERTED_BY_DTYPE}
 
 
 @pytest.mark.parametrize("question", list(Question))

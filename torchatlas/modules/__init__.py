@@ -5,9 +5,14 @@ saving and loading.
   sandbox's worker builds the model on the meta device and runs the job ``modules.inspect``
   (:mod:`.inspector`); the JSON that comes back is checked against
   :data:`~torchatlas.modules.report.REPORT_SCHEMA` and becomes a :class:`ModuleReport`.
-- :func:`train_steps`, :func:`modes`, :func:`save_load` run the room's built-in tiny models on
-  the server (trusted code, bounded work); :func:`uninitialised_memory` allocates its
-  uninitialised tensors in a sandbox child (:mod:`.memory` says why).
+- :func:`train_contained` runs the training the visitor's controls chose (model, learning
+  rate, steps, zero_grad) in a sandbox child, job ``modules.train``: the steps set the work
+  and the record's size, the learning rate the values. :func:`train_steps` is the same run in
+  this process, for fixed settings only (the quiz's two questions, tests, notebooks).
+- :func:`modes` and :func:`save_load` run fixed computations on the server: a closed menu
+  (two layers, four models) with no size or value from the visitor, each computed once.
+- :func:`uninitialised_memory` allocates its uninitialised tensors in a sandbox child
+  (:mod:`.memory` says why, and why address-like words are masked).
 
 Errors and findings are codes and parameters; their text is in
 ``assets/translations/<lang>/modules.json``.
@@ -25,8 +30,16 @@ from collections.abc import Callable
 from typing import Any
 
 from torchatlas.cache import BoundedCache
-from torchatlas.modules.jobs import INSPECT, JOBS, WARM_UP, register_jobs
-from torchatlas.modules.memory import MEMORY, InitReport, init_report
+from torchatlas.modules.jobs import (
+    INSPECT,
+    JOBS,
+    MEMORY_LIMITS,
+    TRACE_LIMITS,
+    TRAIN,
+    WARM_UP,
+    register_jobs,
+)
+from torchatlas.modules.memory import MEMORY, InitReport, MemoryValues, init_report
 from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS, Preset
 from torchatlas.modules.report import (
     REPORT_SCHEMA,
@@ -63,6 +76,7 @@ from torchatlas.modules.training import (
     modes,
     train_steps,
 )
+from torchatlas.sandboxed import RoomJob
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -81,6 +95,7 @@ __all__ = [
     "InitReport",
     "LoadAttempt",
     "LoadCase",
+    "MemoryValues",
     "ModeModel",
     "ModeReport",
     "ModelsError",
@@ -100,6 +115,7 @@ __all__ = [
     "modes",
     "register_jobs",
     "save_load",
+    "train_contained",
     "train_steps",
     "uninitialised_memory",
 ]
@@ -222,17 +238,62 @@ def inspect_module(
     return REPORTS.get_or_compute_once(key, compute, keep=_worth_keeping)
 
 
+TRAIN_TIMEOUT_S = 5.0  # a 500-step MLP run with every value recorded takes well under 1 s
+
+
+def train_contained(
+    model_key: str,
+    *,
+    lr: float,
+    steps: int,
+    forget_zero_grad: bool = False,
+    seed: int = 0,
+    session_id: str | None = None,
+    timeout_s: float = TRAIN_TIMEOUT_S,
+    on_queued: Callable[[int], None] | None = None,
+) -> RoomJob[TrainingTrace]:
+    """:func:`train_steps` in a sandbox child (job ``modules.train``), its trace rebuilt within
+    :data:`TRACE_LIMITS`. Never raises: ``.value`` is the trace, ``.refused`` the engine's
+    coded refusal (a :class:`TrainingError` value and its parameters), ``.failure`` why the
+    sandbox gave no result (a limit, a full line, a reply outside the type)."""
+    from torchatlas.sandboxed import run_room_job
+
+    params = {
+        "model": str(model_key),
+        "lr": float(lr),
+        "steps": int(steps),
+        "forget": bool(forget_zero_grad),
+        "seed": int(seed),
+    }
+    return run_room_job(
+        TRAIN,
+        params,
+        TrainingTrace,
+        session_id=session_id,
+        timeout_s=timeout_s,
+        on_queued=on_queued,
+        limits=TRACE_LIMITS,
+    )
+
+
 def uninitialised_memory(
     *,
     timeout_s: float = 10,
     session_id: str | None = None,
-    run: Callable[[float, str | None], tuple[Any, ModuleError | None]] | None = None,
+    run: Callable[..., RoomJob[MemoryValues]] | None = None,
 ) -> InitReport:
     """Fresh uninitialised tensors, allocated in a sandbox child (never in this process: its
-    heap may hold another visitor's data), beside a fresh ``nn.Linear(3, 4)``. ``run`` replaces
-    the sandbox (tests). Never raises: without the sandbox, ``error`` says why."""
+    heap may hold another visitor's data), address-like words masked, beside a fresh
+    ``nn.Linear(3, 4)``. ``run`` replaces :func:`~torchatlas.sandboxed.run_room_job` (tests).
+    Never raises: without the sandbox, ``failure`` says why."""
     if run is None:
-        value, error = _run("", {}, timeout_s, session_id, None, job=MEMORY)
-    else:
-        value, error = run(timeout_s, session_id)
-    return init_report(value, error)
+        from torchatlas.sandboxed import run_room_job as run
+    job = run(
+        MEMORY,
+        {},
+        MemoryValues,
+        session_id=session_id,
+        timeout_s=timeout_s,
+        limits=MEMORY_LIMITS,
+    )
+    return init_report(job.value, job.failure)

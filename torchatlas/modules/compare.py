@@ -8,6 +8,7 @@ happened to each of the three tensors.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -21,7 +22,8 @@ class Fact(StrEnum):
     REQUIRES_GRAD = "requires_grad"
     IN_PARAMETERS = "in_parameters"
     IN_STATE_DICT = "in_state_dict"
-    MOVED_BY_TO = "moved_by_to"
+    MOVED_BY_DEVICE = "moved_by_device"
+    CONVERTED_BY_DTYPE = "converted_by_dtype"
     GETS_GRAD = "gets_grad"
     CHANGED_BY_STEP = "changed_by_step"
 
@@ -61,6 +63,23 @@ class _Demo(nn.Module):
         return (x * self.plain * self.parameter * self.buffer).sum()
 
 
+def _moved_by_device(model: _Demo) -> dict[str, bool]:
+    """``model.to(device)`` on a copy, torch's own ``Module.to``: this server may have no
+    second device, so each tensor torch hands over to be moved is marked instead (the
+    inspector's check, :class:`~torchatlas.modules.inspector._DeviceMove`)."""
+    from torchatlas.modules.inspector import MOVE_DEVICE, _DeviceMove
+
+    twin = copy.deepcopy(model)
+    marker = torch.complex64
+    with _DeviceMove(marker):
+        twin.to(MOVE_DEVICE)
+    return {
+        "plain": twin.plain.dtype == marker,
+        "parameter": twin.parameter.dtype == marker,
+        "buffer": twin.buffer.dtype == marker,
+    }
+
+
 def side_by_side() -> tuple[ComparisonRow, ...]:
     """Each fact of :class:`Fact` for the three tensors, measured on a fresh model."""
     model = _Demo()
@@ -75,8 +94,9 @@ def side_by_side() -> tuple[ComparisonRow, ...]:
     facts[Fact.REQUIRES_GRAD] = {k: t.requires_grad for k, t in start.items()}
     facts[Fact.IN_PARAMETERS] = {k: id(t) in parameter_ids for k, t in start.items()}
     facts[Fact.IN_STATE_DICT] = {k: id(t) in state_ids for k, t in start.items()}
+    facts[Fact.MOVED_BY_DEVICE] = _moved_by_device(model)
     model.to(torch.float64)
-    facts[Fact.MOVED_BY_TO] = {k: t.dtype == torch.float64 for k, t in tensors().items()}
+    facts[Fact.CONVERTED_BY_DTYPE] = {k: t.dtype == torch.float64 for k, t in tensors().items()}
     model.to(torch.float32)
     model.plain = model.plain.float()  # .to() left it behind: put it back for the step
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)

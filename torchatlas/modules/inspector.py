@@ -6,22 +6,30 @@ with the shape explorer's rules, builds it on the meta device and hands it to
 :func:`describe_module`. Every fact in a row is asked of torch by object identity: "in
 ``parameters()``" means the very tensor object comes out of ``model.parameters()``, "in
 ``state_dict()``" that it comes out of ``state_dict(keep_vars=True)``, "seen by an optimiser"
-that it sits in the param groups of ``torch.optim.SGD(model.parameters())``. One fact is
-decided by rule, because a meta model cannot be converted and compared: ``.to()`` converts
-what ``Module._apply`` visits, the parameters and buffers registered on modules reachable
-through ``_modules``, and nothing else (tests/unit/test_modules.py checks the rule against a
-real ``.to(dtype)`` on CPU).
+that it sits in the param groups of ``torch.optim.SGD(model.parameters())``. Whether a tensor
+is registered at all is decided the same way: a tensor or module held in a Python list (or
+kept as a plain attribute) that torch also registered elsewhere on the model is an alias, not
+a hidden weight; only what is reachable through the list alone is invisible to torch.
+
+The two ``.to()`` facts are asked of torch too: a copy of the model is converted with its own
+``Module.to`` and each row's tensor is read back from the copy. ``.to(torch.float64)`` runs
+for real (meta tensors convert). A device move cannot leave the meta device, so during
+``.to("cpu")`` each per-tensor ``Tensor.to`` call that carries a device is answered with a
+tensor of a marker dtype instead of a moved one: which tensors torch's ``Module._apply`` hands
+to it, and whether the result is installed where the row reads it, stay torch's decision.
 """
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from torchatlas.modules.report import (
     MAX_FINDINGS,
@@ -53,6 +61,12 @@ _WRAPPERS = {
     (Container.TUPLE, "module"): "nn.ModuleList",
     (Container.DICT, "module"): "nn.ModuleDict",
 }
+# The dtype a tensor converted by ``.to(dtype=...)`` gets in the conversion check.
+CONVERT_DTYPE = torch.float64
+# Candidate marker dtypes for the device-move check: the first one no row holds is used.
+_MARKERS = (torch.complex64, torch.complex128, torch.uint16, torch.float8_e5m2)
+# The device ``.to()`` is asked to move to (it never arrives: see the module's docstring).
+MOVE_DEVICE = "cpu"
 
 
 def _detail(exc: BaseException) -> str:
@@ -67,18 +81,57 @@ def _shape_args(shape: tuple[int, ...]) -> str:
     return ", ".join(str(size) for size in shape)
 
 
+def is_lazy(tensor: torch.Tensor) -> bool:
+    """An uninitialised parameter or buffer of a lazy module: no shape until the first
+    forward (torch refuses to read its shape or count its elements)."""
+    return isinstance(tensor, nn.parameter.UninitializedTensorMixin)
+
+
+def numel(tensor: torch.Tensor) -> int:
+    """Elements of ``tensor``; 0 for a lazy one (torch cannot count it yet)."""
+    return 0 if is_lazy(tensor) else int(tensor.numel())
+
+
+@dataclass
+class _Registered:
+    """What torch registered on the model, by object identity, with torch's first names."""
+
+    parameters: dict[int, str]  # named_parameters(): id → first name
+    buffers: dict[int, str]  # named_buffers() (non-persistent ones too)
+    modules: dict[int, str]  # named_modules(): id → first path
+
+    @classmethod
+    def of(cls, model: nn.Module) -> _Registered:
+        return cls(
+            {id(p): name for name, p in model.named_parameters()},
+            {id(b): name for name, b in model.named_buffers()},
+            {id(m): path for path, m in model.named_modules()},
+        )
+
+    def tensor_name(self, tensor: torch.Tensor) -> str:
+        key = id(tensor)
+        return self.parameters.get(key) or self.buffers.get(key, "")
+
+    def kind(self, tensor: torch.Tensor) -> TensorKind:
+        key = id(tensor)
+        if key in self.parameters:
+            return TensorKind.PARAMETER
+        return TensorKind.BUFFER if key in self.buffers else TensorKind.PLAIN
+
+
 @dataclass
 class _Walk:
     """The identity sets torch's own calls produce, and the rows found so far."""
 
-    parameters: set[int]
+    registered: _Registered
     state: set[int]
     optimizer: set[int]
-    converted: set[int]  # what .to() changes in place: the reachable modules' parameters
     rows: list[TensorRow] = field(default_factory=list)
+    objects: list[torch.Tensor] = field(default_factory=list)  # each row's tensor, in order
     findings: list[Finding] = field(default_factory=list)
     first_name: dict[int, str] = field(default_factory=dict)
     truncated: bool = False
+    quiet: bool = False  # a walk of a converted copy: rows only, no findings
 
     def add(
         self,
@@ -88,39 +141,40 @@ class _Walk:
         attribute: str,
         kind: TensorKind,
         *,
-        reachable: bool,
         container: Container = Container.NONE,
     ) -> TensorRow | None:
         if len(self.rows) >= MAX_TENSORS:
             self.truncated = True
             return None
         key = id(tensor)
-        shared_with = self.first_name.get(key, "")
+        # torch's first name for a registered tensor, else the first name the walk met
+        first = self.registered.tensor_name(tensor) or self.first_name.get(key, "")
         self.first_name.setdefault(key, name)
+        lazy = is_lazy(tensor)
         row = TensorRow(
             name=name,
             owner=owner,
             attribute=attribute,
             kind=kind,
-            shape=[int(size) for size in tensor.shape],
+            shape=[] if lazy else [int(size) for size in tensor.shape],
             dtype=dtype_name(tensor.dtype),
             requires_grad=bool(tensor.requires_grad),
-            in_parameters=key in self.parameters,
+            in_parameters=key in self.registered.parameters,
             in_state_dict=key in self.state,
-            # Module._apply converts each reachable module's _parameters in place (the same
-            # Parameter object gets new data, wherever else it is referenced) and replaces each
-            # reachable module's _buffers entries with new tensors.
-            moved_by_to=key in self.converted or (reachable and kind is TensorKind.BUFFER),
+            to_device=None,
+            to_dtype=None,
             seen_by_optimizer=key in self.optimizer,
             container=container,
-            shared_with=shared_with,
-            numel=int(tensor.numel()),
+            shared_with=first if first != name else "",
+            numel=numel(tensor),
+            lazy=lazy,
         )
         self.rows.append(row)
+        self.objects.append(tensor)
         return row
 
     def find(self, finding: Finding) -> None:
-        if len(self.findings) < MAX_FINDINGS:
+        if not self.quiet and len(self.findings) < MAX_FINDINGS:
             self.findings.append(finding)
 
 
@@ -128,32 +182,16 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _registered(
-    walk: _Walk, module: nn.Module, path: str, *, reachable: bool, container: Container
-) -> None:
+def _registered(walk: _Walk, module: nn.Module, path: str, *, container: Container) -> None:
     """Rows for the parameters and buffers registered on ``module`` itself."""
     for name, parameter in module._parameters.items():
         if parameter is not None:
             walk.add(
-                parameter,
-                _join(path, name),
-                path,
-                name,
-                TensorKind.PARAMETER,
-                reachable=reachable,
-                container=container,
+                parameter, _join(path, name), path, name, TensorKind.PARAMETER, container=container
             )
     for name, buffer in module._buffers.items():
         if buffer is not None:
-            walk.add(
-                buffer,
-                _join(path, name),
-                path,
-                name,
-                TensorKind.BUFFER,
-                reachable=reachable,
-                container=container,
-            )
+            walk.add(buffer, _join(path, name), path, name, TensorKind.BUFFER, container=container)
 
 
 def _items(value: Any) -> Iterator[tuple[str, Any]]:
@@ -168,10 +206,89 @@ def _items(value: Any) -> Iterator[tuple[str, Any]]:
             yield f"[{index}]", item
 
 
+def _plain_tensor(walk: _Walk, value: torch.Tensor, path: str, attribute: str, torchs: bool) -> int:
+    """A tensor kept as an ordinary attribute: a row, and a finding unless torch registered
+    the same object elsewhere (an alias) or it is torch's own module's private reference."""
+    where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
+    kind = walk.registered.kind(value)
+    row = walk.add(value, _join(path, attribute), path, attribute, kind)
+    if kind is not TensorKind.PLAIN:
+        return 0
+    if row is None or row.shared_with or torchs:
+        return 1
+    args = _shape_args(tuple(value.shape)) if not row.lazy else "…"
+    as_buffer = f'self.register_buffer("{attribute}", torch.empty({args}))'
+    fix = (
+        f"self.{attribute} = nn.Parameter(torch.empty({args}))\n"
+        f"# or, if it must not train:\n{as_buffer}"
+        if value.is_floating_point() or value.is_complex()
+        else as_buffer
+    )
+    walk.find(
+        Finding(
+            FindingCode.PLAIN_TENSOR,
+            Severity.WARNING,
+            {"name": where, "shape": row.shape_text},
+            fix,
+        )
+    )
+    return 1
+
+
+def _container(walk: _Walk, value: Any, container: Container, path: str, attribute: str) -> None:
+    """Rows for what a Python list, tuple or dict attribute holds. A tensor or module torch
+    registered elsewhere on the model is an alias (its row names the registered name; no
+    warning); only what is reachable through the container alone is hidden from torch."""
+    where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
+    registered = walk.registered
+    hidden_tensors = hidden_modules = 0
+    hidden: dict[int, int] = {}  # id → elements reachable only through this container
+    aliases: list[str] = []
+    for index, item in _items(value):
+        name = f"{_join(path, attribute)}{index}"
+        if isinstance(item, torch.Tensor):
+            kind = registered.kind(item)
+            walk.add(item, name, path, attribute, kind, container=container)
+            if kind is TensorKind.PLAIN:
+                hidden_tensors += 1
+            else:
+                aliases.append(registered.tensor_name(item))
+        elif isinstance(item, nn.Module):
+            if id(item) in registered.modules:
+                aliases.append(registered.modules[id(item)] or "self")
+                continue
+            hidden_modules += 1
+            for sub_path, sub in item.named_modules(prefix=name):
+                _registered(walk, sub, sub_path, container=container)
+                for tensor in (*sub._parameters.values(), *sub._buffers.values()):
+                    hidden_parameter = isinstance(tensor, nn.Parameter)
+                    if hidden_parameter and registered.kind(tensor) is TensorKind.PLAIN:
+                        hidden[id(tensor)] = numel(tensor)
+    hidden_elements = sum(hidden.values())
+    for kind, count in (("tensor", hidden_tensors), ("module", hidden_modules)):
+        if count:
+            wrapper = _WRAPPERS[(container, kind)]
+            code = FindingCode.TENSOR_LIST if kind == "tensor" else FindingCode.MODULE_LIST
+            items = "{…}" if container is Container.DICT else "[…]"
+            fix = f"self.{attribute} = {wrapper}({items})"
+            params = {"name": where, "count": count, "wrapper": wrapper, "hidden": hidden_elements}
+            walk.find(Finding(code, Severity.WARNING, params, fix))
+    if aliases:
+        shown = ", ".join(dict.fromkeys(aliases))
+        walk.find(
+            Finding(
+                FindingCode.LIST_ALIASES,
+                Severity.INFO,
+                {"name": where, "count": len(aliases), "names": shown[:300]},
+            )
+        )
+
+
 def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool = False) -> int:
     """Rows for tensors kept as ordinary attributes of ``module`` (alone or in a Python
-    container), with a finding for each; returns how many plain tensors sit on it. A module
-    met ``again`` under a second path gets its rows (they name the first) and no findings."""
+    container), with a finding for each; returns how many plain (unregistered) tensors sit on
+    it. A module met ``again`` under a second path gets its rows (they name the first) and no
+    container findings."""
     plain = 0
     # torch's own modules register what they own; their private lists (an LSTM's
     # _flat_weights) only point at those registered tensors and need no fix.
@@ -179,66 +296,12 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool 
     for attribute, value in list(vars(module).items()):
         if attribute in MODULE_INTERNALS:
             continue
-        # How the model's own code reaches it: self.W on the model, model.fc.W below it.
-        where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
         if isinstance(value, torch.Tensor):
-            row = walk.add(
-                value, _join(path, attribute), path, attribute, TensorKind.PLAIN, reachable=True
-            )
-            plain += 1
-            if row is None or row.shared_with or torchs_own:
-                continue
-            args = _shape_args(tuple(value.shape))
-            as_buffer = f'self.register_buffer("{attribute}", torch.empty({args}))'
-            fix = (
-                f"self.{attribute} = nn.Parameter(torch.empty({args}))\n"
-                f"# or, if it must not train:\n{as_buffer}"
-                if value.is_floating_point() or value.is_complex()
-                else as_buffer
-            )
-            walk.find(
-                Finding(
-                    FindingCode.PLAIN_TENSOR,
-                    Severity.WARNING,
-                    {"name": where, "shape": row.shape_text},
-                    fix,
-                )
-            )
+            plain += _plain_tensor(walk, value, path, attribute, torchs_own)
             continue
         container = _CONTAINERS.get(type(value))
-        if container is None or again or torchs_own:
-            continue
-        tensors = modules = hidden = 0
-        for index, item in _items(value):
-            name = f"{_join(path, attribute)}{index}"
-            if isinstance(item, torch.Tensor):
-                tensors += 1
-                walk.add(
-                    item,
-                    name,
-                    path,
-                    attribute,
-                    TensorKind.PLAIN,
-                    reachable=False,
-                    container=container,
-                )
-            elif isinstance(item, nn.Module):
-                modules += 1
-                for sub_path, sub in item.named_modules(prefix=name):
-                    hidden += sum(
-                        p.numel()
-                        for p in sub._parameters.values()
-                        if p is not None and id(p) not in walk.parameters
-                    )
-                    _registered(walk, sub, sub_path, reachable=False, container=container)
-        for kind, count in (("tensor", tensors), ("module", modules)):
-            if count:
-                wrapper = _WRAPPERS[(container, kind)]
-                code = FindingCode.TENSOR_LIST if kind == "tensor" else FindingCode.MODULE_LIST
-                items = "{…}" if container is Container.DICT else "[…]"
-                fix = f"self.{attribute} = {wrapper}({items})"
-                params = {"name": where, "count": count, "wrapper": wrapper, "hidden": hidden}
-                walk.find(Finding(code, Severity.WARNING, params, fix))
+        if container is not None and not again and not torchs_own:
+            _container(walk, value, container, path, attribute)
     return plain
 
 
@@ -251,27 +314,36 @@ def _optimizer_ids(model: nn.Module) -> tuple[set[int], str]:
     return {id(p) for group in optimizer.param_groups for p in group["params"]}, ""
 
 
-def describe_module(model: nn.Module, label: str = "") -> ModuleReport:
-    """The report for ``model`` (any device; meta inside the sandbox). Raises what torch or
-    the model's own code raises; :func:`inspect_namespace` turns that into an error."""
-    started = time.perf_counter()
-    parameters = list(model.parameters())
-    state = model.state_dict(keep_vars=True)
-    optimizer, optimizer_error = _optimizer_ids(model)
-    reachable = {id(p) for module in model.modules() for p in module._parameters.values()}
-    walk = _Walk({id(p) for p in parameters}, {id(v) for v in state.values()}, optimizer, reachable)
-    label = label or type(model).__name__
+class _DeviceMove(TorchFunctionMode):
+    """During a twin's ``.to(device)``: each ``Tensor.to`` that carries a device returns the
+    tensor in ``marker`` dtype (a meta tensor cannot move; the marker shows where the moved
+    tensor would have gone). Every other call runs as it is."""
+
+    def __init__(self, marker: torch.dtype) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func is torch.Tensor.to and args:
+            device = torch._C._nn._parse_to(*args[1:], **kwargs)[0]
+            if device is not None:
+                return args[0].to(self.marker)
+        return func(*args, **kwargs)
+
+
+def _walk_rows(model: nn.Module, walk: _Walk, limit: int) -> list[ModuleRow]:
+    """Every path, as state_dict() walks them: a module reached twice ("tied") is listed
+    twice, its second row naming the first, and its tensors counted once."""
     modules: list[ModuleRow] = []
     first_path: dict[int, str] = {}
-    # Every path, as state_dict() walks them: a module reached twice ("tied") is listed twice,
-    # its second row naming the first, and its tensors counted once.
     for path, module in model.named_modules(remove_duplicate=False):
-        if len(modules) >= MAX_MODULES:
+        if len(modules) >= limit:
             walk.truncated = True
             break
         shared_with = first_path.setdefault(id(module), path)
         again = shared_with != path
-        _registered(walk, module, path, reachable=True, container=Container.NONE)
+        _registered(walk, module, path, container=Container.NONE)
         plain = _plain_attributes(walk, module, path, again=again)
         modules.append(
             ModuleRow(
@@ -279,24 +351,109 @@ def describe_module(model: nn.Module, label: str = "") -> ModuleReport:
                 shared_with=shared_with if again else "",
                 class_name=type(module).__name__,
                 depth=path.count(".") + 1 if path else 0,
-                own_params=sum(p.numel() for p in module._parameters.values() if p is not None),
-                total_params=sum(p.numel() for p in module.parameters()),
-                buffers=sum(b.numel() for b in module.buffers()),
+                own_params=sum(numel(p) for p in module._parameters.values() if p is not None),
+                total_params=sum(numel(p) for p in module.parameters()),
+                buffers=sum(numel(b) for b in module.buffers()),
                 plain_tensors=plain,
             )
         )
-    _facts(walk, parameters, optimizer_error)
+    return modules
+
+
+def _twin(model: nn.Module, rebuild: Callable[[], nn.Module] | None) -> nn.Module | None:
+    """An independent copy of ``model`` to convert: a deep copy, else a fresh build."""
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # a model holding something that cannot be copied (a generator)
+        pass
+    if rebuild is None:
+        return None
+    try:
+        return rebuild()
+    except Exception:
+        return None
+
+
+def _converted(
+    model: nn.Module,
+    rows: list[TensorRow],
+    convert: Callable[[nn.Module], Any],
+    changed: Callable[[torch.Tensor, TensorRow], bool],
+    rebuild: Callable[[], nn.Module] | None,
+) -> list[bool | None]:
+    """For each row: whether ``convert(twin)`` changed the tensor the row's name reaches in
+    the twin; None for every row when torch's conversion could not be run."""
+    twin = _twin(model, rebuild)
+    if twin is None:
+        return [None] * len(rows)
+    try:
+        convert(twin)
+        walk = _Walk(_Registered.of(twin), set(), set(), quiet=True)
+        _walk_rows(twin, walk, MAX_MODULES)
+    except Exception:  # the model's own _apply or a hook refused: torch's answer is unknown
+        return [None] * len(rows)
+    if [row.name for row in walk.rows] != [row.name for row in rows]:
+        return [None] * len(rows)  # the copy is not the same model (a random structure)
+    return [changed(tensor, row) for tensor, row in zip(walk.objects, rows, strict=True)]
+
+
+def _to_facts(
+    model: nn.Module, rows: list[TensorRow], rebuild: Callable[[], nn.Module] | None
+) -> list[TensorRow]:
+    """The rows with ``to_device`` and ``to_dtype`` asked of torch on converted copies."""
+    held = {row.dtype for row in rows}
+    marker = next((m for m in _MARKERS if dtype_name(m) not in held), None)
+
+    def move(twin: nn.Module) -> None:
+        with _DeviceMove(marker):  # type: ignore[arg-type]
+            twin.to(MOVE_DEVICE)
+
+    if marker is None:
+        moved: list[bool | None] = [None] * len(rows)
+    else:
+        moved = _converted(model, rows, move, lambda t, _row: t.dtype == marker, rebuild)
+    target = dtype_name(CONVERT_DTYPE)
+    converted = _converted(
+        model,
+        rows,
+        lambda twin: twin.to(CONVERT_DTYPE),
+        lambda t, row: dtype_name(t.dtype) == target and row.dtype != target,
+        rebuild,
+    )
+    return [
+        TensorRow(**{**vars(row), "to_device": device, "to_dtype": dtype})
+        for row, device, dtype in zip(rows, moved, converted, strict=True)
+    ]
+
+
+def describe_module(
+    model: nn.Module, label: str = "", rebuild: Callable[[], nn.Module] | None = None
+) -> ModuleReport:
+    """The report for ``model`` (any device; meta inside the sandbox). Raises what torch or
+    the model's own code raises; :func:`inspect_namespace` turns that into an error.
+    ``rebuild`` builds the same model again, for the ``.to()`` checks when a deep copy fails."""
+    started = time.perf_counter()
+    parameters = list(model.parameters())
+    state = model.state_dict(keep_vars=True)
+    optimizer, optimizer_error = _optimizer_ids(model)
+    walk = _Walk(_Registered.of(model), {id(v) for v in state.values()}, optimizer)
+    label = label or type(model).__name__
+    modules = _walk_rows(model, walk, MAX_MODULES)
+    walk.rows = _to_facts(model, walk.rows, rebuild)
+    _facts(walk, parameters, optimizer_error, set(state))
     plain_rows = [r for r in walk.rows if r.kind is TensorKind.PLAIN and not r.shared_with]
+    lazy = [p for p in parameters if is_lazy(p)]
     return ModuleReport(
         model=label,
         modules=modules,
         tensors=walk.rows,
         findings=walk.findings,
-        total_params=sum(p.numel() for p in parameters),
-        trainable_params=sum(p.numel() for p in parameters if p.requires_grad),
-        buffer_elements=sum(b.numel() for b in model.buffers()),
+        total_params=sum(numel(p) for p in parameters),
+        trainable_params=sum(numel(p) for p in parameters if p.requires_grad),
+        buffer_elements=sum(numel(b) for b in model.buffers()),
         plain_elements=sum(row.numel for row in plain_rows),
         parameter_count=len(parameters),
+        lazy_parameters=len(lazy),
         state_dict_keys=list(state)[:MAX_STATE_KEYS],
         optimizer_tensors=len(optimizer),
         optimizer_error=optimizer_error,
@@ -305,15 +462,27 @@ def describe_module(model: nn.Module, label: str = "") -> ModuleReport:
     )
 
 
-def _facts(walk: _Walk, parameters: list[torch.Tensor], optimizer_error: str) -> None:
+def _facts(
+    walk: _Walk, parameters: list[torch.Tensor], optimizer_error: str, state_keys: set[str]
+) -> None:
     """Findings that are facts of torch's counting rather than one attribute's mistake."""
     if not parameters:
         walk.find(
             Finding(FindingCode.NO_PARAMETERS, Severity.WARNING, {"detail": optimizer_error or "—"})
         )
+    lazy = [row.name for row in walk.rows if row.lazy and not row.shared_with]
+    if lazy:
+        walk.find(
+            Finding(
+                FindingCode.LAZY_PARAMETER,
+                Severity.INFO,
+                {"count": len(lazy), "names": ", ".join(lazy)[:300]},
+            )
+        )
     for row in list(walk.rows):
         if row.kind is TensorKind.PARAMETER and row.container is Container.NONE:
-            if row.shared_with:
+            # "stored under both names": only when state_dict() really has both keys
+            if row.shared_with and row.name in state_keys and row.shared_with in state_keys:
                 walk.find(
                     Finding(
                         FindingCode.SHARED_PARAMETER,
@@ -321,7 +490,7 @@ def _facts(walk: _Walk, parameters: list[torch.Tensor], optimizer_error: str) ->
                         {"name": row.name, "first": row.shared_with, "numel": row.numel},
                     )
                 )
-            elif not row.requires_grad:
+            elif not row.shared_with and not row.requires_grad:
                 walk.find(Finding(FindingCode.FROZEN_PARAMETER, Severity.INFO, {"name": row.name}))
         elif (
             row.kind is TensorKind.BUFFER
@@ -369,7 +538,9 @@ def inspect_namespace(namespace: dict[str, Any], *, model: str | None = None) ->
             error=ModuleError(ErrorKind.INTERNAL, params={"detail": _detail(exc)})
         ).to_dict()
     try:
-        report = describe_module(built, label)
+        report = describe_module(
+            built, label, rebuild=lambda: build_on_meta(target, args, kwargs, label, user_files)
+        )
     except Exception as exc:  # the model's own code (a property, a hook) raised while walked
         error = ModuleError(
             ErrorKind.INSPECT_ERROR, params={"model": label, "detail": _detail(exc)}

@@ -1,9 +1,19 @@
 """The jobs the module room runs inside a sandbox worker, by name, and their warm-up.
 
-Each is a trusted function called as ``fn(namespace, **params)`` on the names the pasted source
-defined, returning JSON-able data. :func:`register_jobs` hands :data:`JOBS` and the warm-up to
-a sandbox pool (always through ``torchatlas.sandboxed.shared_pool`` for the page's pool), so the
-sandbox needs to know nothing of this room.
+- ``modules.inspect``: the pasted source's model built on meta and walked
+  (:func:`~torchatlas.modules.inspector.inspect_namespace`; its reply is checked against
+  :data:`~torchatlas.modules.report.REPORT_SCHEMA`).
+- ``modules.train``: the training run the visitor's controls (or a link) chose: model,
+  learning rate, number of steps, forgotten ``zero_grad()``. The number of steps sets the
+  work and the size of the record, and the learning rate can drive the values to overflow, so
+  the run happens in a confined child (memory limit, CPU deadline) and comes back as a
+  :class:`~torchatlas.modules.training.TrainingTrace` rebuilt within :data:`TRACE_LIMITS`.
+- ``modules.memory``: uninitialised tensors, allocated in a fresh child (:mod:`.memory`).
+
+Each is a trusted function called as ``fn(namespace, **params)``; :func:`register_jobs` hands
+:data:`JOBS` and the warm-up to a sandbox pool (always through
+``torchatlas.sandboxed.shared_pool`` for the page's pool), so the sandbox knows nothing of
+this room.
 """
 
 from __future__ import annotations
@@ -11,21 +21,61 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from torchatlas.modules.inspector import inspect_namespace
-from torchatlas.modules.memory import MEMORY, uninitialised_values
+from torchatlas.modules.memory import MEMORY, allocate
+from torchatlas.modules.training import MAX_STEPS, ModelsError, train_steps
+from torchatlas.sandbox.codec import Limits, job_reply
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
+# Every optimizer.step() opens a profiler range whose constructor builds the type
+# Optional["torch.classes.profiler._RecordFunction"]: typing compiles that text the first time
+# and caches the result. The sandbox refuses text turned into code while a job runs, but allows
+# a module's own code while it is imported, and this module is imported in the zygote before it
+# forks: built once here, every child finds the type cached and the step runs.
+torch.autograd.profiler.record_function("modules.train")
+
 INSPECT = "modules.inspect"
+TRAIN = "modules.train"
+# A trace's honest size: at most MAX_STEPS records of a few tensors of at most 24 values, three
+# copies each (before, grad, after), a handful of short names and torch's messages.
+TRACE_LIMITS = Limits(
+    max_str=4000, max_items=MAX_STEPS, max_nodes=400_000, max_depth=8, int_bits=64
+)
+MEMORY_LIMITS = Limits(max_str=100, max_items=16, max_nodes=200, max_depth=4, int_bits=64)
+
+
+def train_job(
+    namespace: dict[str, Any], *, model: str, lr: float, steps: int, forget: bool, seed: int = 0
+) -> dict[str, Any]:
+    """Job ``modules.train``: :func:`~torchatlas.modules.training.train_steps` as a reply (the
+    engine's own bounds checks come back as a coded refusal)."""
+    del namespace  # no pasted code: the run uses the room's built-in models
+    return job_reply(
+        lambda: train_steps(model, lr=lr, steps=steps, forget_zero_grad=forget, seed=seed),
+        refusals=(ModelsError,),
+    )
+
+
+def memory_job(namespace: dict[str, Any]) -> dict[str, Any]:
+    """Job ``modules.memory``: :func:`~torchatlas.modules.memory.allocate` as a reply."""
+    del namespace
+    return job_reply(allocate)
+
 
 JOBS: dict[str, Callable[..., dict[str, Any]]] = {
     INSPECT: inspect_namespace,
-    MEMORY: uninitialised_values,
+    TRAIN: train_job,
+    MEMORY: memory_job,
 }
 
 # A model that has every kind of tensor attachment the walk looks at: the zygote inspects it
-# once before it forks, so each child finds every code path imported and touched.
+# once before it forks, so each child finds every code path imported and touched. Training is
+# not warmed: a warm-up runs in the zygote before it forks and must never call backward()
+# (autograd's threads started there would break backward in every child).
 WARM_UP_SOURCE = """
 import torch
 import torch.nn as nn
@@ -40,6 +90,7 @@ class Block(nn.Module):
         self.W = torch.FloatTensor(4, 2)
         self.extra = [nn.Linear(2, 2)]
         self.scales = [torch.ones(2)]
+        self.alias = [self.fc]
 
 
 class Net(nn.Module):

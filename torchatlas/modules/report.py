@@ -76,6 +76,8 @@ class FindingCode(StrEnum):
     SHARED_PARAMETER = "shared_parameter"  # one tensor under several names, counted once
     FROZEN_PARAMETER = "frozen_parameter"  # requires_grad=False: the optimiser skips it
     NON_PERSISTENT_BUFFER = "non_persistent_buffer"  # a buffer state_dict() leaves out
+    LIST_ALIASES = "list_aliases"  # a Python container of things torch registered elsewhere
+    LAZY_PARAMETER = "lazy_parameter"  # uninitialised until the first forward
 
 
 class Severity(StrEnum):
@@ -186,14 +188,20 @@ class TensorRow:
     requires_grad: bool
     in_parameters: bool  # the same object appears in ``model.parameters()``
     in_state_dict: bool  # the same object appears in ``model.state_dict(keep_vars=True)``
-    moved_by_to: bool  # ``model.to(...)`` converts it (parameters and buffers only)
+    # What torch's own ``model.to(...)`` does to the tensor this name reaches, asked of torch
+    # on a converted copy (None: torch's conversion could not be run on this model):
+    to_device: bool | None  # ``model.to(device)`` moves it
+    to_dtype: bool | None  # ``model.to(torch.float64)`` converts it (floating point only)
     seen_by_optimizer: bool  # in the param groups of an optimiser built from parameters()
     container: Container = Container.NONE
-    shared_with: str = ""  # the first name of the same tensor when it is reached again
-    numel: int = 0
+    shared_with: str = ""  # torch's first name of the same tensor when it is reached again
+    numel: int = 0  # 0 for a lazy tensor: torch cannot count it before the first forward
+    lazy: bool = False  # an uninitialised parameter of a lazy module (no shape yet)
 
     @property
     def shape_text(self) -> str:
+        if self.lazy:
+            return "?"
         return "×".join(str(size) for size in self.shape) or "()"
 
 
@@ -258,6 +266,7 @@ class ModuleReport:
     buffer_elements: int = 0
     plain_elements: int = 0
     parameter_count: int = 0  # len(list(parameters()))
+    lazy_parameters: int = 0  # of those, uninitialised (lazy): left out of the totals
     state_dict_keys: list[str] = field(default_factory=list)
     optimizer_tensors: int = 0  # tensors in the optimiser's param groups
     optimizer_error: str = ""  # torch's own message when the optimiser refused to be built
@@ -356,11 +365,13 @@ TENSOR_SCHEMA = Dict(
         "requires_grad": Bool(),
         "in_parameters": Bool(),
         "in_state_dict": Bool(),
-        "moved_by_to": Bool(),
+        "to_device": Optional(Bool()),
+        "to_dtype": Optional(Bool()),
         "seen_by_optimizer": Bool(),
         "container": Str(8, choices=[kind.value for kind in Container]),
         "shared_with": _NAME,
         "numel": Int(0, MAX_NUMEL),
+        "lazy": Bool(),
     },
     required=(
         "name",
@@ -372,7 +383,8 @@ TENSOR_SCHEMA = Dict(
         "requires_grad",
         "in_parameters",
         "in_state_dict",
-        "moved_by_to",
+        "to_device",
+        "to_dtype",
         "seen_by_optimizer",
     ),
 )
@@ -416,6 +428,7 @@ REPORT_SCHEMA = Dict(
         "buffer_elements": _COUNT,
         "plain_elements": _COUNT,
         "parameter_count": Int(0, 10**9),
+        "lazy_parameters": Int(0, 10**9),
         "state_dict_keys": List(_NAME, MAX_STATE_KEYS),
         "optimizer_tensors": Int(0, 10**9),
         "optimizer_error": _TEXT,
