@@ -222,7 +222,8 @@ def einsum(
         explicit=explicit,
         products=products,
         multiplies=(len(shapes) - 1) * products,
-        additions=products - out_numel if summed else 0,
+        # each output element adds its summed terms: none when a summed letter is empty
+        additions=products - out_numel if summed and products else 0,
         counted_flops=counted,
     )
     # Run on numbers only when every tensor the run makes is small: the broadcast product
