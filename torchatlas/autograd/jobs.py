@@ -48,10 +48,9 @@ def run_job(namespace: dict[str, Any], *, program: str, seed: int, root: str | N
 
 
 JOBS = {RUN: run_job}
-# The warm-up runs in the zygote, before it forks: it must not call backward. Autograd's engine
-# starts its threads on the first backward, and a child forked after that cannot run backward
-# at all ("Unable to handle autograd's threading in combination with fork-based
-# multiprocessing"). So the warm-up program records a graph with no root to replay.
+# The warm-up runs in the zygote, before it forks: it touches the interpreter's paths with a
+# program that has no root to replay (backward runs in children; the zygote settles autograd's
+# engine itself, see torchatlas.sandbox.zygote.settle_autograd_engine).
 WARM_UP: list[dict[str, Any]] = [
     {
         "source": "",

@@ -458,20 +458,6 @@ class Confinement:
     state: tuple[Any, ...] | None = None  # process_state() once confined (spares compare it)
 
 
-def _start_autograd_threads() -> None:
-    """Run one tiny backward while this child may still start threads.
-
-    Autograd's engine starts its worker threads on the first backward of a process. The zygote
-    never runs one (a child forked from a process whose engine has threads cannot run backward
-    at all), and once confined a child may start no thread (``RLIMIT_NPROC`` when it is not
-    root). So each child starts the engine's threads here, before its limits, and a job may
-    then call ``backward()``."""
-    import torch
-
-    with torch.enable_grad():
-        torch.ones(1, requires_grad=True).sum().backward()
-
-
 def confine_process(layers_off: frozenset[str] = frozenset()) -> Confinement:
     """Every layer that does not depend on the job; seccomp last (it forbids open())."""
     active = {"setsid": False, "scrubbed_env": False, "unprivileged_user": False}
@@ -496,7 +482,6 @@ def confine_process(layers_off: frozenset[str] = frozenset()) -> Confinement:
     if os.getppid() != parent:
         os._exit(70)
     _prctl(PR_SET_DUMPABLE, 0)
-    _start_autograd_threads()
 
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (JOB_FD + 5,) * 2)

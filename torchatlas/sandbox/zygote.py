@@ -298,6 +298,22 @@ class Zygote:
             self.kill_overdue()
 
 
+def settle_autograd_engine() -> None:
+    """Run one CPU backward before anything else touches torch.
+
+    Autograd's engine decides once per process, on its first backward, how many device
+    threads it needs: one per device of every device type known then. Some analyses (fake
+    tensors with symbolic shapes) make torch know devices that do not exist here, and a
+    backward after them starts threads; a child forked from a process with those threads
+    cannot run backward at all, and a confined child may start none. Deciding now, while only
+    the CPU is known, means no device threads ever: children run backward on their own thread.
+    """
+    import torch
+
+    with torch.enable_grad():
+        torch.ones(1, requires_grad=True).sum().backward()
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends, and the
@@ -313,6 +329,7 @@ def main() -> None:
     import torchvision.models  # noqa: F401
 
     torch.set_num_threads(1)  # one thread per job; also keeps OpenMP from starting before fork
+    settle_autograd_engine()
     from torchatlas.sandbox.worker import probe_layers
 
     import_s = time.perf_counter() - started
