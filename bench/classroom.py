@@ -429,7 +429,7 @@ def format_result(result: ModeResult) -> str:
     )
     lines.append(header)
     for stat in sorted(summarize(result.outcomes), key=_action_order):
-        note = stat.first_error or ""
+        note = " ".join((stat.first_error or "").split())
         if stat.skipped:
             note = (note + "; " if note else "") + f"{stat.skipped} not measured"
         lines.append(
@@ -466,6 +466,7 @@ def result_json(result: ModeResult) -> dict[str, Any]:
         "mode": result.mode,
         "students": result.students,
         "rounds": result.rounds,
+        "rooms": list(result.rooms),
         "actions": [
             {**asdict(s), "p50_s": clean(s.p50_s), "p95_s": clean(s.p95_s), "max_s": clean(s.max_s)}
             for s in summarize(result.outcomes)

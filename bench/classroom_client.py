@@ -129,22 +129,65 @@ class Node:
         return ""
 
 
+def _one_line(text: str | None) -> str | None:
+    """An error card's Markdown on one line (a report prints one line per action)."""
+    return None if text is None else " ".join(text.replace("*", "").split())
+
+
 def has_key(node: Node, key: str) -> bool:
     """Does the element's id name this user key? (Streamlit ends a keyed element's id with
     ``-<key>``.)"""
     return node.widget_id.endswith(f"-{key}") or f"-{key}-" in node.widget_id
 
 
-def _set_value(kind: str, proto: Any) -> Any:
-    """The value a widget message sets in the browser (``set_value``), in the form a widget
-    state carries it back."""
-    if kind == "selectbox":
-        return proto.raw_value
+# Widget states the browser sends once (a press), never keeps.
+TRANSIENT = frozenset({"trigger_value", "string_trigger_value", "chat_input_value"})
+
+
+def initial_state(kind: str, proto: Any, widget_id: str) -> Any:
+    """The state the browser's widget takes when the element arrives: the value the server
+    sets (``set_value``) or else the widget's default; None for a widget that holds no
+    value (a button, a select box with nothing chosen)."""
+    from streamlit.proto.Common_pb2 import DoubleArray, StringArray
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    setting = bool(getattr(proto, "set_value", False))
+    if kind in ("text_input", "text_area"):
+        if proto.HasField("value" if setting else "default"):
+            return WidgetState(id=widget_id, string_value=proto.value if setting else proto.default)
+        return None
+    if kind in ("selectbox", "radio"):
+        if setting:
+            if proto.HasField("raw_value"):
+                return WidgetState(id=widget_id, string_value=proto.raw_value)
+            return None
+        if proto.HasField("default") and 0 <= proto.default < len(proto.options):
+            return WidgetState(id=widget_id, string_value=proto.options[proto.default])
+        return None
     if kind == "button_group":
-        return list(proto.raw_values)
+        labels = (
+            list(proto.raw_values)
+            if setting
+            else [proto.options[i].content for i in proto.default if i < len(proto.options)]
+        )
+        return WidgetState(id=widget_id, string_array_value=StringArray(data=labels))
     if kind == "slider":
-        return list(proto.raw_value) if proto.options else list(proto.value)
-    return getattr(proto, "value", None)
+        if proto.options:  # a select slider: option labels
+            labels = (
+                list(proto.raw_value)
+                if setting
+                else [proto.options[int(i)] for i in proto.default if int(i) < len(proto.options)]
+            )
+            return WidgetState(id=widget_id, string_array_value=StringArray(data=labels))
+        numbers = list(proto.value) if setting else list(proto.default)
+        return WidgetState(id=widget_id, double_array_value=DoubleArray(data=numbers))
+    if kind == "checkbox":
+        return WidgetState(id=widget_id, bool_value=proto.value if setting else proto.default)
+    if kind == "number_input":
+        if proto.HasField("value" if setting else "default"):
+            return WidgetState(id=widget_id, double_value=proto.value if setting else proto.default)
+        return None
+    return None
 
 
 class ProtocolError(RuntimeError):
@@ -174,9 +217,10 @@ class Student:
         self.closed_reason = ""
         self.last_message_at = time.monotonic()
         self.baseline_counts: dict[str, int] = {}
-        # What each widget holds in the browser now: the value the server last set
-        # (``set_value``) or the one this tab last sent; unknown ones show their default.
-        self.values: dict[str, Any] = {}
+        # What the browser's widget manager holds: widget id → the WidgetState it sends
+        # with every rerun (a widget's default once it is drawn, the value the server set,
+        # or the one this tab sent); dropped once its widget leaves the page.
+        self.states: dict[str, Any] = {}
         self._fragments_this_run: set[str] = set()
         self._wake = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -232,7 +276,13 @@ class Student:
         page_hash: str | None = None,
         query: str | None = None,
         auto: bool = False,
+        keep_page: bool = True,
     ) -> None:
+        """A rerun, carrying what the browser carries: the state of every widget on the page
+        (``keep_page``; a page change carries none) with ``widgets`` (the changes) instead
+        of theirs. Streamlit reads a widget missing from the message as unchanged only while
+        it stays drawn: a widget drawn again after a while (another section shown between)
+        gets the browser's value from this message, or none."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
         from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 
@@ -251,14 +301,20 @@ class Student:
                 color_scheme="light",
             ),
         )
+        changed = {widget.id for widget in widgets}
+        if keep_page:
+            on_page = self._widget_ids()
+            state.widget_states.widgets.extend(
+                kept for wid, kept in self.states.items() if wid in on_page and wid not in changed
+            )
         state.widget_states.widgets.extend(widgets)
         for widget in widgets:
-            kind = widget.WhichOneof("value")
-            if kind in ("string_value", "double_value", "int_value", "bool_value"):
-                self.values[widget.id] = getattr(widget, kind)
-            elif kind in ("string_array_value", "double_array_value", "int_array_value"):
-                self.values[widget.id] = list(getattr(widget, kind).data)
+            if widget.WhichOneof("value") not in TRANSIENT:
+                self.states[widget.id] = widget
         await self._send(BackMsg(rerun_script=state))
+
+    def _widget_ids(self) -> set[str]:
+        return {node.widget_id for node in self.nodes.values() if node.widget_id}
 
     # ------------------------------------------------------------------ reading
     async def _read(self) -> None:
@@ -338,8 +394,13 @@ class Student:
             self.nodes[path] = Node(
                 element_type, inner, widget_id or "", delta.fragment_id, self.epoch
             )
-            if widget_id and getattr(inner, "set_value", False):
-                self.values[widget_id] = _set_value(element_type, inner)
+            if widget_id:
+                shown = initial_state(element_type, inner, widget_id)
+                if getattr(inner, "set_value", False) or widget_id not in self.states:
+                    if shown is None:  # set to nothing (a cleared box), or no value at all
+                        self.states.pop(widget_id, None)
+                    else:
+                        self.states[widget_id] = shown
         elif which == "add_block":
             block = delta.add_block
             block_type = block.WhichOneof("type") or "?"
@@ -369,6 +430,12 @@ class Student:
                 for p, n in self.nodes.items()
                 if n.epoch >= current or n.fragment_id not in fragments
             }
+        if status in (
+            self._status.FINISHED_SUCCESSFULLY,
+            self._status.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+        ):  # the browser forgets the state of widgets no longer drawn
+            on_page = self._widget_ids()
+            self.states = {wid: kept for wid, kept in self.states.items() if wid in on_page}
         self._fragments_this_run = set()
         self.last_status = status
         self.epoch += 1
@@ -412,17 +479,15 @@ class Student:
 
     def current_value(self, node: Node) -> Any:
         """What the widget shows now, as the browser sends it: a string (select box, text
-        box), a list of option labels (pills, segmented control, select slider)."""
-        if node.widget_id in self.values:
-            return self.values[node.widget_id]
-        proto = node.proto
-        if node.kind == "selectbox":
-            return proto.options[proto.default] if 0 <= proto.default < len(proto.options) else ""
-        if node.kind == "button_group":
-            return [proto.options[i].content for i in proto.default if i < len(proto.options)]
-        if node.kind == "slider" and proto.options:
-            return [proto.options[int(i)] for i in proto.default if int(i) < len(proto.options)]
-        return getattr(proto, "value", None) or getattr(proto, "default", None)
+        box, radio), a list of option labels (pills, segmented control, select slider), a
+        number or a flag; None when it holds nothing."""
+        state = self.states.get(node.widget_id) or initial_state(
+            node.kind, node.proto, node.widget_id
+        )
+        if state is None:
+            return None
+        value = getattr(state, state.WhichOneof("value") or "", None)
+        return list(value.data) if hasattr(value, "data") else value
 
     def problems(self) -> tuple[str | None, str | None]:
         """(a hard error: an exception or error element; a warning or a "busy" note) on the
@@ -441,7 +506,7 @@ class Student:
                 warning = warning or f"note: {node.text()}"  # "busy" said in another colour
         if self.page_not_found:
             hard = hard or f"page not found: {self.page_not_found}"
-        return hard, warning
+        return _one_line(hard), _one_line(warning)
 
     def fresh(self, since_epoch: int) -> list[Node]:
         """Nodes that arrived after the first ``since_epoch`` runs had finished."""

@@ -197,13 +197,15 @@ async def open_room(student: Student, room: str, first: bool, deadline: float) -
             return Outcome(action, student.index, 0, seconds, f"connect failed: {error!r}"[:200])
 
         async def send() -> None:
-            await student.send_rerun(page_name=room, page_hash="", query="")
+            await student.send_rerun(page_name=room, page_hash="", query="", keep_page=False)
 
     else:
         page_hash = student.pages.get(room, "")
 
         async def send() -> None:
-            await student.send_rerun(page_name="" if page_hash else room, page_hash=page_hash)
+            await student.send_rerun(
+                page_name="" if page_hash else room, page_hash=page_hash, keep_page=False
+            )
 
     def done(since: int) -> bool:
         return any(

@@ -642,3 +642,46 @@ def test_a_select_box_gets_another_option_than_the_one_shown() -> None:
                              options=["a", "b", "c"], raw_value="c", set_value=True))  # fmt: skip
     (menu,) = student.find(key="modules_preset")
     assert student.current_value(menu) == "c"
+
+
+def test_a_rerun_carries_every_drawn_widgets_state_as_the_browser_does() -> None:
+    """The browser sends the state of every widget it shows with each rerun (defaults
+    included) and forgets a widget once it is no longer drawn; a client that sent only the
+    changed widget made the server lose values of widgets drawn again after a while."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    done = ForwardMsg.ScriptFinishedStatus
+
+    async def scenario() -> list[dict[str, object]]:
+        student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
+        sent: list[dict[str, object]] = []
+
+        async def capture(message) -> None:
+            parsed = BackMsg()
+            parsed.ParseFromString(message.SerializeToString())
+            widgets = parsed.rerun_script.widget_states.widgets
+            sent.append({w.id: getattr(w, w.WhichOneof("value")) for w in widgets})
+
+        student._send = capture  # type: ignore[method-assign]
+        for message in (
+            _element([0, 0], "text_input", "T", id="$$ID-a-left", default="100"),
+            _element([0, 1], "text_input", "T", id="$$ID-a-right", default="1000"),
+            _element([0, 2], "selectbox", "", id="$$ID-a-menu", options=["x", "y"]),  # none
+            _button([0, 3], "press", ""),
+        ):
+            student._handle(message)
+        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        (left,) = student.find(key="left")
+        await student.send_rerun([classroom_rooms._widget_state(left, "-89")], fragment_id="T")
+        # The next run draws only the right box: the left one's state is forgotten.
+        student._handle(_element([0, 0], "text_input", "", id="$$ID-a-right", default="1000"))
+        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        await student.send_rerun()
+        await student.send_rerun(keep_page=False)  # a page change carries nothing
+        return sent
+
+    first, second, page_change = run_coroutine(scenario())
+    assert first == {"$$ID-a-left": "-89", "$$ID-a-right": "1000"}
+    assert second == {"$$ID-a-right": "1000"}
+    assert page_change == {}
