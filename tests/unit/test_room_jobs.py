@@ -94,3 +94,19 @@ def test_every_room_registers_its_jobs_on_the_shared_pool() -> None:
             assert target.startswith(f"torchatlas.{name.split('.')[0]}."), (name, target)
     finally:
         sandbox.shutdown()
+
+
+def test_a_pool_leaves_no_file_behind() -> None:
+    import tempfile
+    from pathlib import Path
+
+    def sandbox_files() -> set[str]:
+        return {p.name for p in Path(tempfile.gettempdir()).glob("torchatlas-sandbox*")}
+
+    before = sandbox_files()
+    with warm_pool(rate_limit=1000) as sandbox:
+        outcome = run_room_job(
+            "sandbox.room_backward", {"size": 2}, tuple[float, ...], pool=sandbox
+        )
+        assert outcome.ok, outcome.failure
+    assert sandbox_files() <= before

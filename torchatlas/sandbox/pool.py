@@ -356,8 +356,12 @@ class FairQueue:
 class _Zygote:
     """One running zygote process and the thread that reads its control messages."""
 
-    def __init__(self, log_path: Path, registry: dict[str, Any]) -> None:
-        """``registry``: the jobs message (see SandboxPool.register), sent before anything."""
+    def __init__(self, registry: dict[str, Any]) -> None:
+        """``registry``: the jobs message (see SandboxPool.register), sent before anything.
+
+        The zygote writes only its own start-up problems (never a job's output: children's
+        standard streams are /dev/null) to the server's standard error, so they reach the
+        server's log and no file is left behind."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         environment = {
             "PATH": "/usr/bin:/bin",
@@ -368,17 +372,15 @@ class _Zygote:
             "PYTHONDONTWRITEBYTECODE": "1",
             "HOME": tempfile.gettempdir(),
         }  # a whitelist: the server's secrets (often environment variables) stay behind
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "torchatlas.sandbox.zygote", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                env=environment,
-                cwd=tempfile.gettempdir(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "torchatlas.sandbox.zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=environment,
+            cwd=tempfile.gettempdir(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         theirs.close()
         self.control = ours
         with contextlib.suppress(OSError):  # a zygote that died at once: the reader sees it
@@ -507,7 +509,6 @@ class SandboxPool:
         self._registry_changed = False  # the running zygote has an older registry
         if jobs or warm_up_requests or spare_warm_up:
             self.register(jobs or {}, warm_up_requests, spare_warm_up)
-        self.log_path = Path(tempfile.gettempdir()) / f"torchatlas-sandbox-{os.getpid()}.log"
 
     @property
     def _running(self) -> int:
@@ -595,7 +596,7 @@ class SandboxPool:
             if self._zygote is None or not self._zygote.alive() or self._registry_changed:
                 if self._zygote is not None:
                     self._zygote.stop()
-                self._zygote = _Zygote(self.log_path, self._registry())
+                self._zygote = _Zygote(self._registry())
                 self._registry_changed = False
             zygote = self._zygote
         if wait:
