@@ -117,9 +117,18 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
 
 
 def kind_counts(report: ModuleReport) -> dict[TensorKind, int]:
+    """The summary's counts, each as torch counts it: ``parameters()`` (each tensor once),
+    ``buffers()`` (registered on the model's modules, each once), and the distinct plain
+    tensors torch does not register at all."""
+    registered = [row for row in report.tensors if not row.shared_with]
     return {
-        kind: sum(1 for row in report.tensors if row.kind is kind and not row.shared_with)
-        for kind in TensorKind
+        TensorKind.PARAMETER: sum(
+            1 for r in registered if r.kind is TensorKind.PARAMETER and r.in_parameters
+        ),
+        TensorKind.BUFFER: sum(
+            1 for r in registered if r.kind is TensorKind.BUFFER and r.container is Container.NONE
+        ),
+        TensorKind.PLAIN: sum(1 for r in registered if r.kind is TensorKind.PLAIN),
     }
 
 
