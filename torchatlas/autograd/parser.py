@@ -320,7 +320,8 @@ class _Checker:
                 raise _refuse(ErrorCode.NOT_ALLOWED, node, what=_what(node))
             return 1 + self.expr(node.left, depth + 1) + self.expr(node.right, depth + 1)
         if isinstance(node, ast.List | ast.Tuple):
-            return sum(self.expr(item, depth + 1) for item in node.elts)
+            # building a list is an operation too (the interpreter counts it when it runs)
+            return 1 + sum(self.expr(item, depth + 1) for item in node.elts)
         if isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
                 raise _refuse(ErrorCode.PRIVATE_NAME, node, name=node.attr)
