@@ -56,6 +56,8 @@ class FakeResult:
 
 @pytest.fixture
 def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    import torchatlas.sandboxed  # the real codec is imported before the fake sandbox replaces it
+
     calls: list[tuple] = []
     module = types.ModuleType("torchatlas.sandbox")
     module.answer = None  # type: ignore[attr-defined]
@@ -161,7 +163,7 @@ def test_the_rooms_jobs_are_registered_before_they_run(fake_sandbox: list) -> No
     module = fake_sandbox.pop()
     module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]]}, None)
     explore("src", [[1, 3]])
-    assert module.registered == [JOBS, MODULE_JOBS]
+    assert JOBS in module.registered and MODULE_JOBS in module.registered
     assert set(JOBS) == {"shapes.analyze", "shapes.why_meta"}
     for function in JOBS.values():
         assert target_of(function).startswith("torchatlas.shapes.")
@@ -324,3 +326,67 @@ def test_a_busy_or_timed_out_analysis_is_not_kept(fake_sandbox: list) -> None:
     module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 2]], "flops": 1}, None)
     assert explore("src", [[1, 4]]).error is None
     assert len(fake_sandbox) == 2
+
+
+# ---------------------------------------------------------------- the curriculum's device idioms
+CURRICULUM_GPU = """
+import torch
+import torch.nn as nn
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+width = 5 if torch.cuda.device_count() == 0 else 7
+
+
+class MyLinear(nn.Module):
+    def __init__(self, input_dim=3, output_dim=width):
+        super().__init__()
+        self.linear = nn.Linear(input_dim, output_dim).to(device)
+        self.head = nn.LazyLinear(2).cuda()
+
+    def forward(self, x):
+        x = x.to("cpu")
+        return {"out": self.head(self.linear(x.to(device)))}
+"""
+
+
+@needs_sandbox
+def test_device_idioms_stay_on_meta_and_are_explained_in_the_sandbox() -> None:
+    """As the curriculum writes them: ``torch.cuda.is_available()`` answers False (no GPU in
+    the sandbox, so the model gets width 5 and device "cpu"), ``.to(device)`` and ``.cuda()``
+    in __init__ and ``x.to("cpu")`` in forward stay on meta and are noted, a lazy layer is
+    counted after it materialises, and the dict's output is shown by its key."""
+    report = explore(CURRICULUM_GPU, [[4, 3]], timeout_s=30)
+    assert report.error is None, report.error
+    assert report.outputs == [[4, 2]] and report.output_names == ["['out']"]
+    assert report.total_params == 3 * 5 + 5 + 5 * 2 + 2
+    by_line = {(m.line, m.call, m.device, m.tensors) for m in report.device_moves}
+    lines = CURRICULUM_GPU.splitlines()
+    assert by_line == {
+        (lines.index("        self.linear = nn.Linear(input_dim, output_dim).to(device)") + 1,
+         "Module.to", "cpu", 2),
+        (lines.index("        self.head = nn.LazyLinear(2).cuda()") + 1, "Module.cuda", "cuda", 2),
+        (lines.index('        x = x.to("cpu")') + 1, "Tensor.to", "cpu", 1),
+        (lines.index('        return {"out": self.head(self.linear(x.to(device)))}') + 1,
+         "Tensor.to", "cpu", 1),
+    }  # fmt: skip
+
+
+def test_the_facades_gpu_answers_hold_no_code() -> None:
+    """torch.cuda and torch.backends.mps answer "no GPU" with builtins (no function of ours
+    whose globals would lead back to the real torch)."""
+    from torchatlas.sandbox.facade import facade_modules
+
+    torch_facade = facade_modules()["torch"]
+    answers = {
+        "cuda.is_available": (torch_facade.cuda.is_available, False),
+        "cuda.device_count": (torch_facade.cuda.device_count, 0),
+        "cuda.is_initialized": (torch_facade.cuda.is_initialized, False),
+        "mps.is_available": (torch_facade.backends.mps.is_available, False),
+        "mps.is_built": (torch_facade.backends.mps.is_built, False),
+    }
+    for name, (function, expected) in answers.items():
+        assert function() is expected or function() == expected, name
+        assert not hasattr(function, "__globals__") and not hasattr(function, "__code__"), name
+        assert type(function.func).__module__ == "builtins", name
+    with pytest.raises(AttributeError, match="not available in this sandbox"):
+        torch_facade.cuda.FloatTensor  # noqa: B018

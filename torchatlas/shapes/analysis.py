@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parameter import UninitializedParameter
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 from torchatlas.shapes.hints import attribute_path, explain_layer_failure, shapes_text
 from torchatlas.shapes.report import (
@@ -387,7 +387,44 @@ def build_on_meta(
         ) from None
     if not isinstance(built, nn.Module):
         raise _fail(ErrorKind.NOT_A_MODULE, model=label, got=type(built).__name__)
+    _real_tensors_to_meta(built)
     return built
+
+
+def _real_tensors_to_meta(model: nn.Module) -> None:
+    """Tensors the model holds that were made with data despite ``torch.device("meta")``, now
+    on meta, ties kept (one meta tensor per real one).
+
+    The legacy constructors (``torch.FloatTensor(3, 2)``, as in the classic from-scratch
+    linear layer) ignore the default device, and so does a tensor made outside the class: on
+    the CPU beside meta parameters, the forward pass would stop at the first op mixing them.
+    Only where data lives changes; shapes, dtypes, requires_grad and sharing stay.
+    """
+    converted: dict[int, torch.Tensor] = {}
+
+    def on_meta(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in converted:
+            moved = tensor.detach().to("meta")
+            if isinstance(tensor, nn.Parameter):
+                moved = nn.Parameter(moved, requires_grad=tensor.requires_grad)
+            converted[id(tensor)] = moved
+        return converted[id(tensor)]
+
+    def real(value: Any) -> bool:
+        return (
+            isinstance(value, torch.Tensor)
+            and not isinstance(value, UninitializedParameter | UninitializedBuffer)
+            and not value.is_meta
+        )
+
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in table.items():
+                if real(tensor):
+                    table[name] = on_meta(tensor)
+        for name, value in list(vars(module).items()):
+            if real(value):
+                object.__setattr__(module, name, on_meta(value))
 
 
 # ---------------------------------------------------------------------------- analysis
