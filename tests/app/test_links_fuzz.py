@@ -1,0 +1,110 @@
+"""Every query parameter of every room, fed random and hostile values the way a link carries
+them: the page always draws (an explained notice or refusal at worst), never an uncaught
+exception and never the last wall's unexpected-error card (tests/app/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from tests.app.apptest import APP, TIMEOUT_S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Each room's link fields (what its state.py reads from st.query_params), and lang.
+ROOM_LINKS: dict[str, tuple[str, ...]] = {
+    "views/autograd.py": ("a_ex", "a_prog", "a_seed", "a_root", "a_step"),
+    "views/basics.py": (
+        "b_sec", "b_l", "b_lv", "b_op", "b_r", "b_rk", "b_rv", "b_shapes", "b_eq", "b_es",
+        "b_ishape", "b_ix", "b_sshape", "b_sv", "b_sdt",
+    ),
+    "views/strides.py": ("s_shape", "s_dtype", "s_ops", "s_seed", "s_step"),
+    "views/shapes.py": ("m_src", "m_model", "m_preset", "m_shapes", "m_dtypes", "m_sym"),
+    "views/modules.py": (
+        "nn_section", "nn_preset", "nn_src", "nn_model", "nn_lr", "nn_steps", "nn_mode",
+        "nn_train", "nn_save", "nn_forget",
+    ),
+    "views/classify.py": ("c_model",),
+    "views/devices.py": (),
+    "views/home.py": (),
+}  # fmt: skip
+
+# Values that broke rooms before, and their relatives: digits that are not ASCII, numbers past
+# every integer type, empty and zero-size shapes, offsets near 2**62, shared-reference
+# programs, sizes that overflow a storage, separators and control characters.
+HOSTILE = [
+    "", " ", "²", "①", "١٢", "٣", "𝟗", "-0", "+1", "1e9", "nan", "inf", "-inf", "0x10",
+    "9" * 40, str(2**63), str(-(2**63) - 1), str(2**70), "-1", "0", "1.5", "True", "None",
+    "(0, 100000, 100000)", "0, 65536, 65536", "(2**40, 2**40)", "1,1,1,1,1,1,1,1,1,1,1,1,1",
+    "x[2**70]", "x[0:0, 2**62]", "x[..., None, None, None]", "x[[0]*100000]",
+    "as_strided((0,), (1,), 4611686018427387904)", "as_strided((2,), (1,), 2**62)",
+    "view(-1, 0)", "reshape(0, 99999, 99999)", "expand(99999, 99999)",
+    "a = [1]\na = [a, a, a, a]\na = [a, a, a, a]\na = [a, a, a, a]\na = [a, a, a, a]",
+    "x = zeros(0, 30000, 30000)\ny = x.sum(0)",
+    "x = ones(3)\ny = x.pow(exponent=ones(4000, 4000))",
+    "ij,jk->ik", "i" * 60 + "->", "...,...->...", "\x00", "\u202e", "<script>", "'\"",
+    "a" * 5000, "\n" * 500, "💥", "ñ",
+]  # fmt: skip
+
+
+def values() -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.sampled_from(HOSTILE),
+        st.text(max_size=40),
+        st.integers(min_value=-(2**80), max_value=2**80).map(str),
+        st.lists(st.integers(min_value=-5, max_value=10**6), max_size=6).map(
+            lambda xs: ", ".join(map(str, xs))
+        ),
+    )
+
+
+def _links(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, str | list[str]]]:
+    fields = [*keys, "lang"]
+    one = st.one_of(values(), st.lists(values(), min_size=2, max_size=3))
+    return st.dictionaries(st.sampled_from(fields), one, max_size=len(fields))
+
+
+def _open(script: str, query: dict[str, str | list[str]]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if script != "views/home.py":
+        at.switch_page(script).run()
+    return at
+
+
+@pytest.mark.parametrize("script", sorted(ROOM_LINKS))
+def test_the_fields_fuzzed_are_the_rooms_own(script: str) -> None:
+    """A renamed link field fails here, so the fuzzing below never aims at a dead name."""
+    room = script.removeprefix("views/").removesuffix(".py")
+    source = "".join(p.read_text() for p in (ROOT / "components" / room).glob("*.py"))
+    for key in ROOM_LINKS[script]:
+        assert f'"{key}"' in source, f"{key} is not a link field of {room}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(ROOM_LINKS))
+def test_hostile_links_never_break_a_page(script: str) -> None:
+    from components.contained import RECENT_UNEXPECTED
+
+    @settings(
+        max_examples=12,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(query=_links(ROOM_LINKS[script]))
+    def check(query: dict[str, str | list[str]]) -> None:
+        RECENT_UNEXPECTED.clear()
+        at = _open(script, query)
+        assert not at.exception, (query, [e.value for e in at.exception])
+        assert list(RECENT_UNEXPECTED) == [], (query, list(RECENT_UNEXPECTED))
+        assert at.title, query  # the page drew its title: it did not stop early
+
+    check()
