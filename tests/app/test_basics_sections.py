@@ -125,6 +125,29 @@ def test_leave_and_come_back_keeps_inputs_and_result(section: str) -> None:
 
 
 @pytest.mark.parametrize("section", SECTIONS)
+def test_opened_from_a_link_leave_and_come_back(section: str) -> None:
+    """A shared link to this section with its inputs: leave for another section, come back,
+    and the link's inputs and result are still there (before: "Nothing to read here")."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.query_params["b_sec"] = section
+    for key, value in INPUTS[section].items():
+        at.query_params[URL_KEYS[key]] = value
+    at.run()
+    at.switch_page("views/basics.py").run()
+    assert not at.exception
+    assert _inputs(at, list(INPUTS[section])) == INPUTS[section]
+    first = _result(at)
+    for other in SECTIONS:
+        if other != section:
+            _go(at, other)
+            _go(at, section)
+            assert _inputs(at, list(INPUTS[section])) == INPUTS[section], other
+            assert _result(at) == first, other
+            _no_reset_messages(at)
+
+
+@pytest.mark.parametrize("section", SECTIONS)
 def test_opened_from_a_link_on_another_section(section: str) -> None:
     """A link that opens another section but carries this section's inputs: coming to this
     section shows the link's inputs, and they survive a second trip away."""
