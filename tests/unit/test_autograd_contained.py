@@ -29,8 +29,6 @@ def test_the_sandbox_job_returns_the_in_process_run(key: str) -> None:
 
 
 def test_a_refusal_in_the_job_comes_back_as_the_rooms_code() -> None:
-    job = run_room_job(
-        RUN, {"program": "x = open(3)", "seed": 0, "root": None}, ProgramRun,
-        session_id="tests-refusal",
-    )  # fmt: skip
-    assert job.refused is not None and job.refused[0] == "unknown_function"
+    params = {"program": "x = randn(3)\ny = x.unfold(0, 2, 1)", "seed": 0, "root": None}
+    job = run_room_job(RUN, params, ProgramRun, session_id="tests-refusal")
+    assert job.refused is not None and job.refused[0] == "unknown_method"
