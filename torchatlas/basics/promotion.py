@@ -106,10 +106,15 @@ class DTypeSpec:
 
     @property
     def code(self) -> str:
-        """The operand as a line of Python."""
+        """The operand as a line of Python. A Python scalar is written as the type it is (the
+        value 1 as a ``float`` operand is ``1.0``: written ``1``, it would be an int and
+        promote differently)."""
         value = _py(self.value)
         if self.kind is OperandKind.SCALAR:
-            return value
+            try:
+                return _py(SCALAR_TYPES[self.dtype](self.value))
+            except (TypeError, ValueError, OverflowError):
+                return value
         if self.kind is OperandKind.ZERO_DIM:
             return f"torch.tensor({value}, dtype=torch.{self.dtype})"
         return f"torch.tensor([{value}], dtype=torch.{self.dtype})"

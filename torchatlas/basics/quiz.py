@@ -143,9 +143,16 @@ def _einsum(rng: random.Random, seed: int) -> Question:
 def _indexing(rng: random.Random, seed: int) -> Question:
     shape = (rng.choice((2, 3)), rng.choice((3, 4)))
     expression = rng.choice(_INDEX_TEMPLATES)
+    if expression == "x[[True, False]]":
+        # a bool list must be as long as the dimension it masks (torch refuses otherwise)
+        mask = ", ".join("True" if i % 2 == 0 else "False" for i in range(shape[0]))
+        expression = f"x[[{mask}]]"
     numel = math.prod(shape)
     code = f"x = torch.arange({numel}).reshape({_shape_args(shape)})\ny = {expression}"
-    return Question(Section.INDEXING, seed, code, (VIEW, COPY), shapes=(shape,), text=expression)
+    choices = (VIEW, COPY)
+    if not index(shape, expression).ok:  # never a question whose code torch refuses
+        choices = (VIEW, COPY, ERROR_CHOICE)
+    return Question(Section.INDEXING, seed, code, choices, shapes=(shape,), text=expression)
 
 
 def _saving(rng: random.Random, seed: int) -> Question:
@@ -187,6 +194,8 @@ def answer(question: Question) -> str:
         return str(tuple(torch.einsum(question.text, *tensors).shape))
     if question.section is Section.INDEXING:
         result = index(question.shapes[0], question.text)
+        if not result.ok:
+            return ERROR_CHOICE
         return VIEW if result.is_view else COPY
     keep, clone = (int(part) for part in question.text.split(":"))
     x = torch.zeros(question.shapes[0])
