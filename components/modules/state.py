@@ -77,7 +77,9 @@ URL_MODE, URL_SAVE, URL_SECTION = "nn_mode", "nn_save", "nn_section"
 # shown (each section's widgets rerun only their own fragment).
 SECTIONS = ("inspect", "compare", "train", "quiz", "modes", "save", "memory")
 
-INSPECT_TIMEOUT_S = 10
+# The CPU deadline of one inspection: the largest torchvision models take well under 1 s in
+# the child (bench), and a visitor whose model never finishes building hears why within 3 s.
+INSPECT_TIMEOUT_S = 2.5
 LR_CHOICES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0)
 DEFAULT_LR, DEFAULT_STEPS = 0.1, 100
 STEP_CHOICES = tuple(range(10, MAX_STEPS + 1, 10))
