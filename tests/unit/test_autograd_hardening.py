@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from torchatlas.autograd import ErrorCode, ProgramRefused, parse, trace
+from torchatlas.autograd import ErrorCode, ProgramRefused, parse, programs, trace
 from torchatlas.autograd import parser as parser_module
 from torchatlas.autograd.text import bounded_text
 
@@ -214,7 +214,7 @@ def test_the_parse_cache_prices_programs_with_their_plans_attached() -> None:
     assert planned > 0 and parsed.plan_bytes > 0
     trace(program)  # a run attaches nothing new: what was measured is what is held
     assert _plans(parsed.tree) == planned
-    size = parser_module._PARSED._sizeof((program, parsed))  # type: ignore[attr-defined]
+    size = programs.PARSED._sizeof((program, parsed))  # type: ignore[attr-defined]
     from torchatlas.cache import deep_size
 
     assert size >= deep_size((program, parsed)) + parsed.plan_bytes

@@ -7,9 +7,10 @@
 ['SumBackward0', 'MulBackward0', 'AccumulateGrad']
 
 Modules, each importing only those above it: ``errors`` (codes; PyTorch's errors explained),
-``parser`` (the allow list), ``run`` (the interpreter), ``graph`` (the frozen record) and
-``dot`` (Graphviz text), ``backward`` (the replay), then ``quiz``, ``freeze``, ``history``
-(then vs now) and ``examples``.
+``text`` (the bounded formatter), ``parser`` (the allow list), ``run`` (the interpreter),
+``programs`` (checked programs, cached), ``graph`` (the frozen record) and ``dot`` (Graphviz
+text), ``backward`` (the replay), then ``quiz``, ``freeze``, ``history`` (then vs now),
+``examples`` and ``jobs`` (the sandbox job).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from torchatlas.autograd.graph import (
     Values,
     read,
 )
-from torchatlas.autograd.parser import Program, parse, python_code
+from torchatlas.autograd.parser import Program, python_code
+from torchatlas.autograd.programs import parse
 from torchatlas.autograd.run import execute
 
 __all__ = [

@@ -26,7 +26,7 @@ from torchatlas.autograd.graph import (
     node_order,
     read,
 )
-from torchatlas.autograd.parser import parse
+from torchatlas.autograd.programs import parse
 from torchatlas.autograd.run import Run, execute
 
 

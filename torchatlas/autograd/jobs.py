@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from torchatlas.autograd.backward import BackwardTrace, trace_and_backward
 from torchatlas.autograd.errors import AutogradError
 from torchatlas.autograd.graph import Graph
-from torchatlas.autograd.parser import parse, python_code
+from torchatlas.autograd.parser import python_code
+from torchatlas.autograd.programs import parse
 from torchatlas.sandbox.codec import job_reply
 
 if TYPE_CHECKING:

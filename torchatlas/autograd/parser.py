@@ -16,11 +16,9 @@ in the text and a program's cost is known before it runs.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from dataclasses import dataclass, field
 
 from torchatlas.autograd.errors import ErrorCode, ProgramRefused
-from torchatlas.cache import BoundedCache, deep_size
 
 __all__ = [
     "CREATION",
@@ -33,7 +31,7 @@ __all__ = [
     "MAX_STATEMENTS",
     "METHODS",
     "Program",
-    "parse",
+    "check",
     "python_code",
 ]
 
@@ -152,36 +150,14 @@ def _what(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "…"
 
 
-# Checked programs by text: a page, a notebook or a classroom traces the same few programs
-# over and over, and the tree is read-only once checked. Bounded by bytes, as the keys are
-# whatever visitors type. An entry is priced with the interpreter's plans already attached
-# to its nodes (closures the generic size walk does not follow): they are built before the
-# entry is stored, so nothing grows after it was measured.
-PARSED_BYTES = 8 << 20
-
-
-def _entry_bytes(entry: tuple[str, Program]) -> int:
-    return deep_size(entry) + entry[1].plan_bytes
-
-
-_PARSED: BoundedCache[str, Program] = BoundedCache(PARSED_BYTES, sizeof=_entry_bytes)
-
-
-def parse(text: str) -> Program:
+def check(text: str) -> Program:
     """Check ``text`` against the allow list; raise :class:`ProgramRefused` (code, line,
-    what was refused) on the first thing outside it. Nothing is evaluated. A refusal is
-    never cached; an accepted program is (its tree is only read afterwards)."""
-    if len(text) > MAX_SOURCE:  # before hashing a long text as a key
+    what was refused) on the first thing outside it. Nothing is evaluated and nothing is
+    kept: :func:`torchatlas.autograd.programs.parse` is the cached entry point (with the
+    interpreter's plans built), which everything else uses."""
+    if len(text) > MAX_SOURCE:  # before anything else reads a long text
         raise _refuse(ErrorCode.TOO_LONG, length=f"{len(text):,}", limit=f"{MAX_SOURCE:,}")
-    return _PARSED.get_or_compute(text, lambda: _planned(_parse(text)))
-
-
-def _planned(program: Program) -> Program:
-    """``program`` with the interpreter's plans built on its tree and counted. The
-    interpreter sits below the parser (it imports it), hence the import here."""
-    from torchatlas.autograd.run import plan_program
-
-    return dataclasses.replace(program, plan_bytes=plan_program(program))
+    return _parse(text)
 
 
 def _parse(text: str) -> Program:

@@ -89,6 +89,8 @@ _SIZE_RULES: dict[str, str] = {
     **dict.fromkeys(_BROADCASTING, "broadcast"),
     "sum": "reduce",
     "mean": "reduce",
+    "matmul": "matmul",
+    "mm": "matmul",
     "backward": "graph",
 }  # fmt: skip
 MAX_SEQUENCE = 16  # items of a size or dim list handed to a torch method
@@ -272,9 +274,18 @@ class _Interpreter:
             self.check_size(_broadcast_all([tuple(target.shape), *shapes]))
             return
         if rule == "reduce":
-            reduced = bool(args) or kwargs.get("dim") is not None
-            if target.numel() > 0 or not reduced:
-                return
+            dims = args[0] if args else kwargs.get("dim")
+            if target.numel() > 0 or dims is None:
+                return  # at most the input's elements (or one number)
+            self.check_size(_reduced_shape(tuple(target.shape), dims))
+            return
+        if rule == "matmul":
+            other = args[0] if args else None
+            if isinstance(other, torch.Tensor):
+                left, right = tuple(target.shape), tuple(other.shape)
+                if name == "matmul" or (len(left) == 2 and len(right) == 2):
+                    self.check_size(_matmul_shape(left, right))
+            return
         self.check_size(_meta_shape(target, name, args, kwargs))
 
     def produced(self, value: Any) -> Any:
@@ -343,7 +354,7 @@ class _Interpreter:
 
     def check_matmul(self, left: Any, right: Any) -> None:
         if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
-            self.check_size(_meta_shape(left, "matmul", [right], {}))
+            self.check_size(_matmul_shape(tuple(left.shape), tuple(right.shape)))
 
     def expr(self, node: ast.expr) -> Any:
         return _plan(node)(self)
@@ -528,6 +539,45 @@ def _broadcast_all(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
             return None
         out = _broadcast(out, shape)
     return out
+
+
+def _matmul_shape(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape of ``left @ right`` by torch.matmul's rules (a vector on either side gains
+    and then loses a dimension; the batch dimensions broadcast); None where torch will
+    refuse the shapes. Plain Python: a meta-device dry run costs a second on its first use."""
+    if not left or not right:
+        return None
+    if len(left) == 1 and len(right) == 1:
+        return () if left == right else None
+    a = (1, *left) if len(left) == 1 else left
+    b = (*right, 1) if len(right) == 1 else right
+    if a[-1] != b[-2]:
+        return None
+    batch = _broadcast(a[:-2], b[:-2])
+    if batch is None:
+        return None
+    rows = () if len(left) == 1 else (a[-2],)
+    columns = () if len(right) == 1 else (b[-1],)
+    return (*batch, *rows, *columns)
+
+
+def _reduced_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...] | None:
+    """The dimensions a reduction over ``dims`` keeps (their product is the result's
+    element count, with or without ``keepdim``); None where torch will refuse the dims."""
+    picked = [dims] if isinstance(dims, int) else list(dims)
+    rank = len(shape)
+    if not picked:  # sum(dim=()) reduces every dimension
+        return ()
+    chosen = set()
+    for dim in picked:
+        if (
+            not isinstance(dim, int)
+            or isinstance(dim, bool)
+            or not -max(rank, 1) <= dim < max(rank, 1)
+        ):
+            return None
+        chosen.add(dim % max(rank, 1))
+    return tuple(size for position, size in enumerate(shape) if position not in chosen)
 
 
 def _on_meta(value: Any) -> Any:
