@@ -12,6 +12,10 @@
    inputs), against a rerun of a trivial one-line page served by the same app shell
    (bench_strides' scratch shell), interleaved, medians. Target: each section ≤ 3×.
 
+3. The contained path (no target: the figures a visitor's first, uncached answer pays): each
+   of the room's sandbox jobs on its section's default input, against the same engine call
+   in-process, medians. Cached answers (every rerun above) never reach the sandbox.
+
 Exits 1 when a target is missed.
 """
 
@@ -87,6 +91,68 @@ def page_reruns(rounds: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def contained_against_in_process(rounds: int) -> dict[str, tuple[float, float]]:
+    """Medians of (sandbox job, in-process engine call) per job, on the defaults."""
+    from components.basics.state import FIELDS
+    from torchatlas.basics import (
+        DTypeSpec,
+        broadcast,
+        einsum,
+        index,
+        parse_shape,
+        parse_shapes,
+        parse_value,
+        promote,
+        serialize,
+    )
+    from torchatlas.basics.jobs import REPLY_LIMITS, RETURNS
+    from torchatlas.sandboxed import run_room_job, shared_pool
+
+    def field(key: str) -> str:
+        return FIELDS[key].default
+
+    shapes = [list(s) for s in parse_shapes(field("basics_shapes"))]
+    es = [list(s) for s in parse_shapes(field("basics_einsum_shapes"))]
+    ishape = list(parse_shape(field("basics_index_shape")))
+    sshape = list(parse_shape(field("basics_save_shape")))
+    promote_params = {
+        "left": field("basics_left"), "left_value": field("basics_left_value"),
+        "right_kind": field("basics_right_kind"), "right": field("basics_right"),
+        "right_value": field("basics_right_value"), "op": field("basics_op"),
+    }  # fmt: skip
+    cases = {
+        "basics.promote": (promote_params, lambda: promote(
+            DTypeSpec("tensor", field("basics_left"), parse_value(field("basics_left_value"))),
+            DTypeSpec(field("basics_right_kind"), field("basics_right"),
+                      parse_value(field("basics_right_value"))))),
+        "basics.broadcast": ({"shapes": shapes}, lambda: broadcast(shapes)),
+        "basics.einsum": ({"equation": field("basics_equation"), "shapes": es},
+                          lambda: einsum(field("basics_equation"), es)),
+        "basics.index": ({"shape": ishape, "expression": field("basics_index")},
+                         lambda: index(ishape, field("basics_index"))),
+        "basics.save": ({"shape": sshape, "view": field("basics_save_view"),
+                         "dtype": field("basics_save_dtype")},
+                        lambda: serialize(sshape, field("basics_save_view"),
+                                          field("basics_save_dtype"))),
+    }  # fmt: skip
+    pool = shared_pool()
+    pool.warm_up()
+    out = {}
+    for job, (params, local) in cases.items():
+        local()
+
+        def contained(job: str = job, params: dict = params) -> None:
+            outcome = run_room_job(job, params, RETURNS[job], limits=REPLY_LIMITS, pool=pool)
+            assert outcome.ok, (job, outcome.failure, outcome.refused)
+
+        jobs, calls = [], []
+        for _ in range(rounds):
+            jobs.append(timed(contained))
+            calls.append(timed(local))
+        out[job] = statistics.median(jobs), statistics.median(calls)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
@@ -117,6 +183,10 @@ def main() -> int:
         if ratio > PAGE_TARGET:
             print(f"FAIL: the {name} section reruns in {ratio:.2f}× the trivial page")
             failed = True
+    print("\n3. contained path: a fresh sandbox job vs the same engine call in-process (median):")
+    for job, (contained, local) in contained_against_in_process(max(5, args.rounds // 3)).items():
+        print(f"   {job:<17} {contained * ms:7.1f} ms job   {local * ms:7.2f} ms in-process "
+              f"(fixed cost ≈ {(contained - local) * ms:.1f} ms)")  # fmt: skip
     if failed:
         return 1
     print("PASS")
