@@ -416,18 +416,44 @@ def _assert_findings(
         name for name, _ in model.named_parameters(remove_duplicate=False) if name not in params
     }
     assert {p["name"] for p in by_code.get(FindingCode.SHARED_PARAMETER, [])} == expected_shared
-    # frozen: a parameter torch will give no gradient
+    rows = {row.name: row for row in report.tensors}
+    # "X is a plain tensor … .to() leaves it behind": a real move leaves it where it was
+    moved = moved_to_meta(model)
+    for finding in by_code.get(FindingCode.PLAIN_TENSOR, []):
+        name = finding["name"].removeprefix("self.").removeprefix("model.")
+        assert not resolve(moved, name).is_meta and rows[name].to_device is False
+    # frozen: "backward() gives it no gradient, so optimizer.step() leaves it unchanged"
     frozen = {p["name"] for p in by_code.get(FindingCode.FROZEN_PARAMETER, [])}
     assert frozen == {name for name, p in params.items() if not p.requires_grad}
-    # non-persistent: a buffer state_dict() leaves out (and .to() moves: the table's column)
+    if frozen:
+        _assert_frozen_stay(model, frozen)
+    # non-persistent: "a buffer state_dict() leaves out; .to() moves it"
     non_persistent = {p["name"] for p in by_code.get(FindingCode.NON_PERSISTENT_BUFFER, [])}
     assert non_persistent == {name for name in buffers if name not in state}
+    for name in non_persistent:
+        assert resolve(moved, name).is_meta and rows[name].to_device is True
     # no parameters: torch refuses the optimiser
     assert (FindingCode.NO_PARAMETERS in by_code) == (not params) == (optimizer_error is not None)
     # lazy: the names torch has not materialised, all in parameters()
     lazy = by_code.get(FindingCode.LAZY_PARAMETER, [])
     lazy_names = [name for name, p in params.items() if isinstance(p, LAZY)]
     assert (lazy[0]["names"].split(", ") if lazy else []) == lazy_names
+
+
+def _assert_frozen_stay(model: nn.Module, frozen: set[str]) -> None:
+    """A loss that uses every parameter, backward and an SGD step on a copy: the frozen ones
+    get no .grad and keep their values."""
+    twin = copy.deepcopy(model)
+    params = dict(twin.named_parameters())
+    used = [p for p in params.values() if not isinstance(p, LAZY) and p.is_floating_point()]
+    before = {name: params[name].detach().clone() for name in frozen}
+    loss = sum((p.float().sum() for p in used), torch.zeros(()))
+    optimizer = torch.optim.SGD(twin.parameters(), lr=0.1)
+    if loss.requires_grad:
+        loss.backward()
+        optimizer.step()
+    for name in frozen:
+        assert params[name].grad is None and torch.equal(params[name], before[name]), name
 
 
 # ---------------------------------------------------------------- the tests

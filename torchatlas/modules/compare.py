@@ -66,12 +66,12 @@ class _Demo(nn.Module):
 def _moved_by_device(model: _Demo) -> dict[str, bool]:
     """``model.to(device)`` on a copy, torch's own ``Module.to``: this server may have no
     second device, so each tensor torch hands over to be moved is marked instead (the
-    inspector's check, :class:`~torchatlas.modules.inspector._DeviceMove`)."""
-    from torchatlas.modules.inspector import MOVE_DEVICE, _DeviceMove
+    inspector's check, :class:`~torchatlas.modules.inspector.DeviceMove`)."""
+    from torchatlas.modules.inspector import MOVE_DEVICE, DeviceMove
 
     twin = copy.deepcopy(model)
     marker = torch.complex64
-    with _DeviceMove(marker):
+    with DeviceMove(marker):
         twin.to(MOVE_DEVICE)
     return {
         "plain": twin.plain.dtype == marker,

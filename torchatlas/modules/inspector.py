@@ -314,7 +314,7 @@ def _optimizer_ids(model: nn.Module) -> tuple[set[int], str]:
     return {id(p) for group in optimizer.param_groups for p in group["params"]}, ""
 
 
-class _DeviceMove(TorchFunctionMode):
+class DeviceMove(TorchFunctionMode):
     """During a twin's ``.to(device)``: each ``Tensor.to`` that carries a device returns the
     tensor in ``marker`` dtype (a meta tensor cannot move; the marker shows where the moved
     tensor would have gone). Every other call runs as it is."""
@@ -374,52 +374,46 @@ def _twin(model: nn.Module, rebuild: Callable[[], nn.Module] | None) -> nn.Modul
         return None
 
 
-def _converted(
-    model: nn.Module,
-    rows: list[TensorRow],
-    convert: Callable[[nn.Module], Any],
-    changed: Callable[[torch.Tensor, TensorRow], bool],
-    rebuild: Callable[[], nn.Module] | None,
-) -> list[bool | None]:
-    """For each row: whether ``convert(twin)`` changed the tensor the row's name reaches in
-    the twin; None for every row when torch's conversion could not be run."""
-    twin = _twin(model, rebuild)
-    if twin is None:
-        return [None] * len(rows)
-    try:
-        convert(twin)
-        walk = _Walk(_Registered.of(twin), set(), set(), quiet=True)
-        _walk_rows(twin, walk, MAX_MODULES)
-    except Exception:  # the model's own _apply or a hook refused: torch's answer is unknown
-        return [None] * len(rows)
+def _rows_after(twin: nn.Module, rows: list[TensorRow]) -> list[torch.Tensor] | None:
+    """The tensor each row's name reaches in ``twin`` (the same walk, in the same order), or
+    None when the twin's walk does not name the same rows (a model built differently)."""
+    walk = _Walk(_Registered.of(twin), set(), set(), quiet=True)
+    _walk_rows(twin, walk, MAX_MODULES)
     if [row.name for row in walk.rows] != [row.name for row in rows]:
-        return [None] * len(rows)  # the copy is not the same model (a random structure)
-    return [changed(tensor, row) for tensor, row in zip(walk.objects, rows, strict=True)]
+        return None
+    return walk.objects
 
 
 def _to_facts(
     model: nn.Module, rows: list[TensorRow], rebuild: Callable[[], nn.Module] | None
 ) -> list[TensorRow]:
-    """The rows with ``to_device`` and ``to_dtype`` asked of torch on converted copies."""
-    held = {row.dtype for row in rows}
+    """The rows with ``to_device`` and ``to_dtype`` asked of torch on a converted copy: first
+    ``twin.to(torch.float64)`` (for real), then ``twin.to(device)`` (each tensor torch hands
+    over is marked). One copy serves both: a dtype conversion changes no structure, and which
+    tensors a device move visits and where it installs them does not depend on their dtype."""
+    unknown: list[bool | None] = [None] * len(rows)
+    converted, moved = unknown, unknown
+    held = {row.dtype for row in rows} | {dtype_name(CONVERT_DTYPE)}
     marker = next((m for m in _MARKERS if dtype_name(m) not in held), None)
-
-    def move(twin: nn.Module) -> None:
-        with _DeviceMove(marker):  # type: ignore[arg-type]
-            twin.to(MOVE_DEVICE)
-
-    if marker is None:
-        moved: list[bool | None] = [None] * len(rows)
-    else:
-        moved = _converted(model, rows, move, lambda t, _row: t.dtype == marker, rebuild)
-    target = dtype_name(CONVERT_DTYPE)
-    converted = _converted(
-        model,
-        rows,
-        lambda twin: twin.to(CONVERT_DTYPE),
-        lambda t, row: dtype_name(t.dtype) == target and row.dtype != target,
-        rebuild,
-    )
+    twin = _twin(model, rebuild)
+    try:
+        if twin is not None:
+            twin.to(CONVERT_DTYPE)
+            after = _rows_after(twin, rows)
+            if after is not None:
+                target = dtype_name(CONVERT_DTYPE)
+                converted = [
+                    dtype_name(t.dtype) == target and row.dtype != target
+                    for t, row in zip(after, rows, strict=True)
+                ]
+            if marker is not None:
+                with DeviceMove(marker):
+                    twin.to(MOVE_DEVICE)
+                after = _rows_after(twin, rows)
+                if after is not None:
+                    moved = [t.dtype == marker for t in after]
+    except Exception:  # the model's own _apply or a hook refused: torch's answer is unknown
+        pass
     return [
         TensorRow(**{**vars(row), "to_device": device, "to_dtype": dtype})
         for row, device, dtype in zip(rows, moved, converted, strict=True)
