@@ -76,7 +76,7 @@ from torchatlas.modules.training import (
     modes,
     train_steps,
 )
-from torchatlas.sandboxed import RoomJob
+from torchatlas.sandboxed import JobFailure, RoomJob
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -296,4 +296,8 @@ def uninitialised_memory(
         timeout_s=timeout_s,
         limits=MEMORY_LIMITS,
     )
-    return init_report(job.value, job.failure)
+    return init_report(
+        job.value,
+        job.failure,
+        untrusted=lambda: JobFailure("untrusted", "a value that is not a float32"),
+    )

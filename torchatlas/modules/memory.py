@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,22 @@ class InitReport:
     failure: Any = field(default=None)
 
 
+@dataclass(frozen=True)
+class Untrusted:
+    """A reply refused by the server's own check (a failure of kind ``untrusted``), for
+    callers that pass no failure of their own (this module imports no sandbox)."""
+
+    kind: str = "untrusted"
+    detail: str = "a value that is not a float32"
+
+    @property
+    def transient(self) -> bool:
+        return True
+
+
+UNTRUSTED = Untrusted()
+
+
 def _float32_bits(value: float) -> int | None:
     """The float32 bit pattern of ``value``; None when it is not a float32 value."""
     if math.isnan(value):
@@ -128,9 +145,14 @@ def _rows(tensor: torch.Tensor) -> Rows:
     return tuple(tuple(row) for row in tensor.detach().tolist())
 
 
-def init_report(values: MemoryValues | None, failure: Any = None) -> InitReport:
+def init_report(
+    values: MemoryValues | None,
+    failure: Any = None,
+    untrusted: Callable[[], Any] = lambda: UNTRUSTED,
+) -> InitReport:
     """The report from the job's checked reply (or its ``failure``), with a fresh
-    ``nn.Linear(3, 4)`` as torch initialises it. Never raises."""
+    ``nn.Linear(3, 4)`` as torch initialises it; a reply that is not float32 memory becomes
+    ``untrusted()`` (the caller's :class:`~torchatlas.sandboxed.JobFailure`). Never raises."""
     linear = nn.Linear(3, 4)  # reset_parameters: kaiming_uniform_(a=√5) and a uniform bias
     bound = 1 / math.sqrt(linear.in_features)
     within = bool(linear.weight.abs().max() <= bound and linear.bias.abs().max() <= bound)
@@ -140,9 +162,7 @@ def init_report(values: MemoryValues | None, failure: Any = None) -> InitReport:
     if values is not None and failure is None:
         first, second = remask(values.empty), remask(values.float_tensor)
         if first is None or second is None:
-            from torchatlas.sandboxed import JobFailure
-
-            failure = JobFailure("untrusted", "a value that is not a float32")
+            failure = untrusted()
         else:
             (empty, masked_a), (float_tensor, masked_b) = first, second
             masked = masked_a + masked_b
