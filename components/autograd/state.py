@@ -8,7 +8,7 @@ restores the room; ``lang`` and other rooms' keys are never touched.
 A program is text a visitor types or a link carries, so the server only *checks* it (the
 parser: clear, translated refusals, nothing evaluated); running it, its backward and reading the
 graph happen in a sandbox job (``autograd.run``: a confined child with a memory limit and a CPU
-deadline, through the shared fair queue), whose reply is rebuilt against :class:`ProgramRun`'s
+deadline, through the shared fair queue), whose reply is rebuilt against :class:`ProgramReply`'s
 types and bounds before anything draws it. The freezing lesson (a fixed menu of six toggles),
 the then-vs-now cases (no input) and the quiz's grading (booleans read from the validated
 graph) take nothing from a visitor that could size or shape a computation: they stay here.
@@ -41,11 +41,12 @@ from torchatlas.autograd import BackwardTrace, ErrorCode, Graph, ProgramRefused,
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
 from torchatlas.autograd.freeze import BLOCKS, FreezeReport, freeze
 from torchatlas.autograd.history import ThenNow, then_and_now
-from torchatlas.autograd.jobs import RUN, ProgramRun
+from torchatlas.autograd.jobs import RUN, ProgramReply, ProgramRun
 from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question, Score, grade
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
+from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandboxed import JobFailure, run_room_job
 
 EXAMPLE_KEY, PROGRAM_KEY, SEED_KEY = "autograd_example", "autograd_program", "autograd_seed"
@@ -262,7 +263,7 @@ def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome
     job = run_room_job(
         RUN,
         {"program": program, "seed": seed, "root": root},
-        ProgramRun,
+        ProgramReply,
         session_id=visitor,
         timeout_s=JOB_TIMEOUT_S,
     )
@@ -273,7 +274,10 @@ def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome
         return Outcome(refusal=refusal)
     if job.failure is not None:
         return Outcome(failure=job.failure)
-    return Outcome(run=job.value)
+    try:
+        return Outcome(run=job.value.to_run())
+    except SchemaError:  # the child's reply is hostile input: it must hold together
+        return Outcome(failure=JobFailure("untrusted"))
 
 
 def computed(program: str, seed: int, root: str | None) -> Outcome:

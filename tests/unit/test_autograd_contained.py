@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.test_autograd_oracle import TRICKY
 from torchatlas.autograd.examples import EXAMPLES
-from torchatlas.autograd.jobs import RUN, ProgramRun, run_program
+from torchatlas.autograd.jobs import RUN, ProgramReply, run_program
 from torchatlas.sandboxed import run_room_job
 
 PROGRAMS = {
@@ -22,13 +22,13 @@ PROGRAMS = {
 def test_the_sandbox_job_returns_the_in_process_run(key: str) -> None:
     program, root = PROGRAMS[key]
     job = run_room_job(
-        RUN, {"program": program, "seed": 3, "root": root}, ProgramRun, session_id=f"tests-{key}"
+        RUN, {"program": program, "seed": 3, "root": root}, ProgramReply, session_id=f"tests-{key}"
     )  # one visitor per program: the sandbox limits how many jobs one visitor starts
     assert job.ok, (job.failure, job.refused)
-    assert job.value == run_program(program, 3, root)
+    assert job.value.to_run() == run_program(program, 3, root)
 
 
 def test_a_refusal_in_the_job_comes_back_as_the_rooms_code() -> None:
     params = {"program": "x = randn(3)\ny = x.unfold(0, 2, 1)", "seed": 0, "root": None}
-    job = run_room_job(RUN, params, ProgramRun, session_id="tests-refusal")
+    job = run_room_job(RUN, params, ProgramReply, session_id="tests-refusal")
     assert job.refused is not None and job.refused[0] == "unknown_method"

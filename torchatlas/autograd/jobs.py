@@ -9,15 +9,20 @@ that slips past the room's own size checks can exhaust nothing but that child.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchatlas.autograd.backward import BackwardTrace, trace_and_backward
-from torchatlas.autograd.errors import AutogradError
-from torchatlas.autograd.graph import Graph
+from torchatlas.autograd.backward import BackwardStep, BackwardTrace, LeafGrad, trace_and_backward
+from torchatlas.autograd.errors import AutogradError, ProgramError
+from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
 from torchatlas.autograd.parser import python_code
 from torchatlas.autograd.programs import parse
 from torchatlas.sandbox.codec import job_reply
+from torchatlas.sandbox.schema import SchemaError
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
@@ -41,11 +46,146 @@ def run_program(program: str, seed: int, root: str | None) -> ProgramRun:
     return ProgramRun(graph, trace, python_code(parse(program), seed))
 
 
+@dataclass(frozen=True)
+class PackedValues:
+    """:class:`Values` on the wire: the numbers as float64 bytes in base64 (exact, and about
+    a third of their JSON text: a replay sends thousands of them)."""
+
+    shape: tuple[int, ...]
+    data: str | None  # None where the values were not kept (more than MAX_SHOWN)
+    norm: float
+
+    @classmethod
+    def of(cls, values: Values) -> PackedValues:
+        data = None
+        if values.flat is not None:
+            raw = struct.pack(f"<{len(values.flat)}d", *values.flat)
+            data = base64.b64encode(raw).decode("ascii")
+        return cls(values.shape, data, values.norm)
+
+    def unpack(self) -> Values:
+        """The values, checked: as many numbers as the shape holds, at most MAX_SHOWN."""
+        if self.data is None:
+            return Values(self.shape, None, self.norm)
+        count = math.prod(self.shape) if self.shape else 1
+        if count > MAX_SHOWN or len(self.data) > 4 * (8 * MAX_SHOWN + 2) // 3 + 4:
+            raise SchemaError("more values than a reply carries")
+        try:
+            raw = base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise SchemaError("values that are not base64") from exc
+        if len(raw) != 8 * count:
+            raise SchemaError("values that do not fill their shape")
+        return Values(self.shape, struct.unpack(f"<{count}d", raw), self.norm)
+
+
+@dataclass(frozen=True)
+class PackedStep:
+    """A :class:`BackwardStep` whose gradients are positions in the replay's values table
+    (the gradient one node sends is the one the next receives: sent once)."""
+
+    index: int
+    node: int
+    name: str
+    grad_in: tuple[int | None, ...]
+    grad_out: tuple[int | None, ...]
+    leaf: str | None
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A :class:`BackwardTrace` without its graph (the reply's own graph is that graph)."""
+
+    root: str
+    values: tuple[PackedValues, ...]
+    steps: tuple[PackedStep, ...]
+    total_steps: int
+    grads: tuple[LeafGrad, ...]
+    error: ProgramError | None
+
+    @classmethod
+    def of(cls, trace: BackwardTrace) -> Replay:
+        table: dict[int, int] = {}
+        values: list[PackedValues] = []
+
+        def position(value: Values | None) -> int | None:
+            if value is None:
+                return None
+            if id(value) not in table:  # the engine shares one Values per gradient tensor
+                table[id(value)] = len(values)
+                values.append(PackedValues.of(value))
+            return table[id(value)]
+
+        steps = tuple(
+            PackedStep(
+                s.index,
+                s.node,
+                s.name,
+                tuple(position(v) for v in s.grad_in),
+                tuple(position(v) for v in s.grad_out),
+                s.leaf,
+            )
+            for s in trace.steps
+        )
+        return cls(trace.root, tuple(values), steps, trace.total_steps, trace.grads, trace.error)
+
+    def steps_unpacked(self) -> tuple[BackwardStep, ...]:
+        values = [v.unpack() for v in self.values]
+
+        def value(position: int | None) -> Values | None:
+            if position is None:
+                return None
+            if not 0 <= position < len(values):
+                raise SchemaError("a gradient outside the values table")
+            return values[position]
+
+        return tuple(
+            BackwardStep(
+                s.index,
+                s.node,
+                s.name,
+                tuple(value(p) for p in s.grad_in),
+                tuple(value(p) for p in s.grad_out),
+                s.leaf,
+            )
+            for s in self.steps
+        )
+
+
+@dataclass(frozen=True)
+class ProgramReply:
+    """What the job sends back: a :class:`ProgramRun` with the graph once (a replay's graph
+    is the run's graph: sending it twice doubled the reply and the server's decoding)."""
+
+    graph: Graph
+    replay: Replay | None
+    code: str
+
+    @classmethod
+    def of(cls, run: ProgramRun) -> ProgramReply:
+        trace = run.trace
+        if trace is not None and trace.graph is not run.graph:  # never: trace_and_backward's
+            raise ValueError("a replay of another graph")  # pragma: no cover
+        replay = None if trace is None else Replay.of(trace)
+        return cls(run.graph, replay, run.code)
+
+    def to_run(self) -> ProgramRun:
+        """The room's :class:`ProgramRun`; raises SchemaError for a reply that does not hold
+        together (values that do not fill their shape, a step pointing nowhere)."""
+        trace = None
+        if (r := self.replay) is not None:
+            steps = r.steps_unpacked()
+            trace = BackwardTrace(r.root, self.graph, steps, r.total_steps, r.grads, r.error)
+        return ProgramRun(self.graph, trace, self.code)
+
+
 def run_job(namespace: dict[str, Any], *, program: str, seed: int, root: str | None) -> dict:
-    """The sandbox job: :func:`run_program` as JSON (a refusal by the engine's own checks
-    comes back as its code and parameters)."""
+    """The sandbox job: :func:`run_program` as JSON (a :class:`ProgramReply`; a refusal by
+    the engine's own checks comes back as its code and parameters)."""
     del namespace  # no pasted module: the program is data for the room's own interpreter
-    return job_reply(lambda: run_program(program, seed, root), refusals=(AutogradError,))
+    return job_reply(
+        lambda: ProgramReply.of(run_program(program, seed, root)), refusals=(AutogradError,)
+    )
 
 
 JOBS = {RUN: run_job}

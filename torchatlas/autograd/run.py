@@ -323,9 +323,10 @@ class _Interpreter:
     def operand(self, value: Any) -> Any:
         """Tensors and plain numbers may meet an operator; nothing else (a NumPy array, a
         list) may."""
-        if isinstance(value, torch.Tensor) or (
-            isinstance(value, int | float) and not isinstance(value, bool)
-        ):
+        kind = type(value)
+        if kind is float or isinstance(value, torch.Tensor):
+            return value
+        if kind is int:
             return _whole(value)
         raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
 
@@ -348,9 +349,10 @@ class _Interpreter:
     def check_broadcast(self, left: Any, right: Any) -> None:
         """Operators and comparisons: the broadcast of the tensors among the operands (None
         where they do not broadcast: torch raises its own, explained, error first)."""
-        shapes = [tuple(v.shape) for v in (left, right) if isinstance(v, torch.Tensor)]
-        if len(shapes) == 2:
-            self.check_size(_broadcast_all(shapes))
+        if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
+            shape = _broadcast(tuple(left.shape), tuple(right.shape))
+            if shape is not None and _numel(shape) > left.numel() + right.numel():
+                self.check_size(shape)  # only a result larger than both can be too big
 
     def check_matmul(self, left: Any, right: Any) -> None:
         if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor):
