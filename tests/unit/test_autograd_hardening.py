@@ -255,3 +255,9 @@ def test_freezing_everything_shows_torchs_refusal() -> None:
     assert everything.refused is None and everything.groups == 1
     assert chosen.refused == str(torch_says.value)
     assert chosen.groups == chosen.tensors == 0
+    # the table says torch refused, in torch's words, rather than "0 groups"
+    from components.autograd.draw import freeze_code, optimizer_table
+
+    table = optimizer_table(report, "en")
+    assert str(torch_says.value) in table and "| 0 |" not in table
+    assert str(torch_says.value) in freeze_code(report)
