@@ -603,3 +603,13 @@ def random_modules(draw: st.DrawFn, depth: int = 0) -> nn.Module:
 def test_random_modules_agree_with_torch(model: nn.Module) -> None:
     report = describe_module(model, "Random()")
     assert_room_tells_the_truth(report, model)
+
+
+@pytest.mark.parametrize("key", list(ALL))
+def test_converting_the_model_itself_reports_the_same(key: str) -> None:
+    """The sandbox's job converts the model it built (no copy); the report is the copy's."""
+    source, constructor = ALL[key]
+    copied = describe_module(build_on_cpu(source, constructor), constructor)
+    consumed = describe_module(build_on_cpu(source, constructor), constructor, consume=True)
+    assert copied.tensors == consumed.tensors and copied.findings == consumed.findings
+    assert copied.modules == consumed.modules

@@ -131,7 +131,8 @@ class _Walk:
     findings: list[Finding] = field(default_factory=list)
     first_name: dict[int, str] = field(default_factory=dict)
     truncated: bool = False
-    quiet: bool = False  # a walk of a converted copy: rows only, no findings
+    quiet: bool = False  # a walk of a converted copy: names and objects only, no findings
+    names: list[str] = field(default_factory=list)  # each row's name, in order
 
     def add(
         self,
@@ -143,8 +144,12 @@ class _Walk:
         *,
         container: Container = Container.NONE,
     ) -> TensorRow | None:
-        if len(self.rows) >= MAX_TENSORS:
+        if len(self.objects) >= MAX_TENSORS:
             self.truncated = True
+            return None
+        self.names.append(name)
+        self.objects.append(tensor)
+        if self.quiet:
             return None
         key = id(tensor)
         # torch's first name for a registered tensor, else the first name the walk met
@@ -170,7 +175,6 @@ class _Walk:
             lazy=lazy,
         )
         self.rows.append(row)
-        self.objects.append(tensor)
         return row
 
     def find(self, finding: Finding) -> None:
@@ -337,14 +341,16 @@ def _walk_rows(model: nn.Module, walk: _Walk, limit: int) -> list[ModuleRow]:
     twice, its second row naming the first, and its tensors counted once."""
     modules: list[ModuleRow] = []
     first_path: dict[int, str] = {}
-    for path, module in model.named_modules(remove_duplicate=False):
-        if len(modules) >= limit:
+    for count, (path, module) in enumerate(model.named_modules(remove_duplicate=False)):
+        if count >= limit:
             walk.truncated = True
             break
         shared_with = first_path.setdefault(id(module), path)
         again = shared_with != path
         _registered(walk, module, path, container=Container.NONE)
         plain = _plain_attributes(walk, module, path, again=again)
+        if walk.quiet:  # a converted copy: only its tensors are read
+            continue
         modules.append(
             ModuleRow(
                 path=path,
@@ -360,8 +366,15 @@ def _walk_rows(model: nn.Module, walk: _Walk, limit: int) -> list[ModuleRow]:
     return modules
 
 
-def _twin(model: nn.Module, rebuild: Callable[[], nn.Module] | None) -> nn.Module | None:
-    """An independent copy of ``model`` to convert: a deep copy, else a fresh build."""
+def _twin(
+    model: nn.Module,
+    own: Callable[[], nn.Module] | None,
+    rebuild: Callable[[], nn.Module] | None,
+) -> nn.Module | None:
+    """The model to convert: the caller's own (``own``), else a deep copy, else a fresh
+    build; None when none can be had."""
+    if own is not None:
+        return own()
     try:
         return copy.deepcopy(model)
     except Exception:  # a model holding something that cannot be copied (a generator)
@@ -379,13 +392,16 @@ def _rows_after(twin: nn.Module, rows: list[TensorRow]) -> list[torch.Tensor] | 
     None when the twin's walk does not name the same rows (a model built differently)."""
     walk = _Walk(_Registered.of(twin), set(), set(), quiet=True)
     _walk_rows(twin, walk, MAX_MODULES)
-    if [row.name for row in walk.rows] != [row.name for row in rows]:
+    if walk.names != [row.name for row in rows]:
         return None
     return walk.objects
 
 
 def _to_facts(
-    model: nn.Module, rows: list[TensorRow], rebuild: Callable[[], nn.Module] | None
+    model: nn.Module,
+    rows: list[TensorRow],
+    own: Callable[[], nn.Module] | None,
+    rebuild: Callable[[], nn.Module] | None,
 ) -> list[TensorRow]:
     """The rows with ``to_device`` and ``to_dtype`` asked of torch on a converted copy: first
     ``twin.to(torch.float64)`` (for real), then ``twin.to(device)`` (each tensor torch hands
@@ -395,7 +411,7 @@ def _to_facts(
     converted, moved = unknown, unknown
     held = {row.dtype for row in rows} | {dtype_name(CONVERT_DTYPE)}
     marker = next((m for m in _MARKERS if dtype_name(m) not in held), None)
-    twin = _twin(model, rebuild)
+    twin = _twin(model, own, rebuild)
     try:
         if twin is not None:
             twin.to(CONVERT_DTYPE)
@@ -421,19 +437,27 @@ def _to_facts(
 
 
 def describe_module(
-    model: nn.Module, label: str = "", rebuild: Callable[[], nn.Module] | None = None
+    model: nn.Module,
+    label: str = "",
+    rebuild: Callable[[], nn.Module] | None = None,
+    *,
+    consume: bool = False,
 ) -> ModuleReport:
     """The report for ``model`` (any device; meta inside the sandbox). Raises what torch or
     the model's own code raises; :func:`inspect_namespace` turns that into an error.
-    ``rebuild`` builds the same model again, for the ``.to()`` checks when a deep copy fails."""
+
+    The ``.to()`` columns convert a copy (``rebuild`` builds the same model again when a deep
+    copy fails). ``consume=True`` converts ``model`` itself instead, once every other fact is
+    read: for a caller that built the model only to describe it (the sandbox's job)."""
     started = time.perf_counter()
     parameters = list(model.parameters())
+    buffer_elements = sum(numel(b) for b in model.buffers())
     state = model.state_dict(keep_vars=True)
     optimizer, optimizer_error = _optimizer_ids(model)
     walk = _Walk(_Registered.of(model), {id(v) for v in state.values()}, optimizer)
     label = label or type(model).__name__
     modules = _walk_rows(model, walk, MAX_MODULES)
-    walk.rows = _to_facts(model, walk.rows, rebuild)
+    walk.rows = _to_facts(model, walk.rows, (lambda: model) if consume else None, rebuild)
     _facts(walk, parameters, optimizer_error, set(state))
     plain_rows = [r for r in walk.rows if r.kind is TensorKind.PLAIN and not r.shared_with]
     lazy = [p for p in parameters if is_lazy(p)]
@@ -444,7 +468,7 @@ def describe_module(
         findings=walk.findings,
         total_params=sum(numel(p) for p in parameters),
         trainable_params=sum(numel(p) for p in parameters if p.requires_grad),
-        buffer_elements=sum(numel(b) for b in model.buffers()),
+        buffer_elements=buffer_elements,
         plain_elements=sum(row.numel for row in plain_rows),
         parameter_count=len(parameters),
         lazy_parameters=len(lazy),
@@ -533,7 +557,10 @@ def inspect_namespace(namespace: dict[str, Any], *, model: str | None = None) ->
         ).to_dict()
     try:
         report = describe_module(
-            built, label, rebuild=lambda: build_on_meta(target, args, kwargs, label, user_files)
+            built,
+            label,
+            rebuild=lambda: build_on_meta(target, args, kwargs, label, user_files),
+            consume=True,  # built here only to be described: converted in place, no copy
         )
     except Exception as exc:  # the model's own code (a property, a hook) raised while walked
         error = ModuleError(
