@@ -200,6 +200,15 @@ def test_numbers_past_int64_are_refused_when_computed(program: str) -> None:
     assert graph.error is not None and graph.error.code is ErrorCode.NUMBER_TOO_BIG
 
 
+def test_torchs_whole_numbers_are_64_bit_as_the_refusal_says() -> None:
+    """The claim in ``errors.number_too_big``, checked against torch."""
+    assert int(torch.tensor((1 << 63) - 1)) == (1 << 63) - 1
+    with pytest.raises((RuntimeError, OverflowError, ValueError)):
+        torch.tensor(1 << 63)
+    with pytest.raises((RuntimeError, OverflowError, ValueError)):
+        torch.ones(3) * (1 << 70)
+
+
 # ----------------------------------------------------------------------------- parse cache
 
 
@@ -255,6 +264,9 @@ def test_freezing_everything_shows_torchs_refusal() -> None:
     assert everything.refused is None and everything.groups == 1
     assert chosen.refused == str(torch_says.value)
     assert chosen.groups == chosen.tensors == 0
+    # "records no graph and saves nothing for backward"; the full list holds only frozen ones
+    assert report.saved_tensors == report.saved_bytes == 0
+    assert everything.frozen_tensors == everything.tensors == len(report.params)
     # the table says torch refused, in torch's words, rather than "0 groups"
     from components.autograd.draw import freeze_code, optimizer_table
 
