@@ -72,6 +72,7 @@ from torchatlas.strides.jobs import (
     checked_quiz,
     checked_write,
     plan_chain,
+    wire_limits,
     with_refused,
 )
 from torchatlas.strides.parser import parse_write, write_to_json
@@ -399,6 +400,7 @@ CACHE_BYTES = 64 * 2**20
 # tensors (their numbers, footprints and code stay exact at every size).
 LISTED_UP_TO = MAX_DRAWN
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
+LIMITS = wire_limits(LISTED_UP_TO)  # a reply's bounds: its packed lists are one string each
 
 
 def _checked(outcome: RoomJob[Any], check: Any) -> RoomJob[Any]:
@@ -430,7 +432,7 @@ def chain_job(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> RoomJ
         plan = plan_chain(ops)  # the ops are parsed here and travel as data
         params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops),
                   "listed_up_to": LISTED_UP_TO}  # fmt: skip
-        outcome = run_room_job(CHAIN, params, WireChain, session_id=session_id())
+        outcome = run_room_job(CHAIN, params, WireChain, session_id=session_id(), limits=LIMITS)
         return _checked(outcome, lambda run: with_refused(checked_chain(run), plan, shape, dtype))
 
     return ROOM_CACHE.get_or_compute_once(("steps", shape, dtype, ops), compute, keep=_keep)
@@ -486,7 +488,9 @@ def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> RoomJob[QuizItem |
 
     def compute() -> RoomJob[QuizItem | None]:
         params = {"seed": int(seed), "dtype": dtype}
-        outcome = run_room_job(QUESTION, params, WireQuiz | None, session_id=session_id())
+        outcome = run_room_job(
+            QUESTION, params, WireQuiz | None, session_id=session_id(), limits=LIMITS
+        )
         return _checked(outcome, checked_quiz)
 
     return ROOM_CACHE.get_or_compute_once(("question", seed, dtype), compute, keep=_keep)

@@ -5,10 +5,12 @@ the child as data, and a forged reply is refused before anything draws it."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,6 +18,7 @@ from torchatlas.sandbox.codec import decode, encode
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandboxed import run_room_job
 from torchatlas.strides import FOOTPRINT_BINS, ErrorCode, parse_op, run_chain, trace
+from torchatlas.strides.dtypes import START_DTYPES
 from torchatlas.strides.examples import EXAMPLES
 from torchatlas.strides.jobs import (
     CHAIN,
@@ -30,6 +33,8 @@ from torchatlas.strides.jobs import (
     plan_chain,
     quiz_item,
     wire_chain,
+    wire_chain_of,
+    wire_limits,
     with_refused,
 )
 from torchatlas.strides.parser import (
@@ -53,7 +58,7 @@ def same(a: object, b: object) -> bool:
 def contained(shape: tuple[int, ...], dtype: str, ops: list[str], session: str):
     plan = plan_chain(ops)
     params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops), "listed_up_to": LISTED}
-    outcome = run_room_job(CHAIN, params, WireChain, session_id=session)
+    outcome = run_room_job(CHAIN, params, WireChain, session_id=session, limits=wire_limits(LISTED))
     assert outcome.ok, (outcome.failure, outcome.refused)
     return with_refused(checked_chain(outcome.value), plan, shape, dtype)
 
@@ -69,6 +74,15 @@ def test_every_example_gives_the_same_steps_contained_as_in_process(name: str) -
     assert run.code == local.code
 
 
+@pytest.mark.parametrize("dtype", START_DTYPES)
+def test_the_packed_reply_gives_the_same_steps_in_every_dtype(dtype: str) -> None:
+    for example in EXAMPLES.values():
+        ops = list(example.ops)
+        reply = json.loads(json.dumps(encode(wire_chain_of(example.shape, dtype, ops, LISTED))))
+        back = checked_chain(decode(reply, WireChain, wire_limits(LISTED)))
+        assert same(back.steps, tuple(trace(example.shape, dtype, ops, listed_up_to=LISTED)))
+
+
 @pytest.mark.parametrize(
     ("shape", "dtype", "ops"),
     [
@@ -76,6 +90,7 @@ def test_every_example_gives_the_same_steps_contained_as_in_process(name: str) -
         ((2, 3), "bool", [".T", ".contiguous()", ".expand(2, 3, 2)"]),
         ((2, 3), "float8_e4m3fn", [".flatten()", ".view(torch.uint8)"]),  # NaNs as values
         ((5,), "int64", ["[1:]", "__import__('os')", ".t()"]),  # stops at the refused op
+        ((3,), "float16", ["[5:]", ".unsqueeze(0)"]),  # empty steps
         ((3, 4), "float32", [".t()", ".view(-1)", ".T"]),  # stops where torch refuses
     ],
 )
@@ -97,7 +112,13 @@ def test_a_write_and_a_question_give_the_same_results_contained() -> None:
     assert same(
         checked_write(outcome.value, 3), write_through((3,), "float32", ops, 1, "[0, 1] = 9")
     )
-    outcome = run_room_job(QUESTION, {"seed": 7, "dtype": "int16"}, WireQuiz | None, session_id="q")
+    outcome = run_room_job(
+        QUESTION,
+        {"seed": 7, "dtype": "int16"},
+        WireQuiz | None,
+        session_id="q",
+        limits=wire_limits(LISTED),
+    )
     assert outcome.ok
     assert same(checked_quiz(outcome.value), quiz_item(7, "int16"))
 
@@ -221,6 +242,10 @@ def test_an_unparsed_op_stops_the_chain_in_the_server() -> None:
 
 
 # ------------------------------------------------------------------ forged replies
+def packed(values: list, dtype: str) -> str:
+    return base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode("ascii")
+
+
 def _reply(shape=(4, 4), dtype="float32", ops=(".t()", "[1:]")) -> dict:
     return json.loads(json.dumps(encode(wire_chain(chain_run(shape, dtype, list(ops), LISTED)))))
 
@@ -238,11 +263,13 @@ def test_an_honest_reply_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("step", "fields"),
     [
-        (1, {"cells_read": [0] * 15 + [16]}),  # a cell past the storage
-        (1, {"cells_read": [True] * 16}),  # not whole numbers
-        (0, {"storage_values": [0.0] * 15}),  # fewer values than cells
+        (1, {"cells_read": packed([0] * 15 + [16], "<i8")}),  # a cell past the storage
+        (1, {"cells_read": packed([-1] * 16, "<i8")}),  # before the storage
+        (1, {"cells_read": packed([0] * 15, "<i8")}),  # fewer cells than elements
+        (1, {"cells_read": "not base64!" * 20}),
+        (0, {"storage_values": packed([0.0] * 15, "<f4")}),  # fewer values than cells
         (2, {"storage_same_as": 3}),  # borrowed from a later step
-        (1, {"values": [1.0] * 16}),  # element values beside a listed storage
+        (1, {"values": packed([1.0] * 16, "<f4")}),  # element values beside a listed storage
     ],
 )
 def test_a_reply_whose_lists_disagree_with_its_numbers_is_refused(step: int, fields: dict) -> None:
@@ -254,7 +281,7 @@ def test_a_reply_claiming_a_huge_empty_shape_with_lists_is_refused() -> None:
     reply = _reply()
     inner = reply["steps"][2]["step"]
     inner.update(size=[2**40, 0], stride=[1, 1], numel=0)
-    reply["steps"][2]["cells_read"] = []
+    reply["steps"][2]["cells_read"] = ""
     with pytest.raises(SchemaError):
         checked_chain(decode(reply, WireChain))
 
@@ -279,4 +306,4 @@ def test_complex_and_non_finite_values_come_back_as_numbers() -> None:
     back = checked_chain(decode(reply, WireChain)).steps[1]
     value = back.storage_values[0]
     assert isinstance(value, complex) and value.imag == -1.5 and value.real != value.real
-    assert back.values[0] is value
+    assert same(back.values, [value])

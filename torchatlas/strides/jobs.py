@@ -17,13 +17,17 @@ is the wall behind them.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torchatlas.sandbox.codec import COMPLEX, FLOAT, job_reply
+import numpy as np
+import torch
+
+from torchatlas.sandbox.codec import COMPLEX, DEFAULT_LIMITS, FLOAT, Limits, job_reply
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.strides.dtypes import START_DTYPES
 from torchatlas.strides.errors import ErrorCode, OpParseError, StridesError, from_parse_error
@@ -36,7 +40,14 @@ from torchatlas.strides.parser import (
     write_from_json,
 )
 from torchatlas.strides.quiz import Question, expected, make_question
-from torchatlas.strides.trace import Step, chain_code, listable, run_chain
+from torchatlas.strides.trace import (
+    Step,
+    chain_code,
+    indices_of,
+    listable,
+    run_chain,
+    storage_cells_of,
+)
 from torchatlas.strides.writes import WriteResult, write_through
 
 if TYPE_CHECKING:
@@ -61,20 +72,20 @@ class ChainRun:
 
 @dataclass(frozen=True)
 class WireStep:
-    """A step as it crosses the boundary: its numbers, and its per-element lists flat and
-    without repeats. ``step`` carries no lists; ``cells_read`` is every element's storage
-    cell (row-major); ``storage_values`` every storage cell's value, unless an earlier step
-    (``storage_same_as``) reads the same storage in the same dtype (a chain does not write, so
-    the values are the same); ``values`` only where the storage is not listed (an element's
-    value is otherwise the value of the cell it reads)."""
+    """A step as it crosses the boundary: its numbers, and its per-element lists packed as
+    bytes without repeats. ``step`` carries no lists; ``cells_read`` is every element's
+    storage cell (row-major, little-endian int64); ``storage_values`` every storage cell's
+    value (in :data:`WIRE_DTYPES`' exact numpy dtype for the step's dtype), unless an earlier
+    step (``storage_same_as``) reads the same storage in the same dtype (a chain does not
+    write, so the values are the same); ``values`` only where the storage is not listed (an
+    element's value is otherwise the value of the cell it reads). Bytes travel as base64
+    text: one bounded string per list, checked and unpacked at numpy speed."""
 
     step: Step
-    # Flat JSON lists, declared Any so the codec passes them through its fast untyped path;
-    # from_wire checks every item. Complex values travel as (real, imaginary) pairs, flat.
-    cells_read: Any = None
-    storage_values: Any = None
+    cells_read: str | None = None
+    storage_values: str | None = None
     storage_same_as: int | None = None
-    values: Any = None
+    values: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,35 +124,47 @@ def _flatten(nested: Any) -> list[Any]:
     return out
 
 
-def _nest(flat: list[Any], size: tuple[int, ...]) -> Any:
-    """``flat`` (row-major) as nested lists shaped like ``size``, as ``tolist()`` makes them.
-    Callers bound the nested lists first (:func:`~torchatlas.strides.trace.listable`)."""
-    if not size:
-        return flat[0]
-    if 0 in size:
-        return _empty(size)
-    items: list[Any] = flat
-    for n in reversed(size[1:]):
-        items = [items[i : i + n] for i in range(0, len(items), n)]
-    return items
+# Each dtype's values as a numpy dtype that holds every one of them exactly (bfloat16 and the
+# float8s widen to float32, complex32 to complex64), little-endian.
+WIRE_DTYPES: dict[str, str] = {
+    "float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<f4",
+    "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1", "uint8": "u1",
+    "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "bool": "?",
+    "complex64": "<c8", "complex128": "<c16", "complex32": "<c8", "bcomplex32": "<c8",
+    "float8_e4m3fn": "<f4", "float8_e4m3fnuz": "<f4", "float8_e5m2": "<f4",
+    "float8_e5m2fnuz": "<f4", "float8_e8m0fnu": "<f4",
+}  # fmt: skip
+CELLS_DTYPE = "<i8"
+# Torch dtypes whose .numpy() works, and the torch dtype each wire dtype widens from.
+_NUMPY_OK = frozenset(
+    {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
+     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128}
+)  # fmt: skip
+_WIDER = {"<f4": torch.float32, "<c8": torch.complex64}
 
 
-def _empty(size: tuple[int, ...]) -> list[Any]:
-    if len(size) == 1 or size[0] == 0:
-        return []
-    return [_empty(size[1:]) for _ in range(size[0])]
+def _pack(values: list[Any], dtype: str) -> str:
+    return base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode("ascii")
 
 
-def _is_complex(dtype: str | None) -> bool:
-    return dtype is not None and "complex" in dtype
+def _unpack(text: str, dtype: str, count: int) -> np.ndarray:
+    """``count`` values of ``dtype`` from base64 text; SchemaError for any other length."""
+    item = np.dtype(dtype).itemsize
+    if len(text) != 4 * -(-count * item // 3):
+        raise SchemaError("packed values of the wrong length")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        raise SchemaError("packed values that are not base64") from None
+    if len(raw) != count * item:
+        raise SchemaError("packed values of the wrong length")
+    return np.frombuffer(raw, dtype=dtype)
 
 
-def _pairs(values: list[Any], dtype: str | None) -> list[Any]:
-    """Complex values as flat (real, imaginary) pairs: a plain list of floats is a tenth of
-    the work of one marker object per value, on both sides."""
-    if not _is_complex(dtype):
-        return list(values)
-    return [part for value in values for part in (value.real, value.imag)]
+def wire_limits(listed_up_to: int) -> Limits:
+    """The codec's bounds for a chain job's reply listing up to ``listed_up_to`` items."""
+    longest = 4 * -(-max(listed_up_to, 1) * 16 // 3)  # base64 of the widest values
+    return dataclasses.replace(DEFAULT_LIMITS, max_str=max(DEFAULT_LIMITS.max_str, longest))
 
 
 def to_wire(steps: list[Step]) -> tuple[WireStep, ...]:
@@ -150,16 +173,22 @@ def to_wire(steps: list[Step]) -> tuple[WireStep, ...]:
     seen: dict[tuple[str | None, str | None], int] = {}
     for step in steps:
         bare = dataclasses.replace(step, storage_indices=None, values=None, storage_values=None)
-        cells = None if step.storage_indices is None else _flatten(step.storage_indices)
+        if step.error is not None or step.dtype is None:
+            wire.append(WireStep(bare))
+            continue
+        kind = WIRE_DTYPES[step.dtype]
+        cells = None
+        if step.storage_indices is not None:
+            cells = _pack(_flatten(step.storage_indices), CELLS_DTYPE)
         same_as = storage = values = None
         if step.storage_values is not None:
             key = (step.storage_id, step.dtype)
             same_as = seen.get(key)
             if same_as is None:
                 seen[key] = step.index
-                storage = _pairs(step.storage_values, step.dtype)
+                storage = _pack(step.storage_values, kind)
         elif step.values is not None:
-            values = _pairs(_flatten(step.values), step.dtype)
+            values = _pack(_flatten(step.values), kind)
         wire.append(WireStep(bare, cells, storage, same_as, values))
     return tuple(wire)
 
@@ -224,6 +253,48 @@ def wire_chain(run: ChainRun) -> WireChain:
     return WireChain(to_wire(list(run.steps)), run.code)
 
 
+def _pack_tensor(tensor: torch.Tensor, kind: str) -> str:
+    """A tensor's values, row-major, as :func:`_pack` writes them, straight from its memory
+    (no Python number per element). Dtypes numpy lacks widen exactly first."""
+    flat = tensor.reshape(-1)
+    try:
+        if flat.dtype not in _NUMPY_OK:
+            flat = flat.to(_WIDER[kind])
+        data = flat.numpy().astype(kind, copy=False)
+    except (TypeError, RuntimeError, KeyError):  # no such conversion: through Python numbers
+        return _pack(flat.tolist(), kind)
+    return base64.b64encode(data.tobytes()).decode("ascii")
+
+
+def wire_chain_of(
+    shape: tuple[int, ...], dtype: str, ops: Sequence[str | ParsedOp], listed_up_to: int
+) -> WireChain:
+    """The chain traced and packed for the boundary in one pass (the child's side): the
+    steps carry no Python lists; each list is packed from the live tensor's memory."""
+    chain = run_chain(shape, dtype, ops, listed_up_to=0)
+    wire: list[WireStep] = []
+    seen: dict[tuple[str | None, str | None], int] = {}
+    for step, tensor in zip(chain.steps, [*chain.tensors, None], strict=False):
+        if step.error is not None or tensor is None or step.dtype is None:
+            wire.append(WireStep(step))
+            continue
+        kind = WIRE_DTYPES[step.dtype]
+        step = dataclasses.replace(step, storage_indices=None, values=None, storage_values=None)
+        cells = storage = values = same_as = None
+        if listable(tuple(tensor.shape), listed_up_to):
+            cells = _pack_tensor(indices_of(tensor), CELLS_DTYPE)
+        if (step.storage_cells or 0) <= listed_up_to:
+            key = (step.storage_id, step.dtype)
+            same_as = seen.get(key)
+            if same_as is None:
+                seen[key] = step.index
+                storage = _pack_tensor(storage_cells_of(tensor), kind)
+        elif cells is not None:
+            values = _pack_tensor(tensor, kind)
+        wire.append(WireStep(step, cells, storage, same_as, values))
+    return WireChain(tuple(wire), chain_code(shape, dtype, chain.steps))
+
+
 def _listed(listed_up_to: Any) -> int:
     return min(max(int(listed_up_to), 0), MAX_LISTED) if type(listed_up_to) is int else 0
 
@@ -236,7 +307,7 @@ def run_chain_job(
     del namespace  # no pasted module: the chain is data for the room's own parser
 
     def compute() -> WireChain:
-        return wire_chain(chain_run(*_chain_args(shape, dtype, ops), _listed(listed_up_to)))
+        return wire_chain_of(*_chain_args(shape, dtype, ops), _listed(listed_up_to))
 
     return job_reply(compute, refusals=(StridesError,))
 
@@ -328,10 +399,6 @@ def revive(data: Any) -> Any:
     raise SchemaError("an element value that is not a number")
 
 
-def _needs_revival(dtype: str | None) -> bool:
-    return dtype is None or dtype.startswith(("float", "complex", "bfloat", "bcomplex"))
-
-
 def _check_numbers(step: Step) -> None:
     """SchemaError unless a decoded step's numbers agree with each other (the child's reply
     is hostile input: nothing draws a step before this)."""
@@ -364,21 +431,6 @@ def _check_numbers(step: Step) -> None:
         raise SchemaError("lists travel beside the step, not in it")
 
 
-def _values(data: Any, count: int, dtype: str | None) -> list[Any]:
-    """``count`` element values of ``dtype`` from a flat wire list (SchemaError otherwise)."""
-    pairs = _is_complex(dtype)
-    if type(data) is not list or len(data) != (2 * count if pairs else count):
-        raise SchemaError("values that do not fit the step")
-    if not all(data_item is None or type(data_item) is not list for data_item in data):
-        raise SchemaError("a value that is not a number")
-    values = revive(data) if _needs_revival(dtype) else data
-    if any(type(value) not in (bool, int, float) for value in values):
-        raise SchemaError("a value that is not a number")
-    if pairs:
-        return [complex(values[i], values[i + 1]) for i in range(0, len(values), 2)]
-    return values
-
-
 def from_wire(wire: tuple[WireStep, ...]) -> tuple[Step, ...]:
     """The steps of a chain job's reply, checked, with their lists rebuilt (the server's
     side); SchemaError for a reply whose parts disagree."""
@@ -389,6 +441,7 @@ def from_wire(wire: tuple[WireStep, ...]) -> tuple[Step, ...]:
     if any(item.step.error is not None for item in wire[:-1]):
         raise SchemaError("a failing op that is not the last step")
     steps: list[Step] = []
+    storages: dict[int, np.ndarray] = {}
     for item in wire:
         step = item.step
         _check_numbers(step)
@@ -396,39 +449,46 @@ def from_wire(wire: tuple[WireStep, ...]) -> tuple[Step, ...]:
             steps.append(step)
             continue
         size, numel, cells = step.size or (), step.numel or 0, step.storage_cells or 0
+        kind = WIRE_DTYPES.get(step.dtype or "")
+        if kind is None:
+            raise SchemaError("a dtype the room does not have")
         changes: dict[str, Any] = {}
-        read = item.cells_read
-        if read is not None:
-            if type(read) is not list or not listable(size, MAX_LISTED) or len(read) != numel:
-                raise SchemaError("storage cells that do not fit the step's size")
-            if not all(type(cell) is int and 0 <= cell < cells for cell in read):
+        read = None
+        if item.cells_read is not None:
+            if not listable(size, MAX_LISTED):
+                raise SchemaError("storage cells listed for a step too large to list")
+            read = _unpack(item.cells_read, CELLS_DTYPE, numel)
+            if numel and (int(read.min()) < 0 or int(read.max()) >= cells):
                 raise SchemaError("a storage cell outside the storage")
-            changes["storage_indices"] = _nest(read, size)
-        storage: list[Any] | None = None
+            changes["storage_indices"] = read.reshape(size).tolist()
+        storage: np.ndarray | None = None
         if item.storage_same_as is not None:
             index = item.storage_same_as
             earlier = steps[index] if 0 <= index < len(steps) else None
             if (
                 earlier is None
-                or earlier.storage_values is None
+                or index not in storages
                 or (
                     (earlier.storage_id, earlier.dtype, earlier.storage_cells)
                     != (step.storage_id, step.dtype, cells)
                 )
             ):
                 raise SchemaError("storage values borrowed from a step with another storage")
-            storage = earlier.storage_values
+            storage = storages[index]
+            changes["storage_values"] = earlier.storage_values
         elif item.storage_values is not None:
             if cells > MAX_LISTED:
                 raise SchemaError("storage values past the listing limit")
-            storage = _values(item.storage_values, cells, step.dtype)
-        changes["storage_values"] = storage
+            storage = _unpack(item.storage_values, kind, cells)
+            changes["storage_values"] = storage.tolist()
+        if storage is not None:
+            storages[step.index] = storage
         if item.values is not None:
             if storage is not None or read is None:
                 raise SchemaError("element values that do not fit the step")
-            changes["values"] = _nest(_values(item.values, numel, step.dtype), size)
+            changes["values"] = _unpack(item.values, kind, numel).reshape(size).tolist()
         elif storage is not None and read is not None:
-            changes["values"] = _nest([storage[cell] for cell in read], size)
+            changes["values"] = storage[read].reshape(size).tolist()
         steps.append(dataclasses.replace(step, **changes))
     return tuple(steps)
 
