@@ -10,7 +10,12 @@
    every parameter's value and gradient before and after each step) vs the bare loop a
    tutorial writes (same model, data and optimiser; it reads each loss with ``.item()``).
    Target: ≤ 3×.
-3. The page's rerun under AppTest, each section (the room shows one at a time; the default
+3. Training through the sandbox (``train_contained``, job ``modules.train``: the run the
+   page's controls or a link choose) vs the same run in this process (``train_steps``), for
+   100 steps of MyLinear(3, 2) and 500 steps of the MLP, interleaved, a different seed each
+   round (nothing cached). Target: contained ≤ 3× in-process plus the sandbox's fixed cost
+   per job (measured here with a 1-step run).
+4. The page's rerun under AppTest, each section (the room shows one at a time; the default
    preset inspected, the training run drawn, ...) vs a rerun of a trivial one-line page in the
    same app shell, interleaved, medians. Target: every section ≤ 3×.
 
@@ -33,6 +38,7 @@ from bench.harness import open_page, timed
 
 INSPECT_TARGET = 1.5
 TRAINING_TARGET = 3.0
+CONTAINED_TARGET = 3.0
 PAGE_TARGET = 3.0
 RESNET18 = "import torch\nfrom torchvision.models import resnet18\n"
 
@@ -105,6 +111,32 @@ def training_against_bare_loop(rounds: int) -> tuple[float, float]:
     return statistics.median(full), statistics.median(bare)
 
 
+def contained_training(rounds: int) -> tuple[float, dict[str, tuple[float, float]]]:
+    from torchatlas.modules import train_contained, train_steps
+    from torchatlas.sandboxed import shared_pool
+
+    shared_pool().warm_up()
+    cases = {"MyLinear 100": ("mylinear", 100), "MLP 500": ("mlp", 500)}
+
+    def contained(model: str, steps: int, seed: int) -> None:
+        job = train_contained(model, lr=0.1, steps=steps, seed=seed, timeout_s=30)
+        assert job.ok and len(job.value.steps) == steps, job.failure
+
+    for _ in range(2):
+        contained("mylinear", 1, 0)
+    fixed = statistics.median(timed(lambda s=s: contained("mylinear", 1, s)) for s in range(rounds))
+    results = {}
+    for name, (model, steps) in cases.items():
+        inside, here = [], []
+        for seed in range(rounds):
+            inside.append(timed(lambda m=model, n=steps, s=seed: contained(m, n, s + 1)))
+            here.append(
+                timed(lambda m=model, n=steps, s=seed: train_steps(m, lr=0.1, steps=n, seed=s + 1))
+            )
+        results[name] = (statistics.median(inside), statistics.median(here))
+    return fixed, results
+
+
 def page_reruns(rounds: int) -> tuple[dict[str, float], float]:
     from components.modules.state import SECTIONS
 
@@ -153,9 +185,20 @@ def main() -> int:
     if ratio > TRAINING_TARGET:
         failures.append(f"training recording: {ratio:.2f}")
 
+    fixed, runs = contained_training(args.rounds)
+    print(
+        f"3. training in a sandbox job vs in this process; fixed cost per job {fixed * ms:.1f} ms"
+    )
+    for name, (inside, here) in runs.items():
+        ratio = (inside - fixed) / here
+        print(f"   {name:<13} contained {inside * ms:7.1f} ms  in-process {here * ms:7.1f} ms"
+              f"  ratio less fixed cost {ratio:.2f} (target ≤ {CONTAINED_TARGET})")  # fmt: skip
+        if ratio > CONTAINED_TARGET:
+            failures.append(f"contained training {name}: {ratio:.2f}")
+
     serve_like_a_server()
     sections, trivial = page_reruns(args.page_rounds)
-    print(f"3. page rerun under AppTest, per section; trivial page {trivial * ms:.1f} ms")
+    print(f"4. page rerun under AppTest, per section; trivial page {trivial * ms:.1f} ms")
     for name, seconds in sections.items():
         ratio = seconds / trivial
         print(f"   {name:<8} {seconds * ms:7.1f} ms  ratio {ratio:.2f} (target ≤ {PAGE_TARGET})")

@@ -197,3 +197,14 @@ def test_a_forged_trace_is_refused(forge: Any) -> None:
     forge(reply["result"])
     with pytest.raises(SchemaError):
         _outcome(reply, TrainingTrace, TRACE_LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("model", "lr", "steps", "forget"),
+    [("mlp", 0.1, 20, False), ("mylinear", 2.0, 300, True), ("mylinear_plain", 0.1, 3, False)],
+)
+def test_the_jobs_fast_encoding_is_the_codecs(model: str, lr: float, steps: int, forget: bool):
+    from torchatlas.modules.jobs import encode_trace
+
+    trace = modules.train_steps(model, lr=lr, steps=steps, forget_zero_grad=forget)
+    assert encode_trace(trace) == encode(trace)

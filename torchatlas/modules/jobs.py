@@ -18,6 +18,7 @@ this room.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,8 @@ import torch
 
 from torchatlas.modules.inspector import inspect_namespace
 from torchatlas.modules.memory import MEMORY, allocate
-from torchatlas.modules.training import MAX_STEPS, ModelsError, train_steps
-from torchatlas.sandbox.codec import Limits, job_reply
+from torchatlas.modules.training import MAX_STEPS, ModelsError, TrainingTrace, train_steps
+from torchatlas.sandbox.codec import Limits, encode, job_reply
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
@@ -48,16 +49,53 @@ TRACE_LIMITS = Limits(
 MEMORY_LIMITS = Limits(max_str=100, max_items=16, max_nodes=200, max_depth=4, int_bits=64)
 
 
+def _values(values: tuple[float, ...] | None) -> Any:
+    """:func:`~torchatlas.sandbox.codec.encode` of a tuple of floats, without its per-value
+    type dispatch (a 500-step run holds ~75,000 of them): a float that is not finite becomes
+    the codec's marker, exactly as ``encode`` writes it."""
+    if values is None:
+        return None
+    return [v if v - v == 0 else encode(v) for v in values]
+
+
+def encode_trace(trace: TrainingTrace) -> dict[str, Any]:
+    """``encode(trace)``, the same JSON (tests/unit/test_modules_memory.py compares them),
+    with the recorded numbers written by :func:`_values`."""
+    steps = [
+        {
+            "index": record.index,
+            "loss": encode(record.loss),
+            "before": [_values(values) for values in record.before],
+            "grads": [_values(values) for values in record.grads],
+            "after": [_values(values) for values in record.after],
+            "grads_cleared": record.grads_cleared,
+        }
+        for record in trace.steps
+    ]
+    plain = {
+        field.name: encode(getattr(trace, field.name))
+        for field in dataclasses.fields(trace)
+        if field.init and field.name not in ("steps", "initial")
+    }
+    return {**plain, "initial": [_values(values) for values in trace.initial], "steps": steps}
+
+
+def _raise(error: BaseException) -> Any:
+    raise error
+
+
 def train_job(
     namespace: dict[str, Any], *, model: str, lr: float, steps: int, forget: bool, seed: int = 0
 ) -> dict[str, Any]:
     """Job ``modules.train``: :func:`~torchatlas.modules.training.train_steps` as a reply (the
     engine's own bounds checks come back as a coded refusal)."""
     del namespace  # no pasted code: the run uses the room's built-in models
-    return job_reply(
-        lambda: train_steps(model, lr=lr, steps=steps, forget_zero_grad=forget, seed=seed),
-        refusals=(ModelsError,),
-    )
+    try:
+        trace = train_steps(model, lr=lr, steps=steps, forget_zero_grad=forget, seed=seed)
+    except ModelsError as error:
+        refusal = error  # the coded refusal, in job_reply's words
+        return job_reply(lambda: _raise(refusal), refusals=(ModelsError,))
+    return {"result": encode_trace(trace)}
 
 
 def memory_job(namespace: dict[str, Any]) -> dict[str, Any]:
