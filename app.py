@@ -26,6 +26,7 @@ if __name__ != "__main__":  # imported by the server at start-up
 else:  # a visitor's script run
     from components.contained import page_guard
     from components.i18n import t
+    from components.lessons.panels import banner as lesson_banner
     from components.rooms import built_rooms
     from components.sidebar import language_switch, torch_box
 
@@ -42,7 +43,10 @@ else:  # a visitor's script run
     warm_server()
 
     home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
-    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home]}
+    lessons = st.Page(
+        "views/lessons.py", title=t("lessons.nav"), icon=":material/school:", url_path="lessons"
+    )
+    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home, lessons]}
     for room in built_rooms():
         page = st.Page(
             room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
@@ -52,4 +56,5 @@ else:  # a visitor's script run
     current = st.navigation(sections)
     torch_box()
     with page_guard():  # a page that fails shows an explained card; the server stays up
+        lesson_banner(current.url_path)  # a lesson's step above its room, when the URL names one
         current.run()

@@ -1,0 +1,189 @@
+"""Lessons' widgets: the banner above a room (narrative, question, Previous / Next), the
+lessons list, and the end summary."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from components.i18n import language, t
+from components.lessons import draw, state
+from components.lessons.state import Place
+from torchatlas.lessons import ROOMS, Lesson, Step
+
+
+def banner(page: str) -> None:
+    """Above the room: the step's narrative and question, progress and moves. Drawn by
+    app.py on every page but the lessons list, when the URL names a lesson and a step."""
+    place = state.current()
+    if place is None or page == "lessons":
+        return
+    if place is False:
+        st.warning(t("lessons.link_broken"), icon=":material/link_off:")
+        return
+    assert isinstance(place, Place)
+    if place.step is None:
+        return
+    lesson, step = place.lesson, place.step
+    lang = language()
+    with st.container(border=True, key="lessons_banner"):
+        st.caption(
+            f"{t('lessons.banner.lesson', title=lesson.title[lang])} · "
+            f"{draw.progress_text(lesson, step.number, lang)}"
+        )
+        st.progress(step.number / len(lesson.steps))
+        st.subheader(step.title[lang], anchor=False)
+        st.markdown(step.text[lang])
+        if step.room != page:
+            room = t(f"app.rooms.{step.room}.title")
+            st.info(t("lessons.banner.elsewhere", room=room), icon=":material/move_up:")
+        if step.question is not None:
+            _question(lesson, step)
+        _moves(lesson, step, page)
+
+
+def _question(lesson: Lesson, step: Step) -> None:
+    question = step.question
+    assert question is not None
+    lang = language()
+    picked = state.answers(lesson).get(step.number)
+    st.markdown(f"**{t('lessons.question.header')}** {question.prompt[lang]}")
+    key = state.pick_key(lesson, step.number)
+    if picked is not None:
+        st.session_state[key] = picked
+    choice = st.radio(
+        t("lessons.question.options"),
+        options=list(range(len(question.options))),
+        format_func=lambda i: draw.option_label(question.options[i], lang),
+        index=None,
+        key=key,
+        disabled=picked is not None,
+        label_visibility="collapsed",
+    )
+    if picked is None:
+        if st.button(
+            t("lessons.question.reveal"),
+            key=f"lessons_reveal_{lesson.id}_{step.number}",
+            disabled=choice is None,
+            icon=":material/visibility:",
+        ):
+            state.record(lesson, step.number, int(choice))
+            st.rerun()
+        st.caption(t("lessons.question.predict_first"))
+        return
+    right, text = draw.verdict_text(lesson, step.number, picked, lang)
+    (st.success if right else st.error)(
+        text, icon=":material/check_circle:" if right else ":material/cancel:"
+    )
+    st.markdown(question.explain[lang])
+
+
+def _moves(lesson: Lesson, step: Step, page: str) -> None:
+    row = st.container(horizontal=True, key="lessons_moves")
+    last = step.number == len(lesson.steps)
+    if row.button(
+        t("lessons.banner.previous"),
+        key="lessons_previous",
+        disabled=step.number == 1,
+        icon=":material/arrow_back:",
+    ):
+        state.go(lesson, step.number - 1)
+    back_label = "lessons.banner.back" if step.room == page else "lessons.banner.open_room"
+    if row.button(t(back_label), key="lessons_back", icon=":material/restart_alt:"):
+        state.go(lesson, step.number)
+    if last:
+        if row.button(
+            t("lessons.banner.finish"), key="lessons_finish", type="primary", icon=":material/flag:"
+        ):
+            state.go_summary(lesson)
+    elif row.button(
+        t("lessons.banner.next"),
+        key="lessons_next",
+        type="primary",
+        icon=":material/arrow_forward:",
+    ):
+        state.go(lesson, step.number + 1)
+
+
+# --------------------------------------------------------------------------- the lessons page
+
+
+def page() -> None:
+    """The lessons page: a link's lesson (its overview or end summary) first, then every
+    lesson with its note, steps and minutes."""
+    place = state.current()
+    if place is False:
+        st.warning(t("lessons.link_broken"), icon=":material/link_off:")
+    elif isinstance(place, Place):
+        if place.step is not None:  # a link to a step: open it in its room
+            state.go(place.lesson, place.step.number)
+        if place.end:
+            _summary(place.lesson)
+    st.markdown(t("lessons.intro"))
+    for lesson in state.lessons():
+        _card(lesson)
+
+
+def _card(lesson: Lesson) -> None:
+    lang = language()
+    answered = state.answers(lesson)
+    with st.container(border=True, key=f"lessons_card_{lesson.id}"):
+        st.subheader(lesson.title[lang], anchor=False)
+        st.caption(
+            t(
+                "lessons.card.facts",
+                steps=len(lesson.steps),
+                minutes=lesson.minutes,
+                questions=lesson.questions,
+                note=t(f"lessons.notes.{lesson.note.split('.')[0]}"),
+            )
+        )
+        st.markdown(lesson.summary[lang])
+        rooms = " → ".join(
+            dict.fromkeys(t(f"app.rooms.{step.room}.title") for step in lesson.steps)
+        )
+        st.caption(t("lessons.card.rooms", rooms=rooms))
+        row = st.container(horizontal=True)
+        last = state.last_opened()
+        if row.button(
+            t("lessons.card.start"), key=f"lessons_start_{lesson.id}", icon=":material/play_arrow:"
+        ):
+            state.go(lesson, 1)
+        resumable = last is not None and last[0] == lesson.id and last[1] > 1
+        if resumable and row.button(
+            t("lessons.card.continue", step=last[1]),
+            key=f"lessons_continue_{lesson.id}",
+            type="primary",
+        ):
+            state.go(lesson, last[1])
+        if answered:
+            row.caption(t("lessons.card.answered", count=len(answered), total=lesson.questions))
+
+
+def _summary(lesson: Lesson) -> None:
+    lang = language()
+    result = draw.summary(lesson, state.answers(lesson))
+    with st.container(border=True, key="lessons_summary"):
+        st.subheader(t("lessons.summary.header", title=lesson.title[lang]), anchor=False)
+        st.metric(
+            t("lessons.summary.score"),
+            t("lessons.summary.score_value", right=result.right, total=result.asked),
+        )
+        if result.answered < result.asked:
+            st.caption(t("lessons.summary.unanswered", count=result.asked - result.answered))
+        if not result.revisit:
+            st.success(t("lessons.summary.all_right"), icon=":material/celebration:")
+        else:
+            st.markdown(f"**{t('lessons.summary.revisit')}**")
+            for number in result.revisit:
+                step = lesson.step(number)
+                room = t(f"app.rooms.{step.room}.title")
+                label = t("lessons.summary.go", step=number, title=step.title[lang], room=room)
+                if st.button(label, key=f"lessons_revisit_{lesson.id}_{number}"):
+                    state.go(lesson, number)
+        if st.button(t("lessons.summary.again"), key=f"lessons_again_{lesson.id}"):
+            state.forget_answers(lesson)
+            state.go(lesson, 1)
+
+
+def room_of(step: Step) -> str:
+    return ROOMS[step.room].script
