@@ -149,7 +149,8 @@ def fact_value(fact: str, args: tuple[tuple[str, Any], ...], where: str) -> str:
     try:
         return evaluate(fact, {k: _thawed(v) for k, v in args})
     except FactError as error:
-        raise LessonError(f"fact_{error.code}", where=where, fact=fact, **error.params) from None
+        params = {"fact": fact, **error.params}  # the fact's own parameters may name it too
+        raise LessonError(f"fact_{error.code}", where=where, **params) from None
 
 
 def _link(room: str, node: Any, where: str) -> tuple[tuple[str, str | tuple[str, ...]], ...]:
