@@ -1,0 +1,316 @@
+"""Lessons under AppTest: every step of every lesson, opened from its shared link, renders its
+room without an exception or an error card and shows the values its narrative names (each
+``expect`` read off the page, or through the room's engine); a student follows whole lessons
+with Next (rooms change, each reads the step's link as a fresh visitor would), answers, and
+gets the right summary; broken lesson links are explained."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from components.shapes.state import encode_source
+from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.i18n import translate
+from torchatlas.lessons import ROOMS, Expectation, Lesson, Step, find, load_all
+
+LESSONS = load_all()
+STEPS = [(lesson, step) for lesson in LESSONS for step in lesson.steps]
+# Session keys no room owns: the language, the sandbox queue's id, the lessons' own.
+SHARED_KEYS = ("lang", "sandbox_session_id", "lessons_")
+
+
+def link(lesson: Lesson, step: Step) -> dict[str, Any]:
+    """The query a shared link to this step carries (what the Next button sends)."""
+    query: dict[str, Any] = dict(step.fields())
+    spec = ROOMS[step.room]
+    if step.source is not None and spec.source_field is not None:
+        query[spec.source_field] = encode_source(step.source)
+    return {**query, "lesson": lesson.id, "step": str(step.number)}
+
+
+def open_link(lesson: Lesson, step: Step, lang: str = "en") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = lang
+    for key, value in link(lesson, step).items():
+        at.query_params[key] = value
+    at.run()
+    return at.switch_page(ROOMS[step.room].script).run()
+
+
+# --------------------------------------------------------------------------- probes
+
+
+STRIDES_ROWS = {"tensor_size": "size", "tensor_stride": "stride", "tensor_offset": "offset"}
+
+
+def page_text(at: AppTest) -> str:
+    parts = [rendered_text(at)]
+    parts += [str(c.value) for c in at.get("code")]
+    parts += [f"{m.label}: {m.value}" for m in at.metric]
+    parts += [df.value.to_string() for df in at.dataframe]
+    parts += [str(e.value) for e in at.error]
+    return "\n".join(parts)
+
+
+def _dims(value: str) -> list[str]:
+    return re.findall(r"\d+", value)
+
+
+def _renderings(value: str) -> list[str]:
+    """A tuple value as the rooms print it: ``(2, 5)``, ``2×5``, ``2 × 5``."""
+    dims = _dims(value)
+    if not value.startswith("(") or not dims:
+        return [value]
+    return [value, "×".join(dims), " × ".join(dims)]
+
+
+def _markdown_rows(at: AppTest, header_word: str) -> list[list[str]]:
+    """Cells of every markdown table row whose table header mentions ``header_word``."""
+    rows: list[list[str]] = []
+    for element in at.markdown:
+        lines = str(element.value).splitlines()
+        for i, line in enumerate(lines[:-1]):
+            if line.startswith("|") and header_word in line and lines[i + 1].startswith("|--"):
+                header = [c.strip() for c in line.strip("|").split("|")]
+                for row in lines[i + 2 :]:
+                    if not row.startswith("|"):
+                        break
+                    rows.append([c.strip() for c in row.strip("|").split("|")])
+                rows.insert(0, header)
+                return rows
+    return rows
+
+
+def check(at: AppTest, item: Expectation, lang: str) -> None:
+    """Assert the room shows ``item.value`` where the probe says to look."""
+    value, where = item.value, f"{item.probe}@{item.at}: {item.fact} = {item.value}"
+    if item.probe == "text":
+        if value == "error":
+            assert at.error, where
+        else:
+            text = page_text(at)
+            assert any(r in text for r in _renderings(value)), where
+    elif item.probe == "strides.numbers":  # the row of "this step in numbers" for the fact
+        label = translate(f"strides.facts.{STRIDES_ROWS[item.fact]}", lang)
+        assert f"| {label} | `{value}` |" in rendered_text(at), where
+    elif item.probe == "autograd.variable":
+        rows = _markdown_rows(at, "requires_grad")
+        assert rows, where
+        column = rows[0].index(item.fact)
+        row = next(r for r in rows[1:] if r[0] == f"`{item.at}`")
+        assert row[column] == value, (where, row)
+    elif item.probe == "autograd.freeze":
+        from torchatlas.autograd.freeze import freeze
+
+        assert str(freeze(trainable=("fc",)).trainable_numel) == value, where
+    elif item.probe == "basics.result_dtype":
+        label = translate("basics.types.metric_result_type", lang)
+        assert {m.label: m.value for m in at.metric}[label] == value, where
+    elif item.probe == "shapes.layer":
+        frame = at.dataframe[0].value
+        shown = " × ".join(_dims(value))
+        rows = [list(map(str, r)) for r in frame.itertuples(index=False)]
+        # the layer column is indented by depth (em spaces): compare the name itself
+        assert any(r[0].strip() == item.at and shown in r for r in rows), (where, frame.head(20))
+    elif item.probe == "shapes.error":
+        assert value == "error" and at.error, where
+    elif item.probe == "modules.metric":
+        label = translate(str(item.at), lang)
+        assert {m.label: m.value for m in at.metric}[label] == value, where
+    elif item.probe == "classify.tensor_shape":
+        assert "×".join(_dims(value)) in page_text(at), where
+    elif item.probe == "devices.accelerator":
+        verdict = translate("devices.inventory.no_accelerator", lang).split("{")[0]
+        assert (verdict in page_text(at)) == (value == "False"), where
+    else:  # pragma: no cover - a probe added to torchatlas.lessons.rooms needs a reader here
+        raise AssertionError(f"no reader for probe {item.probe}")
+
+
+def check_step(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert step.title[lang] in [h.value for h in at.subheader], "the banner shows the step"
+    assert translate(
+        "lessons.banner.progress", lang, step=step.number, total=len(lesson.steps)
+    ) in (rendered_text(at))
+    if not any(item.value == "error" for item in step.expect):
+        assert not at.error, [e.value for e in at.error]
+    for item in step.expect:
+        check(at, item, lang)
+
+
+# --------------------------------------------------------------------------- every step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("lesson", "step"), STEPS, ids=[f"{lesson.id}-{step.number}" for lesson, step in STEPS]
+)
+def test_every_step_opened_from_its_link_shows_what_it_names(lesson: Lesson, step: Step) -> None:
+    at = open_link(lesson, step)
+    check_step(at, lesson, step, "en")
+
+
+def test_a_room_keeps_no_session_key_outside_its_prefixes() -> None:
+    """Clearing a room's prefixed keys must reset it: every key it sets is prefixed."""
+    for room in ("strides", "autograd", "basics", "shapes", "modules", "devices", "classify"):
+        at = open_page(ROOMS[room].script)
+        assert not at.exception
+        keys = [str(k) for k in at.session_state.keys()]  # noqa: SIM118 (no __iter__)
+        unknown = [
+            k
+            for k in keys
+            if not k.startswith((*ROOMS[room].session_prefixes, *SHARED_KEYS, "$$"))
+            and not k.startswith("FormSubmitter")
+        ]
+        assert unknown == [], (room, unknown)
+
+
+# --------------------------------------------------------------------------- following a lesson
+
+
+def _press(at: AppTest, key: str, script: str | None = None) -> AppTest:
+    at.button(key=key).click().run()
+    if script is not None:  # the button switched pages: later runs stay on that page
+        at.switch_page(script)
+    return at
+
+
+def follow(lesson_id: str, lang: str, wrong: set[int]) -> AppTest:
+    """A student opens the lesson from the Lessons page, answers each question (the right
+    option, except on ``wrong`` steps) and presses Next to the end; each step checked."""
+    lesson = find(lesson_id)
+    assert lesson is not None
+    at = open_page("views/lessons.py", lang=lang)
+    assert not at.exception
+    _press(at, f"lessons_start_{lesson.id}", ROOMS[lesson.step(1).room].script)
+    for step in lesson.steps:
+        check_step(at, lesson, step, lang)
+        assert at.query_params["step"] == str(step.number), "the step is in the URL"
+        question = step.question
+        if question is not None:
+            pick = question.answer if step.number not in wrong else (question.answer + 1) % 2
+            at.radio(key=f"lessons_pick_{lesson.id}_{step.number}").set_value(pick).run()
+            _press(at, f"lessons_reveal_{lesson.id}_{step.number}")
+            verdict = at.success if step.number not in wrong else at.error
+            assert any(question.explain[lang] in m.value for m in at.markdown)
+            assert verdict, "the reveal says right or wrong"
+        if step.number < len(lesson.steps):
+            _press(at, "lessons_next", ROOMS[lesson.step(step.number + 1).room].script)
+    _press(at, "lessons_finish", "views/lessons.py")
+    assert not at.exception
+    return at
+
+
+def _summary_is(at: AppTest, lesson: Lesson, lang: str, wrong: set[int]) -> None:
+    total = lesson.questions
+    metric = {m.label: m.value for m in at.metric}[translate("lessons.summary.score", lang)]
+    right = total - len(wrong)
+    assert metric == translate("lessons.summary.score_value", lang, right=right, total=total)
+    revisit = [b.label for b in at.button if b.key and b.key.startswith("lessons_revisit_")]
+    assert len(revisit) == len(wrong)
+    for number, label in zip(sorted(wrong), revisit, strict=True):
+        assert lesson.step(number).title[lang] in label
+    if not wrong:
+        assert at.success, "every prediction matched torch"
+
+
+@pytest.mark.slow
+def test_a_student_follows_a_lesson_in_korean_and_gets_the_right_summary() -> None:
+    # (the basics room's selectboxes keep English labels under AppTest's replay in Korean,
+    # an AppTest limit: the Korean walk-through is a lesson whose steps press no such box)
+    at = follow("shapes_meta", "ko", wrong={3})
+    _summary_is(at, find("shapes_meta"), "ko", {3})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("lesson_id", "wrong"),
+    [("dlwp_tensors", {5}), ("linear_layer", set()), ("basics_autograd", set()),
+     ("broadcasting", {1, 3})],
+)  # fmt: skip
+def test_every_lesson_can_be_followed_to_its_summary(lesson_id: str, wrong: set[int]) -> None:
+    at = follow(lesson_id, "en", wrong=wrong)
+    _summary_is(at, find(lesson_id), "en", wrong)
+
+
+def test_back_to_this_step_restores_the_steps_state_after_wandering_off() -> None:
+    lesson = find("broadcasting")
+    step = lesson.step(2)
+    at = open_link(lesson, step)
+    check_step(at, lesson, step, "en")
+    at.text_input(key="strides_shape").set_value("5, 7").run()  # the student wanders off
+    assert "`(0, 1)`" not in rendered_text(at)
+    _press(at, "lessons_back", "views/strides.py")
+    check_step(at, lesson, step, "en")
+
+
+def test_previous_goes_back_a_room_and_answers_are_kept() -> None:
+    lesson = find("broadcasting")
+    at = open_link(lesson, lesson.step(1))
+    at.radio(key="lessons_pick_broadcasting_1").set_value(lesson.step(1).question.answer).run()
+    _press(at, "lessons_reveal_broadcasting_1")
+    _press(at, "lessons_next", "views/strides.py")
+    check_step(at, lesson, lesson.step(2), "en")
+    _press(at, "lessons_previous", "views/basics.py")
+    check_step(at, lesson, lesson.step(1), "en")
+    radio = at.radio(key="lessons_pick_broadcasting_1")
+    assert radio.value == lesson.step(1).question.answer and radio.disabled, "first answer kept"
+
+
+# --------------------------------------------------------------------------- the page and links
+
+
+def test_the_lessons_page_lists_every_lesson_with_steps_and_minutes() -> None:
+    for lang in ("en", "ko"):
+        at = open_page("views/lessons.py", lang=lang)
+        assert not at.exception
+        titles = [h.value for h in at.subheader]
+        for lesson in LESSONS:
+            assert lesson.title[lang] in titles
+            caption = translate(
+                "lessons.card.facts",
+                lang,
+                steps=len(lesson.steps),
+                minutes=lesson.minutes,
+                questions=lesson.questions,
+                note=translate(f"lessons.notes.{lesson.note.removesuffix('.txt')}", lang),
+            )
+            assert caption in [c.value for c in at.caption]
+
+
+def test_a_link_to_a_step_on_the_lessons_page_opens_the_step_in_its_room() -> None:
+    lesson = find("dlwp_tensors")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    at.query_params["lesson"], at.query_params["step"] = lesson.id, "8"
+    at.run()
+    at.switch_page("views/lessons.py").run()
+    at.switch_page("views/strides.py")
+    check_step(at, lesson, lesson.step(8), "en")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"lesson": "nope", "step": "1"},
+        {"lesson": "broadcasting", "step": "²"},
+        {"lesson": "broadcasting", "step": "0"},
+        {"lesson": "broadcasting", "step": "99999999999999999999999"},
+        {"lesson": "broadcasting", "step": "-1"},
+        {"lesson": "a" * 5000, "step": "1"},
+    ],
+)
+def test_a_broken_lesson_link_is_explained_and_the_room_still_draws(query: dict) -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = "en"
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("views/strides.py").run()
+    assert not at.exception
+    assert translate("lessons.link_broken", "en") in [w.value for w in at.warning]
+    assert at.title and "Tensor storage" in at.title[0].value
