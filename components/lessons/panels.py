@@ -24,6 +24,7 @@ def banner(page: str) -> None:
     if place.step is None:
         return
     lesson, step = place.lesson, place.step
+    state.remember(lesson, step.number)
     lang = language()
     with st.container(border=True, key="lessons_banner"):
         st.caption(

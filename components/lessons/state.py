@@ -120,5 +120,12 @@ def pick_key(lesson: Lesson, number: int) -> str:
     return f"{PICK_PREFIX}{lesson.id}_{number}"
 
 
+def remember(lesson: Lesson, number: int) -> None:
+    """The step shown (also one reached by a shared link): the Lessons page offers to
+    continue there."""
+    if st.session_state.get(LAST_KEY) != (lesson.id, number):
+        st.session_state[LAST_KEY] = (lesson.id, number)
+
+
 def last_opened() -> tuple[str, int] | None:
     return st.session_state.get(LAST_KEY)

@@ -282,6 +282,18 @@ def test_the_lessons_page_lists_every_lesson_with_steps_and_minutes() -> None:
             assert caption in [c.value for c in at.caption]
 
 
+def test_the_lessons_page_offers_to_continue_where_the_student_was() -> None:
+    lesson = find("basics_autograd")
+    at = open_link(lesson, lesson.step(6))
+    for key in list(at.query_params):  # the sidebar's navigation leaves with a bare URL
+        del at.query_params[key]
+    at.switch_page("views/lessons.py").run()
+    key = f"lessons_continue_{lesson.id}"
+    assert at.button(key=key).label == translate("lessons.card.continue", "en", step=6)
+    _press(at, key, "views/autograd.py")
+    check_step(at, lesson, lesson.step(6), "en")
+
+
 def test_a_link_to_a_step_on_the_lessons_page_opens_the_step_in_its_room() -> None:
     lesson = find("dlwp_tensors")
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
