@@ -146,12 +146,15 @@ def check_step(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize(
     ("lesson", "step"), STEPS, ids=[f"{lesson.id}-{step.number}" for lesson, step in STEPS]
 )
-def test_every_step_opened_from_its_link_shows_what_it_names(lesson: Lesson, step: Step) -> None:
-    at = open_link(lesson, step)
-    check_step(at, lesson, step, "en")
+def test_every_step_opened_from_its_link_shows_what_it_names(
+    lesson: Lesson, step: Step, lang: str
+) -> None:
+    at = open_link(lesson, step, lang)
+    check_step(at, lesson, step, lang)
 
 
 def test_a_room_keeps_no_session_key_outside_its_prefixes() -> None:
