@@ -42,6 +42,7 @@ def test_the_four_notes_have_a_lesson_each_and_a_fifth_exists() -> None:
         assert by_id[lesson_id].note == note
         assert 6 <= len(by_id[lesson_id].steps) <= 12, lesson_id
     assert len(by_id) >= 5, "the fifth, short lesson proves a lesson is one file"
+    assert [x.id for x in LESSONS][:4] == list(CURRICULUM), "listed in the curriculum's order"
     for lesson in LESSONS:  # every note named has its words in the page's tables
         assert f"lessons.notes.{lesson.note.removesuffix('.txt')}" in table("en")
 
@@ -268,6 +269,7 @@ def test_ops_are_parsed_never_evaluated(op: str) -> None:
 
 def test_every_lesson_file_is_in_the_folder_the_app_reads() -> None:
     assert sorted(p.stem for p in LESSONS_DIR.glob("*.toml")) == sorted(x.id for x in LESSONS)
+    assert all(x.order < 100 for x in LESSONS)
 
 
 # --------------------------------------------------------------------------- summary

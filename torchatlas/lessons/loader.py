@@ -87,6 +87,7 @@ class Lesson:
     id: str
     note: str  # the curriculum note it follows
     minutes: int
+    order: int  # place on the Lessons page (then the id)
     title: dict[str, str]
     summary: dict[str, str]
     steps: tuple[Step, ...]
@@ -258,7 +259,10 @@ def parse_lesson(text: str, lesson_id: str) -> Lesson:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise LessonError("not_toml", id=lesson_id, detail=str(error)[:200]) from None
-    _only(data, lesson_id, {"note", "minutes", "steps"})
+    _only(data, lesson_id, {"note", "minutes", "order", "steps"})
+    order = data.get("order", 100)
+    if not isinstance(order, int) or not 0 <= order <= 1000:
+        raise LessonError("bad_order", id=lesson_id)
     minutes = data.get("minutes")
     if not isinstance(minutes, int) or not 1 <= minutes <= 120:
         raise LessonError("bad_minutes", id=lesson_id)
@@ -273,6 +277,7 @@ def parse_lesson(text: str, lesson_id: str) -> Lesson:
         id=lesson_id,
         note=note,
         minutes=minutes,
+        order=order,
         title=texts["title"],
         summary=texts["summary"],
         steps=tuple(_step(n, node, lesson_id) for n, node in enumerate(steps, start=1)),
@@ -285,9 +290,10 @@ def load_lesson(path: Path) -> Lesson:
 
 @cache
 def load_all(folder: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
-    """Every lesson in ``folder``, by file name (torch answers each question once per
+    """Every lesson in ``folder``, in their ``order`` (torch answers each question once per
     process). A file that does not load raises: lessons are checked by the test suite."""
-    return tuple(load_lesson(path) for path in sorted(folder.glob("*.toml")))
+    lessons = (load_lesson(path) for path in folder.glob("*.toml"))
+    return tuple(sorted(lessons, key=lambda lesson: (lesson.order, lesson.id)))
 
 
 def lesson_ids(folder: Path = LESSONS_DIR) -> tuple[str, ...]:
