@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchatlas.autograd.backward import BackwardStep, BackwardTrace, LeafGrad, trace_and_backward
 from torchatlas.autograd.errors import AutogradError, ProgramError
+from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
 from torchatlas.autograd.parser import python_code
 from torchatlas.autograd.programs import parse
@@ -205,6 +206,17 @@ WARM_UP: list[dict[str, Any]] = [
 ]
 
 
+# Runs in each spare child while it waits for a job (a child may run backward): a forked child
+# pays a page fault for every page it first touches, so a small program with a backward takes
+# the interpreter's and the replay's first touches off the visitor's job. A program of the size
+# visitors run (the MLP example) touches about as many pages as theirs will.
+SPARE_WARM_UP: dict[str, Any] = {
+    "source": "",
+    "job": RUN,
+    "params": {"program": EXAMPLES["mlp"].program, "seed": 0, "root": None},
+}
+
+
 def register_jobs(pool: SandboxPool) -> SandboxPool:
-    """Register this room's job and its warm-up with ``pool`` (again: a no-op); returns it."""
-    return pool.register(JOBS, WARM_UP)
+    """Register this room's job and its warm-ups with ``pool`` (again: a no-op); returns it."""
+    return pool.register(JOBS, WARM_UP, SPARE_WARM_UP)

@@ -114,128 +114,194 @@ def _union_members(hint: Any) -> tuple[Any, ...] | None:
     return None
 
 
+Decoder = Callable[[Any, "_Budget", int], Any]
+
+
 def _decode(data: Any, hint: Any, budget: _Budget, depth: int) -> Any:
-    limits = budget.limits
     budget.take()
-    if depth > limits.max_depth:
-        raise SchemaError(f"nested more than {limits.max_depth} levels deep")
+    if depth > budget.limits.max_depth:
+        raise SchemaError(f"nested more than {budget.limits.max_depth} levels deep")
+    return _decoder(hint)(data, budget, depth)
+
+
+@functools.cache
+def _decoder(hint: Any) -> Decoder:
+    """The decoding function for ``hint``, built once per type: a reply holds tens of thousands
+    of values, and asking ``typing`` what each hint means for every one of them costs more than
+    the checks themselves."""
     if hint is Any or hint is object:
-        return _plain(data, budget, depth)
+        return _plain
     if hint is None or hint is type(None):
-        if data is not None:
-            raise SchemaError("expected null")
-        return None
+        return _decode_none
     members = _union_members(hint)
     if members is not None:
-        if data is None and type(None) in members:
+        return _union_decoder(members)
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return _literal_decoder(typing.get_args(hint))
+    if origin is not None:
+        return _generic_decoder(origin, typing.get_args(hint))
+    if isinstance(hint, type):
+        return _type_decoder(hint)
+    raise TypeError(f"cannot decode the type {hint!r}")
+
+
+def _decode_none(data: Any, budget: _Budget, depth: int) -> None:
+    if data is not None:
+        raise SchemaError("expected null")
+
+
+def _union_decoder(members: tuple[Any, ...]) -> Decoder:
+    optional = type(None) in members
+    others = tuple(member for member in members if member is not type(None))
+
+    def decode_union(data: Any, budget: _Budget, depth: int) -> Any:
+        if data is None and optional:
             return None
         reasons = []
-        for member in members:
-            if member is type(None):
-                continue
+        for member in others:
             try:
-                return _decode(data, member, budget, depth)
+                return _decoder(member)(data, budget, depth)
             except SchemaError as exc:
                 reasons.append(str(exc))
         raise SchemaError("matches none of its types: " + "; ".join(reasons)[:300])
-    origin = typing.get_origin(hint)
-    if origin is typing.Literal:
-        allowed = typing.get_args(hint)
-        if data not in allowed or type(data) not in {type(a) for a in allowed}:
+
+    return decode_union
+
+
+def _literal_decoder(allowed: tuple[Any, ...]) -> Decoder:
+    kinds = {type(a) for a in allowed}
+
+    def decode_literal(data: Any, budget: _Budget, depth: int) -> Any:
+        if data not in allowed or type(data) not in kinds:
             raise SchemaError("a value outside its allowed set")
         return data
-    if origin is not None:
-        return _decode_generic(data, origin, typing.get_args(hint), budget, depth)
-    if isinstance(hint, type):
-        return _decode_type(data, hint, budget, depth)
-    raise SchemaError(f"cannot decode the type {hint!r}")
+
+    return decode_literal
 
 
-def _decode_type(data: Any, hint: type, budget: _Budget, depth: int) -> Any:
-    limits = budget.limits
+def _decode_bool(data: Any, budget: _Budget, depth: int) -> bool:
+    if type(data) is not bool:
+        raise SchemaError("expected true or false")
+    return data
+
+
+def _decode_int(data: Any, budget: _Budget, depth: int) -> int:
+    if type(data) is not int:
+        raise SchemaError("expected a whole number")
+    if data.bit_length() > budget.limits.int_bits:
+        raise SchemaError(f"a whole number of {data.bit_length()} bits")
+    return data
+
+
+def _decode_float(data: Any, budget: _Budget, depth: int) -> float:
+    kind = type(data)
+    if kind is float and math.isfinite(data):
+        return data
+    if kind is int and data.bit_length() <= budget.limits.int_bits:
+        return float(data)
+    if kind is dict and set(data) == {FLOAT} and data[FLOAT] in _NON_FINITE:
+        return _NON_FINITE[data[FLOAT]]
+    raise SchemaError("expected a number")
+
+
+def _decode_complex(data: Any, budget: _Budget, depth: int) -> complex:
+    if type(data) is dict and set(data) == {COMPLEX} and type(data[COMPLEX]) is list:
+        parts = data[COMPLEX]
+        if len(parts) == 2:
+            return complex(*(_decode(part, float, budget, depth + 1) for part in parts))
+    raise SchemaError("expected a complex number")
+
+
+def _decode_fraction(data: Any, budget: _Budget, depth: int) -> Fraction:
+    if type(data) is dict and set(data) == {FRACTION} and type(data[FRACTION]) is str:
+        numerator, slash, denominator = data[FRACTION].partition("/")
+        digits = max(len(numerator), len(denominator))
+        if (
+            slash
+            and digits <= budget.limits.fraction_digits
+            and numerator.lstrip("-").isascii()
+            and numerator.lstrip("-").isdecimal()
+            and denominator.isascii()
+            and denominator.isdecimal()
+            and int(denominator) > 0
+        ):
+            return Fraction(int(numerator), int(denominator))
+    raise SchemaError("expected an exact fraction")
+
+
+def _decode_str(data: Any, budget: _Budget, depth: int) -> str:
+    if type(data) is not str:
+        raise SchemaError("expected a string")
+    if len(data) > budget.limits.max_str:
+        raise SchemaError(f"a string of {len(data):,} characters")
+    return data
+
+
+_SIMPLE: dict[type, Decoder] = {
+    bool: _decode_bool,
+    int: _decode_int,
+    float: _decode_float,
+    complex: _decode_complex,
+    Fraction: _decode_fraction,
+    str: _decode_str,
+}
+
+
+def _type_decoder(hint: type) -> Decoder:
     if issubclass(hint, enum.Enum):
-        try:
-            return hint(data)
-        except (ValueError, TypeError):
-            raise SchemaError(f"not a {hint.__name__}") from None
-    if hint is bool:
-        if type(data) is not bool:
-            raise SchemaError("expected true or false")
-        return data
-    if hint is int:
-        if type(data) is not int:
-            raise SchemaError("expected a whole number")
-        if data.bit_length() > limits.int_bits:
-            raise SchemaError(f"a whole number of {data.bit_length()} bits")
-        return data
-    if hint is float:
-        if type(data) is int and data.bit_length() <= limits.int_bits:
-            return float(data)
-        if type(data) is float and math.isfinite(data):
-            return data
-        if type(data) is dict and set(data) == {FLOAT} and data[FLOAT] in _NON_FINITE:
-            return _NON_FINITE[data[FLOAT]]
-        raise SchemaError("expected a number")
-    if hint is complex:
-        if type(data) is dict and set(data) == {COMPLEX} and type(data[COMPLEX]) is list:
-            parts = data[COMPLEX]
-            if len(parts) == 2:
-                return complex(*(_decode(part, float, budget, depth + 1) for part in parts))
-        raise SchemaError("expected a complex number")
-    if hint is Fraction:
-        if type(data) is dict and set(data) == {FRACTION} and type(data[FRACTION]) is str:
-            text = data[FRACTION]
-            numerator, slash, denominator = text.partition("/")
-            digits = max(len(numerator), len(denominator))
-            if (
-                slash
-                and digits <= limits.fraction_digits
-                and numerator.lstrip("-").isascii()
-                and numerator.lstrip("-").isdecimal()
-                and denominator.isascii()
-                and denominator.isdecimal()
-                and int(denominator) > 0
-            ):
-                return Fraction(int(numerator), int(denominator))
-        raise SchemaError("expected an exact fraction")
-    if hint is str:
-        if type(data) is not str:
-            raise SchemaError("expected a string")
-        if len(data) > limits.max_str:
-            raise SchemaError(f"a string of {len(data):,} characters")
-        return data
+
+        def decode_enum(data: Any, budget: _Budget, depth: int) -> Any:
+            try:
+                return hint(data)
+            except (ValueError, TypeError):
+                raise SchemaError(f"not a {hint.__name__}") from None
+
+        return decode_enum
+    if hint in _SIMPLE:
+        return _SIMPLE[hint]
     if dataclasses.is_dataclass(hint):
-        return _decode_dataclass(data, hint, budget, depth)
+        return _dataclass_decoder(hint)
     if hint in (tuple, list):
-        return hint(_decode_generic(data, list, (Any,), budget, depth))
+        items = _generic_decoder(list, (Any,))
+        return lambda data, budget, depth: hint(items(data, budget, depth))
     if hint is dict:
-        return _decode_generic(data, dict, (Any, Any), budget, depth)
-    raise SchemaError(f"cannot decode the type {hint.__name__}")
+        return _generic_decoder(dict, (Any, Any))
+    raise TypeError(f"cannot decode the type {hint.__name__}")
 
 
-def _decode_dataclass(data: Any, cls: type, budget: _Budget, depth: int) -> Any:
-    if type(data) is not dict:
-        raise SchemaError(f"expected an object for {cls.__name__}")
+def _dataclass_decoder(cls: type) -> Decoder:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
-    unknown = set(data) - set(fields)
-    if unknown:
-        raise SchemaError(f"{cls.__name__} has no field {sorted(unknown)[0][:40]!r}")
+    names = frozenset(fields)
     hints = _hints(cls)
-    values = {}
-    for name, field in fields.items():
-        if name not in data:
-            missing = dataclasses.MISSING
-            if field.default is missing and field.default_factory is missing:
-                raise SchemaError(f"{cls.__name__}.{name} is missing")
-            continue
+    missing = dataclasses.MISSING
+    required = frozenset(
+        name
+        for name, field in fields.items()
+        if field.default is missing and field.default_factory is missing
+    )
+
+    def decode_dataclass(data: Any, budget: _Budget, depth: int) -> Any:
+        if type(data) is not dict:
+            raise SchemaError(f"expected an object for {cls.__name__}")
+        keys = data.keys()
+        if not keys <= names:
+            unknown = sorted(keys - names)[0]
+            raise SchemaError(f"{cls.__name__} has no field {unknown[:40]!r}")
+        if not required <= keys:
+            raise SchemaError(f"{cls.__name__}.{sorted(required - keys)[0]} is missing")
+        values = {}
+        for name, item in data.items():
+            try:
+                values[name] = _decode(item, hints[name], budget, depth + 1)
+            except SchemaError as exc:
+                raise exc.at(name) from None
         try:
-            values[name] = _decode(data[name], hints[name], budget, depth + 1)
-        except SchemaError as exc:
-            raise exc.at(name) from None
-    try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
-        raise SchemaError(f"{cls.__name__} refused its fields: {str(exc)[:200]}") from None
+            return cls(**values)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{cls.__name__} refused its fields: {str(exc)[:200]}") from None
+
+    return decode_dataclass
 
 
 def _pairs(data: Any, limits: Limits) -> list[tuple[Any, Any]]:
@@ -253,47 +319,53 @@ def _pairs(data: Any, limits: Limits) -> list[tuple[Any, Any]]:
     raise SchemaError("expected a mapping")
 
 
-def _decode_generic(
-    data: Any, origin: Any, args: tuple[Any, ...], budget: _Budget, depth: int
-) -> Any:
-    limits = budget.limits
+def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
     if origin in (dict, Mapping) or origin is typing.Mapping:
         key_hint, value_hint = args or (Any, Any)
-        pairs = _pairs(data, limits)
-        budget.take(len(pairs))
-        out = {}
-        for key, item in pairs:
-            clean_key = _decode(key, key_hint, budget, depth + 1)
-            try:
-                hash(clean_key)
-            except TypeError:
-                raise SchemaError("a mapping key that cannot be a key") from None
-            out[clean_key] = _decode(item, value_hint, budget, depth + 1)
-        return out
-    if origin in (tuple, list, set, frozenset, Sequence) or origin is typing.Sequence:
+
+        def decode_mapping(data: Any, budget: _Budget, depth: int) -> Any:
+            pairs = _pairs(data, budget.limits)
+            budget.take(len(pairs))
+            out = {}
+            for key, item in pairs:
+                clean_key = _decode(key, key_hint, budget, depth + 1)
+                try:
+                    hash(clean_key)
+                except TypeError:
+                    raise SchemaError("a mapping key that cannot be a key") from None
+                out[clean_key] = _decode(item, value_hint, budget, depth + 1)
+            return out
+
+        return decode_mapping
+    if origin not in (tuple, list, set, frozenset, Sequence) and origin is not typing.Sequence:
+        raise TypeError(f"cannot decode the type {origin!r}")
+    fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
+    item_hint = args[0] if args else Any
+    as_tuple = origin in (tuple, Sequence) or origin is typing.Sequence
+
+    def decode_sequence(data: Any, budget: _Budget, depth: int) -> Any:
         if type(data) is not list:
             raise SchemaError("expected a list")
+        limits = budget.limits
         if len(data) > limits.max_items:
             raise SchemaError(f"a list of {len(data):,} items")
         budget.take(len(data))
-        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        if fixed:
             if len(data) != len(args):
                 raise SchemaError(f"expected {len(args)} items, got {len(data)}")
-            items = []
-            for index, (item, hint) in enumerate(zip(data, args, strict=True)):
-                try:
-                    items.append(_decode(item, hint, budget, depth + 1))
-                except SchemaError as exc:
-                    raise exc.at(index) from None
-            return tuple(items)
-        item_hint = args[0] if args else Any
+            hints = args
+        else:
+            hints = (item_hint,) * len(data)
+        if depth + 1 > limits.max_depth:
+            raise SchemaError(f"nested more than {limits.max_depth} levels deep")
         items = []
-        for index, item in enumerate(data):
+        for index, (item, hint) in enumerate(zip(data, hints, strict=True)):
             try:
-                items.append(_decode(item, item_hint, budget, depth + 1))
+                items.append(_decoder(hint)(item, budget, depth + 1))
             except SchemaError as exc:
                 raise exc.at(index) from None
-        if origin in (tuple, Sequence) or origin is typing.Sequence:
+        budget.take(len(data))
+        if as_tuple or fixed:
             return tuple(items)
         if origin in (set, frozenset):
             try:
@@ -301,7 +373,8 @@ def _decode_generic(
             except TypeError:
                 raise SchemaError("a set item that cannot be hashed") from None
         return items
-    raise SchemaError(f"cannot decode the type {origin!r}")
+
+    return decode_sequence
 
 
 def _plain(data: Any, budget: _Budget, depth: int) -> Any:
@@ -345,7 +418,9 @@ def _plain(data: Any, budget: _Budget, depth: int) -> Any:
 def decode(data: Any, hint: Any, limits: Limits = DEFAULT_LIMITS) -> Any:
     """``data`` (JSON from an untrusted process) rebuilt as ``hint`` (a dataclass, enum,
     ``tuple[...]``, ``X | None``, …); :class:`~torchatlas.sandbox.schema.SchemaError` when it
-    does not match or breaks a bound. Never raises anything else for ``json.loads`` output."""
+    does not match or breaks a bound. Never raises anything else for ``json.loads`` output
+    (a hint the codec cannot decode is the caller's mistake: TypeError, before any data)."""
+    _decoder(hint)
     try:
         return _decode(data, hint, _Budget(limits), 0)
     except RecursionError:

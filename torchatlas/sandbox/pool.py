@@ -505,7 +505,7 @@ class SandboxPool:
         self._jobs: dict[str, Job] = {}
         self._targets: dict[str, str] = {}
         self._warm_requests: list[dict[str, Any]] = []
-        self._spare_warm_up: dict[str, Any] | None = None
+        self._spare_warm_ups: list[dict[str, Any]] = []
         self._registry_changed = False  # the running zygote has an older registry
         if jobs or warm_up_requests or spare_warm_up:
             self.register(jobs or {}, warm_up_requests, spare_warm_up)
@@ -532,11 +532,12 @@ class SandboxPool:
 
         ``warm_up_requests`` (``{"source", "job", "params"}`` each, for registered jobs) run
         once in the zygote before it forks, so children find everything imported and touched;
-        ``spare_warm_up`` is the request each spare child runs while it waits (it replaces an
-        earlier one). Registering the same again changes nothing; a name already registered to
-        another function raises ValueError. Call it before the first job: a registration that
-        changes anything after the zygote started makes the next job start a new zygote (jobs
-        running in the old one then end as crashed).
+        ``spare_warm_up`` is a request each spare child runs while it waits for a job: each
+        registration adds its own (a room touches its own paths), and a spare runs them all
+        before it says it is ready. Registering the same again changes nothing; a name
+        already registered to another function raises ValueError. Call it before the first
+        job: a registration that changes anything after the zygote started makes the next job
+        start a new zygote (jobs running in the old one then end as crashed).
         """
         with self._zygote_lock:
             new_jobs = dict(self._jobs)
@@ -559,19 +560,21 @@ class SandboxPool:
                 clean = _warm_request(request, new_jobs)
                 if clean not in requests:
                     requests.append(clean)
-            spare = self._spare_warm_up
+            spare = list(self._spare_warm_ups)
             if spare_warm_up is not None:
-                spare = _warm_request(spare_warm_up, new_jobs)
+                clean = _warm_request(spare_warm_up, new_jobs)
+                if clean not in spare:
+                    spare.append(clean)
             registry = {"op": "jobs", "jobs": targets, "warm_up": requests, "spare_warm_up": spare}
             if len(json.dumps(registry).encode()) > CONTROL_MESSAGE_BYTES:
                 raise ValueError(
                     "The sandbox's jobs and warm-up requests do not fit in one control message "
                     f"({CONTROL_MESSAGE_BYTES} bytes); use shorter warm-up sources."
                 )
-            old = (self._targets, self._warm_requests, self._spare_warm_up)
+            old = (self._targets, self._warm_requests, self._spare_warm_ups)
             if (targets, requests, spare) != old:
                 self._jobs, self._targets = new_jobs, targets
-                self._warm_requests, self._spare_warm_up = requests, spare
+                self._warm_requests, self._spare_warm_ups = requests, spare
                 self._registry_changed = self._zygote is not None
         return self
 
@@ -585,7 +588,7 @@ class SandboxPool:
             "op": "jobs",
             "jobs": self._targets,
             "warm_up": self._warm_requests,
-            "spare_warm_up": self._spare_warm_up,
+            "spare_warm_up": self._spare_warm_ups,
         }
 
     # ------------------------------------------------------------------ zygote

@@ -573,7 +573,7 @@ def child_main(job_fd: int, order: dict[str, Any], confinement: Confinement | No
         os._exit(status)
 
 
-def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) -> None:
+def spare_main(channel: socket.socket, warm_up: list[dict[str, Any]] | None = None) -> None:
     """A spare child, forked before any job exists: confine itself, then wait for one job.
 
     It holds nothing of any user (it is a copy of the zygote, which never sees user data),
@@ -581,10 +581,11 @@ def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) ->
     request pays neither the fork nor the confinement. The zygote hands it only jobs that
     switch no layer off.
 
-    ``warm_up`` (a trusted request, run once, its reply dropped) takes the child's first
-    touches off the request: a forked child pays a page fault for every page it first
-    writes, copy-on-write pages of the zygote and fresh heap alike; a small warm-up on a
-    model like the ones visitors paste leaves a tenth of them for the real job.
+    ``warm_up`` (trusted requests, one per room that registered one, each run once, their
+    replies dropped) takes the child's first touches off the request: a forked child pays a
+    page fault for every page it first writes, copy-on-write pages of the zygote and fresh
+    heap alike; a small warm-up on a model like the ones visitors paste leaves a tenth of
+    them for the real job.
 
     The spare waits while other jobs run, so when a job arrives it first checks that nothing
     outside changed it meanwhile (:func:`process_state`): it answers ``SPARE_ACCEPTED`` and
@@ -597,8 +598,8 @@ def spare_main(channel: socket.socket, warm_up: dict[str, Any] | None = None) ->
         _only_descriptor(channel.detach())
         channel = socket.socket(fileno=JOB_FD)
         confinement = confine_process()
-        if warm_up is not None:
-            encode_reply(execute(warm_up))
+        for request in warm_up or ():
+            encode_reply(execute(request))
         confinement.state = process_state()
         channel.send(protocol.SPARE_READY)
         data, fds, _, _ = socket.recv_fds(channel, 65536, 1)

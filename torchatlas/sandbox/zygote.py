@@ -12,8 +12,8 @@ Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatla
 FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
 FD is a SOCK_SEQPACKET control socket. The pool's first message names the jobs the caller
 registered (``{"op": "jobs", "jobs": {name: "module:qualname"}, "warm_up": [request, ...],
-"spare_warm_up": request}``): the zygote imports them, runs the warm-up requests, and each spare
-runs the spare's request; this module names no job of its own. The pool then sends ``{"op":
+"spare_warm_up": [request, ...]}``): the zygote imports them, runs the warm-up requests, and each
+spare runs the spares' requests; this module names no job of its own. The pool then sends ``{"op":
 "run", "id", "timeout_s", ...}`` with one file descriptor attached: the job socket, on which the
 pool and the child exchange the request and the reply directly, so user code and results never
 pass through the zygote's memory (a later child, forked from it, could otherwise find traces of
@@ -77,8 +77,12 @@ def receive_jobs(control: socket.socket) -> dict[str, Any]:
         raise SystemExit("malformed job registry")
     if not isinstance(requests, list) or not all(isinstance(item, dict) for item in requests):
         raise SystemExit("malformed warm-up requests")
-    if spare is not None and not isinstance(spare, dict):
-        raise SystemExit("malformed spare warm-up request")
+    if isinstance(spare, dict):
+        spare = [spare]
+    if spare is not None and not (
+        isinstance(spare, list) and all(isinstance(item, dict) for item in spare)
+    ):
+        raise SystemExit("malformed spare warm-up requests")
     return {"jobs": jobs, "warm_up": requests, "spare_warm_up": spare}
 
 
@@ -124,9 +128,9 @@ class _Spare:
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, spare_warm_up: dict[str, Any] | None) -> None:
+    def __init__(self, control: socket.socket, spare_warm_up: list[dict[str, Any]] | None) -> None:
         self.control = control
-        self.spare_warm_up = spare_warm_up  # the caller's request each spare runs while it waits
+        self.spare_warm_up = spare_warm_up  # the callers' requests each spare runs while it waits
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
         # Forking this process (torch imported: hundreds of MB of private pages to map),

@@ -372,8 +372,10 @@ WARM_UP: list[dict[str, Any]] = [
 
 
 def register_jobs(pool: SandboxPool) -> SandboxPool:
-    """Register this room's jobs and warm-up with ``pool`` (again: a no-op); returns it."""
-    return pool.register(JOBS, WARM_UP)
+    """Register this room's jobs and warm-ups with ``pool`` (again: a no-op); returns it. Each
+    spare child runs the same tiny chain while it waits: a forked child pays a page fault for
+    every page it first touches, and this takes those of the chain's paths off a visitor's job."""
+    return pool.register(JOBS, WARM_UP, WARM_UP[0])
 
 
 # --------------------------------------------------------------------------- the server's side
