@@ -10,6 +10,7 @@ from components.autograd.state import Room
 from components.contained import failure_card, guarded
 from components.i18n import language, t
 from components.theme import is_dark, palette
+from components.widgets import keep_values
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
 from torchatlas.autograd.parser import MAX_ELEMENTS, MAX_LOOP, MAX_SOURCE, MAX_STATEMENTS
@@ -27,6 +28,8 @@ def program() -> Room:
     """The example menu, the program box, the seed and the root; the program traced (or
     refused, or stopped by torch, each explained)."""
     state.initial_state()
+    # The freezing toggles are drawn only while their tab is open.
+    keep_values(prefixes=(state.TRAIN_PREFIX,))
     if state.take_link_broken():
         st.warning(t("autograd.program.link_broken"), icon=":material/link_off:")
     st.subheader(t("autograd.program.header"))

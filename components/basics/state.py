@@ -48,6 +48,7 @@ from components.strides.state import URL_DTYPE as STRIDES_DTYPE
 from components.strides.state import URL_OPS as STRIDES_OPS
 from components.strides.state import URL_SHAPE as STRIDES_SHAPE
 from components.theme import Palette
+from components.widgets import keep_values as keep_widget_values
 from torchatlas.basics import (
     DEFAULT_VALUES,
     DTYPES,
@@ -170,10 +171,7 @@ def keep_values() -> None:
     """Re-own every input of every section (and the quiz predictions) for this run: a
     section's widgets are drawn only while it is shown, and Streamlit forgets the value of a
     widget a run does not draw. Call on every full run, before any widget is drawn."""
-    answers = [key for key in st.session_state if str(key).startswith(QUIZ_ANSWER_PREFIX)]
-    for key in (*FIELDS, TABLE_KIND_KEY, *answers):
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+    keep_widget_values((*FIELDS, TABLE_KIND_KEY), prefixes=(QUIZ_ANSWER_PREFIX,))
 
 
 def take_link_broken() -> bool:

@@ -27,6 +27,7 @@ from components import contained
 from components.i18n import t
 from components.sandbox import sandbox_pool
 from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
+from components.widgets import keep_values as keep_widget_values
 from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.modules import (
     DEFAULT_PRESET,
@@ -186,10 +187,7 @@ KEPT = (
 
 def keep_values() -> None:
     """Re-own the kept widget values (and the quiz answers) for this run."""
-    quiz = [key for key in st.session_state if str(key).startswith(QUIZ)]
-    for key in (*KEPT, *quiz):
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+    keep_widget_values(KEPT, prefixes=(QUIZ,))
 
 
 def take_link_broken() -> bool:

@@ -29,6 +29,7 @@ from components.strides.draw import (
 )
 from components.strides.state import Room
 from components.theme import is_dark
+from components.widgets import keep_values
 from torchatlas.sandboxed import RoomJob
 from torchatlas.strides import (  # types and limits only: engine calls go through state
     DTYPES,
@@ -131,6 +132,8 @@ def setup() -> Room:
     """The setup box (shape, dtype, example menu, op chain, op picker) and the chain it
     holds; a refused shape or chain is explained and ends the run."""
     state.initial_state()
+    # The write and quiz tabs' inputs are drawn only while their tab is open.
+    keep_values((WRITE_TEXT_KEY,), prefixes=("strides_quiz_answer",))
     for key, params in state.take_link_notices():
         st.warning(t(key, **params), icon=":material/link_off:")
     with st.container(border=True):
@@ -396,9 +399,14 @@ def tabs(room: Room, shown: int) -> None:
             quiz_panel()
 
 
+WRITE_TEXT_KEY, DEFAULT_WRITE = "strides_write_text", "fill_(-1)"
+
+
 def write_panel(room: Room) -> None:
     st.caption(t("strides.write.caption"))
     ok_steps = room.ok_steps
+    # The default lives in the session (not in value=): the box's text is kept across tabs.
+    st.session_state.setdefault(WRITE_TEXT_KEY, DEFAULT_WRITE)
     with st.form("strides_write_form", border=False):
         left, right = st.columns([1, 1])
         target = left.selectbox(
@@ -410,8 +418,7 @@ def write_panel(room: Room) -> None:
         )
         write = right.text_input(
             t("strides.write.write"),
-            value="fill_(-1)",
-            key="strides_write_text",
+            key=WRITE_TEXT_KEY,
             max_chars=MAX_OP_TEXT,
             help=t("strides.write.help"),
         )
