@@ -29,15 +29,32 @@ def median_time(function: Callable[[], object], runs: int) -> float:
     return statistics.median(timed(function) for _ in range(runs))
 
 
-def open_page(script: str, lang: str = "en", **session: object):
-    """Run one page of the real app through app.py's navigation under AppTest."""
+def open_page(
+    script: str,
+    lang: str = "en",
+    query: dict[str, str | list[str]] | None = None,
+    **session: object,
+):
+    """Run one page of the real app through app.py's navigation under AppTest; ``query`` is a
+    link's query string (set before the first run, as a visitor arriving by a link)."""
+    at = new_session(lang, query, **session)
+    at.run()
+    if script != "views/home.py":
+        at.switch_page(script).run()
+    return at
+
+
+def new_session(
+    lang: str = "en", query: dict[str, str | list[str]] | None = None, **session: object
+):
+    """A fresh AppTest session of the real app, not run yet: its language, a link's query
+    string and session values set."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
     at.session_state["lang"] = lang
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
     for key, value in session.items():
         at.session_state[key] = value
-    at.run()
-    if script != "views/home.py":
-        at.switch_page(script).run()
     return at

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import APP, TIMEOUT_S, rendered_text
+from bench.harness import new_session
+from tests.app.apptest import open_page, rendered_text
 
 MAX_RSS_RISE_MB = 200.0
 MAX_STALL_S = 0.5
@@ -102,11 +103,7 @@ class Visit:
 
 def open_page_once(script: str, lang: str = "en") -> AppTest:
     """The page opened once with no link (warms imports, caches and the sandbox)."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = lang
-    at.run()
-    at.switch_page(script).run()
-    return at
+    return open_page(script, lang)
 
 
 def open_hostile_link(script: str, query: dict[str, str | list[str]], lang: str = "en") -> Visit:
@@ -114,10 +111,7 @@ def open_hostile_link(script: str, query: dict[str, str | list[str]], lang: str 
 
     Call :func:`open_page_once` for the same page first (once per test module), so the
     measurement sees the link's cost, not the first import of the room."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = lang
-    for key, value in query.items():
-        at.query_params[key] = value
+    at = new_session(lang, query)
     at.run()
     gc.collect()
     before = rss_mb()

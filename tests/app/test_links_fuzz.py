@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import APP, TIMEOUT_S
+from tests.app.apptest import open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,17 +67,6 @@ def _links(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, str | list[str]
     return st.dictionaries(st.sampled_from(fields), one, max_size=len(fields))
 
 
-def _open(script: str, query: dict[str, str | list[str]]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = "en"
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    if script != "views/home.py":
-        at.switch_page(script).run()
-    return at
-
-
 @pytest.mark.parametrize("script", sorted(ROOM_LINKS))
 def test_the_fields_fuzzed_are_the_rooms_own(script: str) -> None:
     """A renamed link field fails here, so the fuzzing below never aims at a dead name."""
@@ -102,7 +90,7 @@ def test_hostile_links_never_break_a_page(script: str) -> None:
     @given(query=_links(ROOM_LINKS[script]))
     def check(query: dict[str, str | list[str]]) -> None:
         RECENT_UNEXPECTED.clear()
-        at = _open(script, query)
+        at = open_page(script, query=query)
         assert not at.exception, (query, [e.value for e in at.exception])
         assert list(RECENT_UNEXPECTED) == [], (query, list(RECENT_UNEXPECTED))
         assert at.title, query  # the page drew its title: it did not stop early
