@@ -390,3 +390,38 @@ def test_the_facades_gpu_answers_hold_no_code() -> None:
         assert type(function.func).__module__ == "builtins", name
     with pytest.raises(AttributeError, match="not available in this sandbox"):
         torch_facade.cuda.FloatTensor  # noqa: B018
+
+
+TOP_LEVEL_MOVES = """
+import torch
+import torch.nn as nn
+
+gpu = torch.device("cuda:0")
+cpu = torch.device("cpu")
+
+
+class MyLinear(nn.Module):
+    def __init__(self, input_dim=3, output_dim=2):
+        super().__init__()
+        self.linear = nn.Linear(input_dim, output_dim)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+model = MyLinear().cuda()
+x = torch.zeros(2, 2).to(gpu)
+x = x.to(cpu)
+layer = nn.Linear(2, 2)
+where = next(layer.parameters()).device
+"""
+
+
+def test_device_moves_at_the_top_level_stay_on_the_cpu() -> None:
+    """The curriculum's moves written outside any class (``model = MyLinear().cuda()``,
+    ``x.to(gpu)``) run before the analysis: they stay on the CPU (no GPU here) instead of
+    ending the analysis in CUDA's "cannot re-initialize in a forked subprocess"."""
+    report = explore(TOP_LEVEL_MOVES, [[4, 3]], model="MyLinear()", timeout_s=30)
+    assert report.error is None, report.error
+    assert report.outputs == [[4, 2]]
+    assert report.total_params == 3 * 2 + 2

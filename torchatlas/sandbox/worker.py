@@ -199,6 +199,14 @@ def _memory_error() -> dict[str, Any]:
     )
 
 
+def _exec_context(function: Any) -> contextlib.AbstractContextManager[Any]:
+    """What the job asks the pasted source's top level to run under (its ``exec_context``
+    attribute, a trusted factory of a context manager): a room may, say, keep device moves
+    written at the top level (``model = Net().cuda()``) on the host, as it does in its job."""
+    factory = getattr(function, "exec_context", None)
+    return factory() if callable(factory) else contextlib.nullcontext()
+
+
 def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Check, compile and run the pasted source, then the job; always a JSON-able reply."""
     source = request.get("source")
@@ -246,7 +254,11 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
         namespace = capability_namespace()
     try:
         # text_guard: from here on, text becomes code only if the allow-list accepts it.
-        with contextlib.redirect_stdout(io.StringIO()) as printed, text_guard():
+        with (
+            contextlib.redirect_stdout(io.StringIO()) as printed,
+            text_guard(),
+            _exec_context(function),
+        ):
             exec(code, namespace)  # the sandboxed step: this whole process is the container
     except BaseException as exc:
         if _is_out_of_memory(exc):

@@ -10,13 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from torchatlas.shapes.analysis import analyze_namespace, why_meta_namespace
+from torchatlas.shapes.analysis import _on_cpu, analyze_namespace, why_meta_namespace
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
 
 ANALYZE = "shapes.analyze"
 WHY_META = "shapes.why_meta"
+
+
+def top_level_moves_stay_on_the_cpu() -> Any:
+    """The pasted source's top level (``model = Net().cuda()``, ``x = x.to(gpu)``) runs before
+    the job: a device move there stays on the CPU (the sandbox has no GPU; a child forked from a
+    process with torch cannot start CUDA either), as the job keeps its own moves on meta."""
+    return _on_cpu()
+
+
+analyze_namespace.exec_context = top_level_moves_stay_on_the_cpu  # type: ignore[attr-defined]
+why_meta_namespace.exec_context = top_level_moves_stay_on_the_cpu  # type: ignore[attr-defined]
 
 JOBS: dict[str, Callable[..., dict[str, Any]]] = {
     ANALYZE: analyze_namespace,
