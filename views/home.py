@@ -1,4 +1,4 @@
-"""Home: what Torch Atlas is, and a card per room."""
+"""Home: what Torch Atlas is, the way into the lessons, and a card per room."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from components.rooms import built_rooms
 
 st.title(t("app.home.title"))
 st.markdown(t("app.home.intro"))
+
+with st.container(border=True):
+    st.subheader(t("app.home.lessons_title"), anchor=False)
+    st.write(t("app.home.lessons_promise"))
+    st.page_link("views/lessons.py", label=t("app.home.lessons_link"), icon=":material/school:")
 
 rooms = built_rooms()
 if not rooms:

@@ -5,10 +5,11 @@ from tests.app.apptest import open_page, rendered_text
 from torchatlas.i18n import translate
 
 
-def test_home_has_a_card_per_built_room() -> None:
+def test_home_has_the_lessons_card_then_a_card_per_built_room() -> None:
     at = open_page("views/home.py")
     titles = [s.value for s in at.subheader]
-    assert titles == [translate(f"app.rooms.{room.key}.title") for room in built_rooms()]
+    rooms = [translate(f"app.rooms.{room.key}.title") for room in built_rooms()]
+    assert titles == [translate("app.home.lessons_title"), *rooms]
 
 
 def test_korean_switch_changes_home_and_sidebar() -> None:
