@@ -7,6 +7,7 @@ Screenshots: modules-light, modules-dark, modules-ko, modules-phone (and the tra
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from components.shapes.state import encode_source
 from tests.e2e.conftest import (
@@ -87,7 +88,8 @@ def test_the_two_mylinear_presets_light_and_dark(app_page) -> None:
     save_screenshot(dark, "modules-dark")
     _section(dark, "save")
     assert_no_error(dark)
-    assert dark.locator(".st-key-modules_download button").count() == 1
+    # The section's rerun may start after wait_for_app looked: wait on the page's own state.
+    expect(dark.locator(".st-key-modules_download button")).to_have_count(1, timeout=60_000)
     save_element_screenshot(dark, ".st-key-modules_save_panel", "modules-save-dark")
     _section(dark, "memory")
     save_element_screenshot(dark, ".st-key-modules_memory_panel", "modules-memory-dark")
