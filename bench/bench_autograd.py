@@ -14,12 +14,8 @@
    the MLP example, a different backward step before each rerun) against a rerun of a
    trivial one-line page served by the same app shell. Target ≤ 3×, medians of interleaved
    reruns; a bare one-line script outside the shell is printed for context.
-3. The contained path (what the page runs): the same program traced and replayed backward as
-   the sandbox job ``autograd.run`` (fork, confinement, JSON out, bounded decode back)
-   against ``run_program`` in this process, wall clock. The job's fixed cost is measured with
-   the smallest program that has a backward (a child's first backward starts autograd's
-   threads: every autograd job pays it once); target: (contained − fixed cost) ≤ 1.5×
-   in-process. A one-line program with no backward is printed beside.
+The contained path (this program as the sandbox job ``autograd.run`` against ``run_program``
+in this process) is timed by ``python -m bench.bench_contained``, beside a strides chain's.
 
 Exits 1 when a target is missed.
 """
@@ -40,12 +36,9 @@ from streamlit.testing.v1 import AppTest
 from bench.bench_strides import TRIVIAL_PAGE, serve_like_a_server, shell_with_trivial_page
 from bench.harness import open_page, timed
 from torchatlas.autograd import backward, parse, python_code, trace, trace_and_backward
-from torchatlas.autograd.jobs import RUN, ProgramReply, run_program
-from torchatlas.sandboxed import run_room_job
 
 ENGINE_TARGET = 3.0
 PAGE_TARGET = 3.0
-CONTAINED_TARGET = 1.5
 
 
 def fifty_op_program() -> str:
@@ -155,31 +148,6 @@ def page_reruns(rounds: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def contained(rounds: int) -> dict[str, float]:
-    """Medians (wall clock) of the job vs the same call in process, interleaved rounds."""
-    program, trivial = fifty_op_program(), "w = ones(1, requires_grad=True)\nloss = w.sum()\n"
-    bare = "x = randn(1)\n"
-
-    def job(text: str, visitor: str) -> None:
-        # one visitor per call: the sandbox caps how many jobs one visitor starts per second
-        outcome = run_room_job(
-            RUN, {"program": text, "seed": 0, "root": None}, ProgramReply, session_id=visitor
-        )
-        assert outcome.ok, (outcome.failure, outcome.refused)
-
-    job(program, "bench-warm")  # the pool's zygote starts once
-    samples: dict[str, list[float]] = {
-        "in_process": [], "contained": [], "fixed": [], "no_backward": []
-    }  # fmt: skip
-    for index in range(rounds):
-        samples["in_process"].append(timed(lambda: run_program(program, 0, None)))
-        one, other = f"bench-{index}-program", f"bench-{index}-trivial"
-        samples["contained"].append(timed(lambda one=one: job(program, one)))
-        samples["fixed"].append(timed(lambda other=other: job(trivial, other)))
-        samples["no_backward"].append(timed(lambda other=other: job(bare, other + "-bare")))
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
@@ -208,20 +176,7 @@ def main() -> int:
     print(f"   trivial one-line page in the shell:  {trivial * ms:7.1f} ms")
     print(f"   bare one-line script (context):      {medians['trivial_bare'] * ms:7.1f} ms")
     print(f"   ratio: {page_ratio:.2f}× (target ≤ {PAGE_TARGET}×)")
-    jobs = contained(args.rounds)
-    work = max(jobs["contained"] - jobs["fixed"], 0.0)
-    contained_ratio = work / jobs["in_process"]
-    print(f"3. contained path: the {ops:.0f}-operation program traced + backward (wall clock)")
-    print(f"   in this process (run_program):        {jobs['in_process'] * ms:7.2f} ms")
-    print(f"   sandbox job autograd.run:             {jobs['contained'] * ms:7.2f} ms")
-    print(f"   sandbox job, smallest backward (fixed): {jobs['fixed'] * ms:5.2f} ms")
-    print(f"   sandbox job, one line, no backward:    {jobs['no_backward'] * ms:6.2f} ms")
-    print(f"   (job − fixed) / in-process: {contained_ratio:.2f}× (target ≤ {CONTAINED_TARGET}×);"
-          f" job / in-process {jobs['contained'] / jobs['in_process']:.2f}×")  # fmt: skip
     failed = False
-    if contained_ratio > CONTAINED_TARGET:
-        print(f"FAIL: the contained run is {contained_ratio:.2f}× in-process beyond its fixed cost")
-        failed = True
     if engine_ratio > ENGINE_TARGET:
         print(f"FAIL: engine is {engine_ratio:.2f}× plain torch (target ≤ {ENGINE_TARGET}×)")
         failed = True

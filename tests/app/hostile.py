@@ -14,6 +14,7 @@ theirs, limited by the sandbox, and not counted here.
 from __future__ import annotations
 
 import gc
+import resource
 import threading
 import time
 from dataclasses import dataclass
@@ -27,15 +28,14 @@ MAX_RSS_RISE_MB = 200.0
 MAX_STALL_S = 0.5
 MAX_ANSWER_S = 3.0
 HEARTBEAT_S = 0.005
+PAGE_MB = resource.getpagesize() / 2**20
 
 
 def rss_mb() -> float:
     """This process's resident set now, in MB (Linux)."""
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[1])
-    import resource
-
-    return pages * resource.getpagesize() / 2**20
+    return pages * PAGE_MB
 
 
 class Heartbeat:
