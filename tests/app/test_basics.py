@@ -11,7 +11,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from tests.app.apptest import open_page, rendered_text
 from torchatlas.basics.quiz import Section, answer, make_question
 from torchatlas.i18n import translate
 
@@ -20,13 +20,7 @@ SECTIONS = [s.value for s in Section]
 
 def _open_link(lang: str = "en", **query: str) -> AppTest:
     """A visitor arriving through a shared link (the query string set before the first run)."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = lang
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("views/basics.py").run()
-    return at
+    return open_page("views/basics.py", lang, query=query)
 
 
 def _said(at: AppTest) -> str:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streamlit.testing.v1 import AppTest
 
 from components.basics.state import FIELDS
-from tests.app.apptest import APP, TIMEOUT_S
+from tests.app.apptest import open_page
 
 URL_KEYS = [field.url for field in FIELDS.values()]
 HOSTILE = st.sampled_from(
@@ -34,11 +33,6 @@ VALUES = st.one_of(
 def test_any_link_is_answered_without_an_exception(query: dict[str, str]) -> None:
     from components.contained import RECENT_UNEXPECTED
 
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = "en"
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("views/basics.py").run()
+    at = open_page("views/basics.py", query=query)
     assert not at.exception, (query, [e.value for e in at.exception])
     assert list(RECENT_UNEXPECTED) == [], query

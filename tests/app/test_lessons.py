@@ -320,12 +320,7 @@ def test_a_link_to_a_step_on_the_lessons_page_opens_the_step_in_its_room() -> No
     ],
 )
 def test_a_broken_lesson_link_is_explained_and_the_room_still_draws(query: dict) -> None:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = "en"
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("views/strides.py").run()
+    at = open_page("views/strides.py", query=query)
     assert not at.exception
     assert translate("lessons.link_broken", "en") in [w.value for w in at.warning]
     assert at.title and "Tensor storage" in at.title[0].value

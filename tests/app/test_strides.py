@@ -221,12 +221,7 @@ def test_typed_index_is_read_within_its_box() -> None:
 
 
 def _shared(query: dict[str, object]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-    at.session_state["lang"] = "en"
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("views/strides.py").run()
+    at = open_page("views/strides.py", query=query)
     assert not at.exception
     return at
 
