@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="e2e: also copy the screenshots over the README's images in docs/screenshots/",
     )
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite the stored outputs in tests/golden/ from this run (look at the diff, commit)",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
+    """``golden(name, text)``: the text must equal ``tests/golden/<name>.txt`` (tests/golden.py)."""
+    from tests.golden import assert_golden
+
+    update = bool(request.config.getoption("--update-golden"))
+    return lambda name, text: assert_golden(name, text, update=update)
 
 
 @pytest.fixture(autouse=True)
