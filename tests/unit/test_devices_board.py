@@ -230,7 +230,10 @@ def test_a_run_waits_for_a_direct_caller_and_really_measures(board) -> None:
     try:
         assert holding.wait(20)
         ticket = board.request(OTHER, "ada")
-        time.sleep(0.2)
+        # The board's worker has taken the run (it is the running one) and now waits for the
+        # direct caller's lock: no measurement can report progress while that is held.
+        _until(lambda: board.status(ticket.run_id, "ada").phase is RunPhase.RUNNING)
+        assert transfer.is_busy()
         assert board.status(ticket.run_id, "ada").progress is None  # waiting for the lock
     finally:
         release.set()

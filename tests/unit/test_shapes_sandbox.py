@@ -301,13 +301,18 @@ def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> No
     def press(student: int) -> None:
         reports.append(explore("src", [[1, 3, 32, 32]], session_id=f"s{student}"))
 
+    from torchatlas.shapes import REPORTS
+
+    missed_before = REPORTS.stats().misses
     threads = [threading.Thread(target=press, args=(n,)) for n in range(30)]
     for thread in threads:
         thread.start()
+    # Every student has looked in the shared reports and missed (the leader then computes,
+    # the others wait for it), and the one computation has reached the sandbox.
     deadline = time.monotonic() + 10
-    while not fake_sandbox and time.monotonic() < deadline:
+    while not (fake_sandbox and REPORTS.stats().misses - missed_before >= 30):
+        assert time.monotonic() < deadline, "the students never reached the shared computation"
         time.sleep(0.01)
-    time.sleep(0.2)  # let every student reach the shared computation
     release.set()
     for thread in threads:
         thread.join(10)
