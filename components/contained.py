@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from components.i18n import t
+from torchatlas.links import strict_int
 from torchatlas.sandboxed import JobFailure
 
 LOG = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The last few unexpected errors (kind and first words only: no frames are kept), for the test
 # suite, which fails any page run that needed this wall.
 RECENT_UNEXPECTED: collections.deque[str] = collections.deque(maxlen=16)
-MAX_LINK_DIGITS = 18  # below 2**63: a link's whole number fits every torch size and seed
 
 
 def session_id() -> str:
@@ -43,17 +43,9 @@ def session_id() -> str:
 
 
 def link_int(text: object, *, low: int, high: int) -> int | None:
-    """A whole number from a link or a box: ASCII digits only (``"²".isdigit()`` is true but
-    ``int("²")`` fails; ``"١٢"`` is decimal but not ASCII), an optional minus sign, at most
-    :data:`MAX_LINK_DIGITS` digits, within ``[low, high]``; None for anything else."""
-    if not isinstance(text, str):
-        return None
-    body = text.strip()
-    digits = body[1:] if body.startswith("-") else body
-    if not digits or len(digits) > MAX_LINK_DIGITS or not (digits.isascii() and digits.isdecimal()):
-        return None
-    value = int(body)
-    return value if low <= value <= high else None
+    """A whole number from a link or a box (:func:`torchatlas.links.strict_int`: ASCII
+    digits only, at most 18 of them, within ``[low, high]``); None for anything else."""
+    return strict_int(text, low=low, high=high)
 
 
 def failure_text(failure: JobFailure) -> tuple[str, str]:

@@ -1,0 +1,65 @@
+"""Hypothesis strategies for a room's link declaration (torchatlas.links): values a room can
+write into its link, and junk a visitor can put there. Each room's link test uses them:
+
+>>> @given(values=valid_values(LINK))  # doctest: +SKIP
+... def test_round_trip(values): assert LINK.read(LINK.to_query(values)).values == values
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from torchatlas.links import Choice, Field, Flag, Float, Int, LinkSpec, Source, Text, Texts
+
+# Text a visitor might type: letters, digits, punctuation, spaces, Korean, emoji, no controls.
+TYPED_CHARS = st.characters(codec="utf-8", exclude_categories=("Cc", "Cs"))
+TYPED = st.text(TYPED_CHARS, max_size=40)
+
+
+def field_values(item: Field) -> st.SearchStrategy[Any]:
+    """Values ``item`` can carry (every one reads back the same)."""
+    if isinstance(item, Int):
+        return st.integers(item.low, item.high)
+    if isinstance(item, Float):
+        low = max(item.low, -1e12)
+        high = min(item.high, 1e12)
+        return st.floats(low, high, allow_nan=False, allow_infinity=False)
+    if isinstance(item, Choice):
+        return st.sampled_from(item.options)
+    if isinstance(item, Flag):
+        return st.booleans()
+    if isinstance(item, Texts):
+        words = st.text(TYPED_CHARS, min_size=1, max_size=min(item.max_len, 40))
+        return st.lists(words, max_size=min(item.max_items, 6)).map(tuple)
+    if isinstance(item, Source):
+        return st.text(max_size=min(item.max_chars, 300))
+    if isinstance(item, Text):
+        if item.pattern is not None:
+            texts = st.from_regex(item.pattern, fullmatch=True)
+            return texts.filter(lambda text: len(text) <= item.max_len)
+        return st.text(TYPED_CHARS, max_size=min(item.max_len, 60))
+    raise TypeError(f"no strategy for {type(item).__name__}")
+
+
+def valid_values(spec: LinkSpec) -> st.SearchStrategy[dict[str, Any]]:
+    """A state of the room: a value for every field."""
+    return st.fixed_dictionaries({item.name: field_values(item) for item in spec.fields})
+
+
+JUNK = st.one_of(
+    st.sampled_from(["", " ", "-", "²", "①", "１２", "1e309", "nan", "inf", "9" * 40, "-0x10",
+                     "\x00", "%00", "<script>", "a" * 5000, "1_000", "0b1", "١٢"]),
+    TYPED,
+)  # fmt: skip
+
+
+def junk_queries(spec: LinkSpec) -> st.SearchStrategy[dict[str, list[str]]]:
+    """A query naming some of the room's fields with junk (one to three values each)."""
+    names = st.lists(st.sampled_from(spec.names), min_size=1, unique=True)
+    return names.flatmap(
+        lambda chosen: st.fixed_dictionaries(
+            {name: st.lists(JUNK, min_size=1, max_size=3) for name in chosen}
+        )
+    )
