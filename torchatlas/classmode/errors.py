@@ -1,0 +1,39 @@
+"""The errors class mode raises: a stable code and parameters, never a sentence.
+
+Their text lives in ``assets/translations/{en,ko}/classmode.json`` under
+``classmode.errors.<code>`` (the page's tables): the page shows
+``t(f"classmode.errors.{error.code}", **error.params)`` and ``str(error)`` is the same table's
+English (or the bare code while the table lacks the row), for a notebook or a log.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from torchatlas.i18n import translate
+
+
+class ErrorCode(StrEnum):
+    NO_SUCH_CLASS = "no_such_class"  # unknown, malformed or expired code
+    CLASS_ENDED = "class_ended"
+    TOO_MANY_CLASSES = "too_many_classes"  # params: limit
+    CLASS_FULL = "class_full"  # params: limit
+    RATE_LIMITED = "rate_limited"  # params: limit (per minute), seconds (to wait)
+    NOT_TEACHER = "not_teacher"
+    NOT_STUDENT = "not_student"
+    BAD_OPTION = "bad_option"  # params: options (how many)
+    NOT_ASKED = "not_asked"
+    ALREADY_REVEALED = "already_revealed"
+    BAD_PLACE = "bad_place"  # params: room, field (the field at fault, "" when the room)
+    BAD_NICKNAME = "bad_nickname"  # params: limit
+    NO_SUCH_LESSON = "no_such_lesson"  # params: lesson
+    NO_QUESTION = "no_question"  # params: step (the current step asks nothing)
+
+
+class ClassError(Exception):
+    """What a class-mode call refuses; ``code`` and ``params`` are what a page translates."""
+
+    def __init__(self, code: ErrorCode, **params: object) -> None:
+        self.code = ErrorCode(code)
+        self.params: dict[str, str] = {name: str(value) for name, value in params.items()}
+        super().__init__(translate(f"classmode.errors.{self.code}", "en", **self.params))

@@ -1,0 +1,670 @@
+"""The class store: every call is one short transaction on the class database.
+
+A call validates its inputs first (a code's format, a key's shape, an option's type, a
+place's fields) and raises :class:`~torchatlas.classmode.errors.ClassError` without touching
+the database when they cannot be right. Changes are committed before the call returns, so a
+restarted server, or another replica on the same database, sees them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Row, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from torchatlas.classmode import clean
+from torchatlas.classmode.db import default_url, engine_for, normalise, read, write
+from torchatlas.classmode.errors import ClassError, ErrorCode
+from torchatlas.classmode.model import (
+    ClassState,
+    Limits,
+    QuestionSummary,
+    Student,
+    StudentPass,
+    Tally,
+    TeacherPass,
+)
+from torchatlas.classmode.schema import answers, attempts, classes, questions, students
+from torchatlas.i18n import DEFAULT_LANGUAGE, LANGUAGES
+
+FREE_MAX_STEP = 10_000  # a free class counts the teacher's moves; it has no lesson to bound it
+LESSON_KEYS = ("lesson", "step")  # the lessons banner's own link fields, allowed in a place
+DROPPED_KEYS = ("lang",)  # the reader's language: each student keeps their own
+TOUCH_AFTER_S = 300.0  # a teacher's tally marks the class active at most this often
+_VERSION_CACHE_ENTRIES = 4096
+DEFAULT_LIMITS = Limits()
+
+
+def _lessons() -> Any:
+    # Imported on first use: the lessons compute their answers with torch.
+    from torchatlas import lessons
+
+    return lessons
+
+
+def _lesson(lesson_id: str | None) -> Any:
+    if lesson_id is None:
+        return None
+    return _lessons().find(lesson_id)
+
+
+def _question(lesson_id: str | None, step: int) -> Any:
+    lesson = _lesson(lesson_id)
+    if lesson is None or not 1 <= step <= len(lesson.steps):
+        return None
+    return lesson.step(step).question
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class ClassStore:
+    """Classes, students and answers in one database (see the package's docstring).
+
+    ``url``: a SQLAlchemy URL; None reads ``ATLAS_DATABASE_URL``, else the SQLite file
+    ``$ATLAS_DATA_DIR/classes.sqlite3``. ``clock`` gives the wall time (seconds) used for
+    idle expiry and the rate limit: tests inject one. Thread-safe: one store per process
+    serves every session (the Engine is shared per URL anyway).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.url = normalise(url or default_url())
+        self.clock = clock
+        self.limits = limits
+        self._engine = engine_for(self.url)
+        # version() cache: code → (monotonic time read, version or None for no class)
+        self._versions: dict[str, tuple[float, int | None]] = {}
+        self._versions_lock = threading.Lock()
+        self._fetching: dict[str, threading.Lock] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _row(self, conn: Connection, code: str, lock: str | None = None) -> Row:
+        query = select(classes).where(classes.c.code == code)
+        if lock is not None:
+            query = query.with_for_update(read=lock == "share")
+        row = conn.execute(query).one_or_none()
+        if row is None:
+            raise ClassError(ErrorCode.NO_SUCH_CLASS)
+        return row
+
+    def _teacher(self, conn: Connection, code: str, key: object, lock: str | None = None) -> Row:
+        row = self._row(conn, code, lock)
+        if not (clean.key_ok(key) and clean.same_key(str(key), row.teacher_hash)):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+        return row
+
+    @staticmethod
+    def _live(row: Row) -> None:
+        if row.ended:
+            raise ClassError(ErrorCode.CLASS_ENDED)
+
+    @staticmethod
+    def _asked(conn: Connection, class_id: int, step: int) -> Row | None:
+        return conn.execute(
+            select(questions.c.revealed).where(
+                questions.c.class_id == class_id, questions.c.step == step
+            )
+        ).one_or_none()
+
+    def _state(self, conn: Connection, row: Row) -> ClassState:
+        asked = self._asked(conn, row.id, row.step)
+        question = _question(row.lesson_id, row.step)
+        revealed = bool(asked is not None and asked.revealed)
+        query = json.loads(row.query)
+        return ClassState(
+            code=row.code,
+            lesson_id=row.lesson_id,
+            lang=row.lang,
+            step=row.step,
+            room=row.room,
+            query=tuple(
+                (k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(query.items())
+            ),
+            asked=asked is not None,
+            revealed=revealed,
+            version=row.version,
+            ended=bool(row.ended),
+            students=row.students,
+            options=tuple(question.options) if question is not None else (),
+            correct=question.answer if question is not None and revealed else None,
+        )
+
+    def _bump(self, conn: Connection, row: Row, **values: Any) -> ClassState:
+        """Apply a teacher's change: version + 1, marked active; the state after it."""
+        conn.execute(
+            update(classes)
+            .where(classes.c.id == row.id)
+            .values(version=classes.c.version + 1, active=self.clock(), **values)
+        )
+        state = self._state(conn, self._row(conn, row.code))
+        self._remember(state.code, state.version)
+        return state
+
+    def _remember(self, code: str, version: int | None) -> None:
+        with self._versions_lock:
+            if len(self._versions) >= _VERSION_CACHE_ENTRIES:
+                self._versions.clear()
+                self._fetching.clear()
+            self._versions[code] = (time.monotonic(), version)
+
+    def _count_attempt(self, client: object) -> None:
+        """One join or start by ``client``: refused past the limit per minute (committed on
+        its own, so a failed join still counts: guessing codes is what it limits)."""
+        who, now = clean.client_hash(client), self.clock()
+        limit = self.limits.joins_per_minute
+
+        def work(conn: Connection) -> None:
+            conn.execute(delete(attempts).where(attempts.c.at < now - 60))
+            recent = conn.execute(
+                select(func.count(), func.min(attempts.c.at)).where(
+                    attempts.c.client == who, attempts.c.at >= now - 60
+                )
+            ).one()
+            if recent[0] >= limit:
+                wait = max(1, math.ceil(recent[1] + 60 - now))
+                raise ClassError(ErrorCode.RATE_LIMITED, limit=limit, seconds=wait)
+            conn.execute(insert(attempts).values(client=who, at=now))
+
+        write(self._engine, work)
+
+    def _place(
+        self, lesson_id: str | None, step: object, room: object, query: object
+    ) -> tuple[int, str, str]:
+        """A teacher's move checked: (step, room, query as sorted JSON)."""
+        lessons = _lessons()
+        lesson = _lesson(lesson_id)
+        high = len(lesson.steps) if lesson is not None else FREE_MAX_STEP
+        if not _whole(step) or not 0 <= step <= high:  # type: ignore[operator]
+            raise ClassError(ErrorCode.BAD_PLACE, room=str(room)[:20], field="step")
+        if not isinstance(room, str) or room not in lessons.ROOMS:
+            raise ClassError(ErrorCode.BAD_PLACE, room=str(room)[:20], field="")
+        spec = lessons.ROOMS[room]
+        allowed = set(spec.fields) | set(LESSON_KEYS)
+        if spec.source_field is not None:
+            allowed.add(spec.source_field)
+        if not isinstance(query, Mapping) or len(query) > self.limits.max_query_keys:
+            raise ClassError(ErrorCode.BAD_PLACE, room=room, field="")
+        fields: dict[str, str | list[str]] = {}
+        for key, value in query.items():
+            if key in DROPPED_KEYS:
+                continue
+            if not isinstance(key, str) or key not in allowed:
+                raise ClassError(ErrorCode.BAD_PLACE, room=room, field=str(key)[:40])
+            if isinstance(value, str):
+                fields[key] = value
+            elif (
+                isinstance(value, list | tuple)
+                and key in spec.multi
+                and len(value) <= self.limits.max_query_keys
+                and all(isinstance(v, str) for v in value)
+            ):
+                fields[key] = list(value)
+            else:
+                raise ClassError(ErrorCode.BAD_PLACE, room=room, field=key)
+        text = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        if len(text.encode("utf-8")) > self.limits.max_query_bytes:
+            raise ClassError(ErrorCode.BAD_PLACE, room=room, field="")
+        return int(step), room, text  # type: ignore[call-overload]
+
+    # ------------------------------------------------------------------ teacher
+
+    def start(self, lesson_id: str | None, lang: str, client: str) -> TeacherPass:
+        """A new class (step 0: not started, no room yet) and its teacher's key."""
+        if lesson_id is not None and (not isinstance(lesson_id, str) or len(lesson_id) > 40):
+            raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson="?")
+        if lesson_id is not None and _lesson(lesson_id) is None:
+            raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson=lesson_id)
+        lang = lang if lang in LANGUAGES else DEFAULT_LANGUAGE
+        self._count_attempt(client)
+        self.expire_idle()
+        key = secrets.token_urlsafe(24)
+        limit = self.limits.max_classes
+        from torchatlas.classmode.schema import schema as schema_table
+
+        def work(conn: Connection) -> str:
+            # Starts queue on the schema row, so the live-class count cannot be raced past.
+            conn.execute(
+                select(schema_table.c.version).where(schema_table.c.id == 1).with_for_update()
+            ).one()
+            live = conn.execute(
+                select(func.count()).select_from(classes).where(classes.c.ended.is_(False))
+            ).scalar_one()
+            if live >= limit:
+                raise ClassError(ErrorCode.TOO_MANY_CLASSES, limit=limit)
+            code, now = clean.new_code(), self.clock()
+            conn.execute(
+                insert(classes).values(
+                    code=code,
+                    teacher_hash=clean.key_hash(key),
+                    lesson_id=lesson_id,
+                    lang=lang,
+                    created=now,
+                    active=now,
+                    version=1,
+                    step=0,
+                    room="",
+                    query="{}",
+                    ended=False,
+                    students=0,
+                )
+            )
+            return code
+
+        # A new code that happens to be taken (one in ~10⁹ per live class) draws again.
+        code = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+        self._remember(code, 1)
+        return TeacherPass(code, key)
+
+    def is_teacher(self, code: str, teacher_key: str) -> bool:
+        found = clean.code_or_none(code)
+        if found is None or not clean.key_ok(teacher_key):
+            return False
+        row = read(
+            self._engine,
+            lambda conn: conn.execute(
+                select(classes.c.teacher_hash).where(classes.c.code == found)
+            ).one_or_none(),
+        )
+        return row is not None and clean.same_key(teacher_key, row.teacher_hash)
+
+    def move(
+        self,
+        code: str,
+        teacher_key: str,
+        *,
+        step: int,
+        room: str,
+        query: Mapping[str, str | list[str]],
+    ) -> ClassState:
+        """Take the class to ``room`` with its link fields ``query`` at lesson step ``step``."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> ClassState:
+            row = self._teacher(conn, code, teacher_key, "update")
+            self._live(row)
+            number, place, text = self._place(row.lesson_id, step, room, query)
+            return self._bump(conn, row, step=number, room=place, query=text)
+
+        return write(self._engine, work)
+
+    def ask(self, code: str, teacher_key: str) -> ClassState:
+        """Open the current step's question (again: no change; after its reveal: refused)."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> ClassState:
+            row = self._teacher(conn, code, teacher_key, "update")
+            self._live(row)
+            if _question(row.lesson_id, row.step) is None:
+                raise ClassError(ErrorCode.NO_QUESTION, step=row.step)
+            asked = self._asked(conn, row.id, row.step)
+            if asked is not None:
+                if asked.revealed:
+                    raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
+                return self._state(conn, row)
+            conn.execute(
+                insert(questions).values(
+                    class_id=row.id, step=row.step, asked_at=self.clock(), revealed=False
+                )
+            )
+            return self._bump(conn, row)
+
+        return write(self._engine, work)
+
+    def reveal(self, code: str, teacher_key: str) -> ClassState:
+        """Show the current question's answer; answers to it are closed from now on."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> ClassState:
+            # The class row's exclusive lock waits for answers in flight (they hold it
+            # shared): each is counted or refused, none lands after the reveal.
+            row = self._teacher(conn, code, teacher_key, "update")
+            self._live(row)
+            asked = self._asked(conn, row.id, row.step)
+            if asked is None:
+                raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
+            if asked.revealed:
+                return self._state(conn, row)
+            conn.execute(
+                update(questions)
+                .where(questions.c.class_id == row.id, questions.c.step == row.step)
+                .values(revealed=True)
+            )
+            return self._bump(conn, row)
+
+        return write(self._engine, work)
+
+    def end(self, code: str, teacher_key: str) -> None:
+        """End the class: students see that it ended; the teacher keeps the summary until
+        the class expires."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> None:
+            row = self._teacher(conn, code, teacher_key, "update")
+            if not row.ended:
+                self._bump(conn, row, ended=True)
+
+        write(self._engine, work)
+
+    def tally(self, code: str, teacher_key: str, step: int | None = None) -> Tally:
+        """Answers to ``step``'s question so far (default: the current step), teacher only."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+        if step is not None and (not _whole(step) or not 0 <= step <= FREE_MAX_STEP):
+            raise ClassError(ErrorCode.BAD_PLACE, room="", field="step")
+
+        def work(conn: Connection) -> tuple[Row, Tally]:
+            row = self._teacher(conn, code, teacher_key)
+            number = row.step if step is None else step
+            asked = self._asked(conn, row.id, number)
+            return row, self._count(conn, row, number, asked is not None and asked.revealed)
+
+        row, result = read(self._engine, work)
+        if self.clock() - row.active > TOUCH_AFTER_S:
+            # A teacher watching the tally keeps the class alive (rarely: a write).
+            write(
+                self._engine,
+                lambda conn: conn.execute(
+                    update(classes).where(classes.c.id == row.id).values(active=self.clock())
+                ),
+            )
+        return result
+
+    def _count(self, conn: Connection, row: Row, step: int, revealed: bool) -> Tally:
+        question = _question(row.lesson_id, step)
+        picked = dict(
+            conn.execute(
+                select(answers.c.option, func.count())
+                .where(answers.c.class_id == row.id, answers.c.step == step)
+                .group_by(answers.c.option)
+            ).all()
+        )
+        if question is None:
+            return Tally(row.students, 0, (), None, None, step, revealed)
+        counts = tuple(int(picked.get(i, 0)) for i in range(len(question.options)))
+        answered = sum(counts)
+        share = counts[question.answer] / answered if answered else None
+        return Tally(row.students, answered, counts, question.answer, share, step, revealed)
+
+    def summary(self, code: str, teacher_key: str) -> tuple[QuestionSummary, ...]:
+        """Every question the teacher opened, in step order, with its final counts."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+        return read(self._engine, lambda conn: self._summary(conn, code, teacher_key)[1])
+
+    def _summary(
+        self, conn: Connection, code: str, key: str
+    ) -> tuple[Row, tuple[QuestionSummary, ...]]:
+        row = self._teacher(conn, code, key)
+        out = []
+        for asked in conn.execute(
+            select(questions.c.step, questions.c.revealed)
+            .where(questions.c.class_id == row.id)
+            .order_by(questions.c.step)
+        ).all():
+            question = _question(row.lesson_id, asked.step)
+            if question is None:  # the lesson file changed under a running class
+                continue
+            tally = self._count(conn, row, asked.step, bool(asked.revealed))
+            out.append(
+                QuestionSummary(
+                    step=asked.step,
+                    options=tuple(question.options),
+                    correct=question.answer,
+                    counts=tally.counts,
+                    answered=tally.answered,
+                    joined=tally.joined,
+                    share_correct=tally.share_correct,
+                    revealed=bool(asked.revealed),
+                )
+            )
+        return row, tuple(out)
+
+    def summary_csv(self, code: str, teacher_key: str) -> str:
+        """One row per student: nickname, then per question the option picked and 1/0 for
+        right; a last row of shares. Nicknames only (no keys); cells a spreadsheet would run
+        as formulas start with an apostrophe."""
+        code = clean.check_code(code)
+        if not clean.key_ok(teacher_key):
+            raise ClassError(ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> tuple[tuple[QuestionSummary, ...], list, list]:
+            row, summary = self._summary(conn, code, teacher_key)
+            people = conn.execute(
+                select(students.c.id, students.c.nickname)
+                .where(students.c.class_id == row.id)
+                .order_by(students.c.id)
+            ).all()
+            picks = conn.execute(
+                select(answers.c.student_id, answers.c.step, answers.c.option).where(
+                    answers.c.class_id == row.id
+                )
+            ).all()
+            return summary, people, picks
+
+        summary, people, picks = read(self._engine, work)
+        chosen = {(p.student_id, p.step): p.option for p in picks}
+        buffer = io.StringIO()
+        out = csv.writer(buffer, lineterminator="\r\n")
+        header = ["nickname"]
+        for q in summary:
+            header += [f"step_{q.step}", f"step_{q.step}_right"]
+        header.append("right_total")
+        out.writerow(header)
+        for person in people:
+            cells, right = [clean.csv_cell(person.nickname)], 0
+            for q in summary:
+                option = chosen.get((person.id, q.step))
+                if option is None or not 0 <= option < len(q.options):
+                    cells += ["", ""]
+                    continue
+                right += option == q.correct
+                cells += [clean.csv_cell(q.options[option]), str(int(option == q.correct))]
+            cells.append(str(right))
+            out.writerow(cells)
+        shares = ["share_right"]
+        for q in summary:
+            share = "" if q.share_correct is None else f"{q.share_correct:.3f}"
+            shares += [clean.csv_cell(q.options[q.correct]), share]
+        shares.append("")
+        out.writerow(shares)
+        return buffer.getvalue()
+
+    # ------------------------------------------------------------------ students
+
+    def join(self, code: str, nickname: str, client: str) -> StudentPass:
+        """A new student in class ``code``: a unique cleaned nickname and their secret key."""
+        code = clean.check_code(code)
+        limit = self.limits.nickname_chars
+        wanted = clean.clean_nickname(nickname, limit)
+        self._count_attempt(client)
+        key = secrets.token_urlsafe(18)
+
+        def work(conn: Connection) -> str:
+            row = self._row(conn, code, "update")  # joins queue: the count cannot be raced
+            self._live(row)
+            if row.students >= self.limits.max_students:
+                raise ClassError(ErrorCode.CLASS_FULL, limit=self.limits.max_students)
+            taken = set(
+                conn.execute(select(students.c.fold).where(students.c.class_id == row.id))
+                .scalars()
+                .all()
+            )
+            base = wanted or f"Student {row.students + 1}"
+            name, number = base, 1
+            while clean.fold(name) in taken:
+                number += 1
+                name = clean.with_suffix(base, number, limit)
+            now = self.clock()
+            conn.execute(
+                insert(students).values(
+                    class_id=row.id,
+                    key_hash=clean.key_hash(key),
+                    nickname=name,
+                    fold=clean.fold(name),
+                    joined=now,
+                )
+            )
+            conn.execute(
+                update(classes)
+                .where(classes.c.id == row.id)
+                .values(students=classes.c.students + 1, active=now)
+            )
+            return name
+
+        name = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+        return StudentPass(code, key, name)
+
+    def _student_row(self, conn: Connection, class_id: int, key: str) -> Row:
+        person = conn.execute(
+            select(students.c.id, students.c.nickname).where(
+                students.c.class_id == class_id, students.c.key_hash == clean.key_hash(key)
+            )
+        ).one_or_none()
+        if person is None:
+            raise ClassError(ErrorCode.NOT_STUDENT)
+        return person
+
+    def student(self, code: str, student_key: str) -> Student:
+        """The student holding ``student_key`` in this class: nickname and answers so far."""
+        code = clean.check_code(code)
+        if not clean.key_ok(student_key):
+            raise ClassError(ErrorCode.NOT_STUDENT)
+
+        def work(conn: Connection) -> Student:
+            row = self._row(conn, code)
+            person = self._student_row(conn, row.id, student_key)
+            picks = conn.execute(
+                select(answers.c.step, answers.c.option)
+                .where(answers.c.student_id == person.id)
+                .order_by(answers.c.step)
+            ).all()
+            return Student(person.nickname, tuple((p.step, p.option) for p in picks))
+
+        return read(self._engine, work)
+
+    def answer(self, code: str, student_key: str, option: int) -> None:
+        """Pick ``option`` for the current step's open question (changeable until revealed)."""
+        code = clean.check_code(code)
+        if not clean.key_ok(student_key):
+            raise ClassError(ErrorCode.NOT_STUDENT)
+        if not _whole(option):
+            raise ClassError(ErrorCode.BAD_OPTION, options=0)
+
+        def work(conn: Connection) -> None:
+            row = self._row(conn, code, "share")
+            person = self._student_row(conn, row.id, student_key)
+            self._live(row)
+            asked = self._asked(conn, row.id, row.step)
+            if asked is None:
+                raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
+            if asked.revealed:
+                raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
+            question = _question(row.lesson_id, row.step)
+            if question is None or not 0 <= option < len(question.options):
+                count = 0 if question is None else len(question.options)
+                raise ClassError(ErrorCode.BAD_OPTION, options=count)
+            changed = conn.execute(
+                update(answers)
+                .where(answers.c.student_id == person.id, answers.c.step == row.step)
+                .values(option=option, at=self.clock())
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    insert(answers).values(
+                        student_id=person.id,
+                        class_id=row.id,
+                        step=row.step,
+                        option=option,
+                        at=self.clock(),
+                    )
+                )
+
+        # Two tabs of one student answering at once: the second insert retries as an update.
+        write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+
+    # ------------------------------------------------------------------ everyone
+
+    def state(self, code: str) -> ClassState:
+        code = clean.check_code(code)
+        state = read(self._engine, lambda conn: self._state(conn, self._row(conn, code)))
+        self._remember(code, state.version)
+        return state
+
+    def version(self, code: str) -> int:
+        """The class's version: +1 on every teacher change. Served from this store's cache
+        when read less than ``limits.version_cache_s`` ago, so the sessions of one replica
+        polling one class cost one indexed read per class per interval between them."""
+        code = clean.check_code(code)
+        max_age = self.limits.version_cache_s
+        with self._versions_lock:
+            hit = self._versions.get(code)
+            if hit is None or time.monotonic() - hit[0] > max_age:
+                hit = None
+                gate = self._fetching.setdefault(code, threading.Lock())
+        if hit is None:
+            with gate:  # one reader per class; the others wait for its answer
+                with self._versions_lock:
+                    hit = self._versions.get(code)
+                if hit is None or time.monotonic() - hit[0] > max_age:
+                    found = read(
+                        self._engine,
+                        lambda conn: conn.execute(
+                            select(classes.c.version).where(classes.c.code == code)
+                        ).scalar_one_or_none(),
+                    )
+                    self._remember(code, found)
+                    hit = (time.monotonic(), found)
+        if hit[1] is None:
+            raise ClassError(ErrorCode.NO_SUCH_CLASS)
+        return hit[1]
+
+    def expire_idle(self) -> int:
+        """Delete classes idle (no teacher action or join) for ``limits.idle_hours``, with
+        their students and answers; the number deleted. Old rate-limit records go too."""
+        now = self.clock()
+        cutoff = now - self.limits.idle_hours * 3600
+
+        def work(conn: Connection) -> list[str]:
+            gone = conn.execute(
+                select(classes.c.id, classes.c.code).where(classes.c.active < cutoff)
+            ).all()
+            ids = [g.id for g in gone]
+            if ids:
+                conn.execute(delete(answers).where(answers.c.class_id.in_(ids)))
+                conn.execute(delete(students).where(students.c.class_id.in_(ids)))
+                conn.execute(delete(questions).where(questions.c.class_id.in_(ids)))
+                conn.execute(delete(classes).where(classes.c.id.in_(ids)))
+            conn.execute(delete(attempts).where(attempts.c.at < now - 60))
+            return [g.code for g in gone]
+
+        codes = write(self._engine, work)
+        for code in codes:
+            self._remember(code, None)
+        return len(codes)
