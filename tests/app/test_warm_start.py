@@ -8,7 +8,7 @@ from torchatlas.shapes import REPORTS
 
 
 def test_the_default_analysis_is_ready_before_the_first_visitor() -> None:
-    warm._warm_slow_parts()  # what the server's lifespan runs before it takes visitors
+    warm.warm_slow_parts()  # what the server's lifespan runs before it takes visitors
     assert len(REPORTS) == 1
     at = open_page("views/shapes.py")
     assert not at.exception
