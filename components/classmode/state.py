@@ -1,0 +1,412 @@
+"""Class mode's state in the page: the one store of this process, who this session is in a
+class (teacher or student), the keys a link brings, and the move that makes a student's
+screen follow the teacher.
+
+Identity lives in session state, read from a link once:
+
+- ``?class=CODE&teacher=KEY`` (the teacher's "resume on another device" link): the key is
+  checked, kept in the session, and removed from the address bar at once, since a teacher's
+  screen is projected and the key drives the class.
+- ``?class=CODE&student=KEY`` (a student's own link): checked and kept; it stays in the
+  student's address bar (their phone, not a projector), so a reload or a reconnect after a
+  server restart brings them back with their answers. Every page the student follows the
+  class to carries it again.
+- ``?class=CODE`` alone (the join link, the QR's target): the join form with the code filled.
+
+Values from a link are bounded before the engine sees them; the engine checks the rest
+(code alphabet, keys in constant time). A refusal is kept as ``(code, params)`` and shown
+once as a card (``classmode.errors.<code>``).
+
+Following: the student's page runs a fragment every :data:`POLL_S` seconds that reads only
+``store.version(code)`` (served from the engine's per-process cache, at most ~0.5 s old, so
+sixty phones cost one database read per class per half second). When the version has grown,
+the whole page reruns once: :func:`observe` reads the class's state, and if the teacher's
+place (step, room, link) changed, the room's own session keys are forgotten and the page is
+switched to the room with the teacher's link, as the lessons open a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from components.contained import session_id
+from components.i18n import language
+from components.lessons.state import forget_room
+from components.shapes.state import encode_source
+from torchatlas.classmode import ClassError, ClassState, ClassStore, Student, Tally
+from torchatlas.i18n import DEFAULT_LANGUAGE
+from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
+
+URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
+PAGE = "views/classmode.py"
+PAGE_PATH = "class"  # url_path of the Class page
+POLL_S = 1.5  # a student's screen asks for the class's version this often (within 2 s)
+TEACHER_POLL_S = 1.5  # the teacher's live counts and tally
+MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
+MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
+
+TEACHER_KEY = "classmode_teacher"  # (code, teacher key) this session drives
+STUDENT_KEY = "classmode_student"  # (code, student key) this session answers as
+SEEN_KEY = "classmode_seen"  # the class version this session's screen last drew
+PLACE_KEY = "classmode_place"  # (step, room, query) the student last followed
+ERROR_KEY = "classmode_error"  # (code, params) of a refusal, shown once
+LINK_READ_KEY = "classmode_link_read"  # the (class, teacher, student) link values read
+JOIN_CODE_KEY = "classmode_join_code"  # the join form's boxes
+JOIN_NAME_KEY = "classmode_join_name"
+LESSON_PICK_KEY = "classmode_lesson_pick"
+PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
+
+T = TypeVar("T")
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> ClassStore:
+    """One store per process: its engine (connection pool) and version cache are shared by
+    every session this server holds. SQLite under ``ATLAS_DATA_DIR`` unless
+    ``ATLAS_DATABASE_URL`` names a database."""
+    return ClassStore()
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def refuse(code: str, **params: object) -> None:
+    """Keep a refusal to show (the engine's codes, or the same codes found here first)."""
+    st.session_state[ERROR_KEY] = (str(code), {k: str(v) for k, v in params.items()})
+
+
+def attempt(call: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """``call(...)``, or None with its refusal kept for the card."""
+    try:
+        return call(*args, **kwargs)
+    except ClassError as error:
+        refuse(error.code.value, **error.params)
+        return None
+
+
+def take_refusal() -> tuple[str, dict[str, str]] | None:
+    return st.session_state.pop(ERROR_KEY, None)
+
+
+# --------------------------------------------------------------------------- who this session is
+
+
+@dataclass(frozen=True)
+class Role:
+    code: str
+    key: str
+    teacher: bool
+
+
+def role() -> Role | None:
+    if TEACHER_KEY in st.session_state:
+        code, key = st.session_state[TEACHER_KEY]
+        return Role(code, key, True)
+    if STUDENT_KEY in st.session_state:
+        code, key = st.session_state[STUDENT_KEY]
+        return Role(code, key, False)
+    return None
+
+
+def leave() -> None:
+    """Forget this session's place in a class (the class itself goes on)."""
+    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY):
+        st.session_state.pop(key, None)
+    for name in (URL_TEACHER, URL_STUDENT):
+        if name in st.query_params:
+            del st.query_params[name]
+
+
+def _link_text(name: str, limit: int) -> str | None:
+    """A link value as one bounded string (the last if repeated); None when absent or
+    longer than ``limit`` (no code or key is that long: refused without a database read)."""
+    if name not in st.query_params:
+        return None
+    values = st.query_params.get_all(name)
+    value = values[-1] if values else ""
+    return value if len(value) <= limit else "\x00"  # an impossible value: refused below
+
+
+def normal_code(text: str) -> str:
+    """What a person types: spaces and dashes dropped, upper case (``abc 234`` → ``ABC234``)."""
+    return "".join(ch for ch in text if ch not in " -\t").upper()
+
+
+def absorb_link() -> None:
+    """Read ``class``/``teacher``/``student`` from the address bar once per distinct link:
+    a teacher key moves into the session and out of the URL; a student key moves into the
+    session and stays in the URL (their reload link)."""
+    code = _link_text(URL_CLASS, MAX_CODE_CHARS)
+    if code is None:
+        return
+    teacher = _link_text(URL_TEACHER, MAX_KEY_CHARS)
+    student = _link_text(URL_STUDENT, MAX_KEY_CHARS)
+    seen = (code, teacher, student)
+    if st.session_state.get(LINK_READ_KEY) == seen:
+        return
+    st.session_state[LINK_READ_KEY] = seen
+    code = normal_code(code)
+    if teacher is not None:
+        del st.query_params[URL_TEACHER]  # never left on a projected screen
+        st.session_state[LINK_READ_KEY] = (st.query_params.get(URL_CLASS), None, student)
+        if attempt(store().is_teacher, code, teacher):
+            st.session_state.pop(STUDENT_KEY, None)
+            st.session_state[TEACHER_KEY] = (code, teacher)
+            st.session_state.pop(SEEN_KEY, None)
+        elif ERROR_KEY not in st.session_state:
+            refuse("not_teacher")
+        return
+    if student is not None:
+        current = role()
+        if current is not None and (current.code, current.key) == (code, student):
+            return
+        found = attempt(store().student, code, student)
+        if found is not None:
+            st.session_state.pop(TEACHER_KEY, None)
+            st.session_state[STUDENT_KEY] = (code, student)
+            st.session_state.pop(SEEN_KEY, None)
+            st.session_state.pop(PLACE_KEY, None)
+        else:
+            del st.query_params[URL_STUDENT]
+            st.session_state[LINK_READ_KEY] = (st.query_params.get(URL_CLASS), teacher, None)
+        return
+    st.session_state.setdefault(JOIN_CODE_KEY, code)
+
+
+# --------------------------------------------------------------------------- links
+
+
+def page_url() -> str | None:
+    """This page's address as the browser shows it (no query); None outside a browser."""
+    try:
+        return st.context.url
+    except Exception:  # no browser context (a bare script run)
+        return None
+
+
+def class_page_url() -> str:
+    """The Class page's address: absolute when the browser told us where we are, else the
+    path (AppTest, a server that cannot tell)."""
+    here = page_url()
+    if not here:
+        return f"/{PAGE_PATH}"
+    base = here.rstrip("/")
+    if base.endswith(f"/{PAGE_PATH}"):
+        return base
+    # Another page: replace its path segment (the app's pages are one segment deep).
+    head, _, _tail = base.rpartition("/")
+    return f"{head}/{PAGE_PATH}" if "://" in head else f"{base}/{PAGE_PATH}"
+
+
+def with_lang(query: dict[str, Any]) -> dict[str, Any]:
+    lang = language()
+    if lang != DEFAULT_LANGUAGE:
+        query["lang"] = lang
+    return query
+
+
+def join_query(code: str) -> dict[str, str]:
+    return {URL_CLASS: code}
+
+
+def student_query(code: str, key: str) -> dict[str, str]:
+    return {URL_CLASS: code, URL_STUDENT: key}
+
+
+def teacher_query(code: str, key: str) -> dict[str, str]:
+    return {URL_CLASS: code, URL_TEACHER: key}
+
+
+# --------------------------------------------------------------------------- lessons
+
+
+def lessons() -> tuple[Lesson, ...]:
+    return load_all()
+
+
+def lesson_of(state: ClassState) -> Lesson | None:
+    return find(state.lesson_id) if state.lesson_id else None
+
+
+def step_of(state: ClassState) -> Step | None:
+    lesson = lesson_of(state)
+    if lesson is None or not 1 <= state.step <= len(lesson.steps):
+        return None
+    return lesson.step(state.step)
+
+
+def step_query(step: Step) -> dict[str, str | list[str]]:
+    """The step's room link: its fields, pasted source encoded as the room encodes it."""
+    spec = ROOMS[step.room]
+    query: dict[str, str | list[str]] = dict(step.fields())
+    if step.source is not None and spec.source_field is not None:
+        query[spec.source_field] = encode_source(step.source)
+    return query
+
+
+def room_fields_now(room: str) -> dict[str, str | list[str]]:
+    """The room's own fields in the address bar now (what "bring the class here" sends)."""
+    spec = ROOMS[room]
+    names = set(spec.fields) | ({spec.source_field} if spec.source_field else set())
+    query: dict[str, str | list[str]] = {}
+    for name in st.query_params:
+        if name in names:
+            values = st.query_params.get_all(name)
+            query[name] = values if name in spec.multi else values[-1]
+    return query
+
+
+# --------------------------------------------------------------------------- engine calls
+
+
+def client() -> str:
+    """Who is asking, for the engine's per-client rate limit: the session (a school's
+    sixty phones often share one address, so the address alone would lock a class out)."""
+    return session_id()
+
+
+def start_client() -> str:
+    """Starting classes is limited per address where the server can tell it (one visitor
+    opening many sessions cannot fill the server with classes), else per session."""
+    try:
+        address = st.context.ip_address
+    except Exception:  # no client context
+        address = None
+    return f"ip:{address}" if address else f"session:{session_id()}"
+
+
+def start(lesson_id: str | None) -> bool:
+    passed = attempt(store().start, lesson_id, language(), start_client())
+    if passed is None:
+        return False
+    leave()
+    st.session_state[TEACHER_KEY] = (passed.code, passed.teacher_key)
+    st.query_params[URL_CLASS] = passed.code
+    return True
+
+
+def join(code: str, nickname: str) -> bool:
+    passed = attempt(store().join, normal_code(code), nickname, client())
+    if passed is None:
+        return False
+    leave()
+    st.session_state[STUDENT_KEY] = (passed.code, passed.student_key)
+    st.session_state[LINK_READ_KEY] = (passed.code, None, passed.student_key)
+    st.query_params[URL_CLASS] = passed.code
+    st.query_params[URL_STUDENT] = passed.student_key
+    return True
+
+
+def class_state(code: str) -> ClassState | None:
+    return attempt(store().state, code)
+
+
+def version(code: str) -> int | None:
+    return attempt(store().version, code)
+
+
+def me(who: Role) -> Student | None:
+    return attempt(store().student, who.code, who.key)
+
+
+def tally(who: Role, step: int | None = None) -> Tally | None:
+    return attempt(store().tally, who.code, who.key, step)
+
+
+def move_to_step(who: Role, lesson: Lesson, number: int) -> ClassState | None:
+    step = lesson.step(number)
+    return attempt(
+        store().move, who.code, who.key, step=number, room=step.room, query=step_query(step)
+    )
+
+
+def bring_here(who: Role, state: ClassState, room: str) -> ClassState | None:
+    """Free mode: the class goes to the teacher's room with the room's link as it is now."""
+    return attempt(
+        store().move,
+        who.code,
+        who.key,
+        step=state.step + 1,
+        room=room,
+        query=room_fields_now(room),
+    )
+
+
+def ask(who: Role) -> ClassState | None:
+    return attempt(store().ask, who.code, who.key)
+
+
+def reveal(who: Role) -> ClassState | None:
+    return attempt(store().reveal, who.code, who.key)
+
+
+def end(who: Role) -> None:
+    attempt(store().end, who.code, who.key)
+
+
+def answer(who: Role, option: int) -> bool:
+    try:
+        store().answer(who.code, who.key, option)
+    except ClassError as error:
+        refuse(error.code.value, **error.params)
+        return False
+    return True
+
+
+def summary_csv(who: Role) -> str | None:
+    return attempt(store().summary_csv, who.code, who.key)
+
+
+def summary(who: Role) -> tuple | None:
+    return attempt(store().summary, who.code, who.key)
+
+
+# --------------------------------------------------------------------------- following
+
+
+def seen_version() -> int:
+    return st.session_state.get(SEEN_KEY, -1)
+
+
+def mark_seen(state: ClassState) -> None:
+    st.session_state[SEEN_KEY] = state.version
+
+
+def place_of(state: ClassState) -> tuple[int, str, tuple]:
+    return (state.step, state.room, state.query)
+
+
+def follow_query(state: ClassState, who: Role) -> dict[str, Any]:
+    query: dict[str, Any] = dict(state.fields())
+    query.update(student_query(who.code, who.key))
+    return with_lang(query)
+
+
+def follow(state: ClassState, who: Role) -> None:
+    """Open the teacher's room in the teacher's state (stops this run)."""
+    st.session_state[PLACE_KEY] = place_of(state)
+    forget_room(state.room)
+    st.switch_page(ROOMS[state.room].script, query_params=follow_query(state, who))
+
+
+def needs_follow(state: ClassState) -> bool:
+    """The teacher moved since this student last followed (a place, not a question)."""
+    return state.room in ROOMS and st.session_state.get(PLACE_KEY) != place_of(state)
+
+
+def remember_place(state: ClassState) -> None:
+    st.session_state[PLACE_KEY] = place_of(state)
+
+
+def lesson_options() -> list[str | None]:
+    return [None, *(lesson.id for lesson in lessons())]
+
+
+def answer_of(student: Student | None, step: int) -> int | None:
+    if student is None:
+        return None
+    return dict(student.answers).get(step)
