@@ -24,6 +24,7 @@ if __name__ != "__main__":  # imported by the server at start-up
     limit_malloc_arenas()  # before the visitors' script threads exist
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
+    from components.classmode.panels import bar as class_bar
     from components.contained import page_guard
     from components.i18n import t
     from components.lessons.panels import banner as lesson_banner
@@ -46,7 +47,13 @@ else:  # a visitor's script run
     lessons = st.Page(
         "views/lessons.py", title=t("lessons.nav"), icon=":material/school:", url_path="lessons"
     )
-    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home, lessons]}
+    classmode = st.Page(
+        "views/classmode.py",
+        title=t("classmode.nav"),
+        icon=":material/co_present:",
+        url_path="class",
+    )
+    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home, lessons, classmode]}
     for room in built_rooms():
         page = st.Page(
             room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
@@ -56,5 +63,6 @@ else:  # a visitor's script run
     current = st.navigation(sections)
     torch_box()
     with page_guard():  # a page that fails shows an explained card; the server stays up
+        class_bar(current.url_path)  # a class's code, step and question, for its members
         lesson_banner(current.url_path)  # a lesson's step above its room, when the URL names one
         current.run()
