@@ -1,24 +1,68 @@
-"""Server upkeep: what the server does for every room, once per process.
+"""Server upkeep: what the server does for every room, once per process, and the one module
+that reads Streamlit's internals.
 
-Rooms register the slow work a first visitor would otherwise wait for (loading a model,
-analysing a default example) with :func:`warm_up`; the server runs every registered warm-up
-once at start, after the rooms are imported (``components.warm``), each on its own so one
-failing room does not keep the others cold.
+Warm-ups. Rooms register the slow work a first visitor would otherwise wait for (loading a
+model, analysing a default example) with :func:`warm_up`; the server runs every registered
+warm-up once at start, after the rooms are imported (``components.warm``), each on its own so
+one failing room does not keep the others cold.
 
 >>> @warm_up("example")  # doctest: +SKIP
 ... def _load_default() -> None:
 ...     ...
+
+Streamlit's internals. Streamlit has no public API for three things the server needs:
+
+- ending the sessions whose reconnect window has passed (:func:`end_expired_sessions`). When a
+  visitor's connection drops, Streamlit keeps their session for a while
+  (``server.disconnectedSessionTTL``) so a phone that wakes up finds its page as it left it.
+  Its store drops an expired session only when it is next written to (another visitor
+  connects or leaves), and drops it without ending it: its uploads and media stay registered
+  until the next class arrives. Here they are ended the way Streamlit ends a closed session.
+- seeing every upload before it is stored (:func:`hook_upload_manager`), so the upload budget
+  (components/uploads.py) can refuse a file before its bytes are kept;
+- knowing whether a session still exists (:func:`session_known`), and the current script
+  run's session and upload manager (:func:`script_run_uploads`).
+
+Every use of a private name of Streamlit's is in this module, each read defensively (what is
+missing makes the feature do nothing, never fail a page), and
+tests/unit/test_upkeep_internals.py pins each one against the Streamlit version in
+requirements.txt, so an upgrade that moves one fails one clear test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.uploaded_file_manager import DeletedFile, UploadedFile
+
+__all__ = [
+    "DeletedFile",
+    "UploadedFile",
+    "end_expired",
+    "end_expired_sessions",
+    "hook_upload_manager",
+    "registered_warm_ups",
+    "remove_stored_file",
+    "run_warm_ups",
+    "script_run_uploads",
+    "session_known",
+    "stored_upload_sessions",
+    "warm_up",
+]
 
 _LOG = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _WARM_UPS: dict[str, Callable[[], object]] = {}
+
+# --------------------------------------------------------------------------- warm-ups
 
 
 def warm_up(name: str) -> Callable[[Callable[[], object]], Callable[[], object]]:
@@ -50,3 +94,172 @@ def run_warm_ups() -> list[str]:
             _LOG.warning("warm-up %s failed", name, exc_info=True)
             failed.append(name)
     return failed
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+def _runtime() -> Any:
+    """The server's runtime, or None (a unit test, a notebook, no server yet)."""
+    return Runtime.instance() if Runtime.exists() else None
+
+
+def _event_loop(runtime: Any) -> Any:
+    """The loop the runtime runs on (it owns the session registry), or None."""
+    loop = getattr(getattr(runtime, "_async_objs", None), "eventloop", None)
+    return None if loop is None or loop.is_closed() else loop
+
+
+def session_known(session_id: str) -> bool:
+    """Whether the runtime still knows the session (connected, or kept for a reconnect).
+    True without a runtime: nothing then says it is gone."""
+    runtime = _runtime()
+    if runtime is None:
+        return True
+    lookup = getattr(getattr(runtime, "_session_mgr", None), "get_session_info", None)
+    if lookup is None:
+        return bool(runtime.is_active_session(session_id))
+    return lookup(session_id) is not None
+
+
+def end_expired(manager: Any) -> int:
+    """End every session in ``manager``'s reconnect store whose window has passed; returns how
+    many. Call it on the server's event loop (the thread that owns the session registry)."""
+    storage = getattr(manager, "_session_storage", None)
+    expire = getattr(getattr(storage, "_cache", None), "expire", None)
+    if expire is None:
+        return 0
+    with getattr(manager, "_storage_lock", None) or contextlib.nullcontext():
+        removed = expire()
+    for _session_id, info in removed:
+        session = getattr(info, "session", None)
+        try:
+            session.shutdown()  # its uploads, media and script thread, as for a closed session
+        except Exception:  # one broken session must not keep the others
+            _LOG.warning("upkeep: ending an expired session failed", exc_info=True)
+    return len(removed)
+
+
+def end_expired_sessions(then: Callable[[Any], object] | None = None) -> bool:
+    """From any thread: on the server's event loop, end the expired sessions, then call
+    ``then(upload_manager)`` (the upload budget's sweep). False when there is no running
+    server to ask (nothing was scheduled)."""
+    runtime = _runtime()
+    loop = _event_loop(runtime)
+    if loop is None:
+        return False
+
+    def on_loop() -> None:
+        end_expired(getattr(runtime, "_session_mgr", None))
+        if then is not None:
+            then(runtime.uploaded_file_mgr)
+
+    loop.call_soon_threadsafe(on_loop)
+    return True
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+@dataclass(frozen=True)
+class ScriptRunUploads:
+    """The current script run's session, its upload manager, and its server-side session
+    object (None under AppTest, whose sessions are stand-ins)."""
+
+    session_id: str
+    manager: Any
+    session: AppSession | None
+
+
+def script_run_uploads() -> ScriptRunUploads | None:
+    """This script run's session and upload manager; None outside a script run."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return None
+    runtime = _runtime()
+    session = None if runtime is None else runtime.get_app_session(ctx.session_id)
+    return ScriptRunUploads(
+        ctx.session_id, ctx.uploaded_file_mgr, session if isinstance(session, AppSession) else None
+    )
+
+
+# What a hooked manager keeps of itself: the owner (so hooking twice is a no-op) and its
+# original remove_file (a page that takes a file in drops the bytes without releasing the
+# charge that replaces them).
+_HOOKS_ATTRIBUTE = "_torchatlas_upload_hooks"
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    owner: object
+    remove_file: Callable[..., None]
+
+
+def hook_upload_manager(
+    manager: Any,
+    *,
+    owner: object,
+    admit: Callable[[str, Any], bool],
+    removed: Callable[[str, str], object],
+    session_removed: Callable[[str], object],
+) -> bool:
+    """Route every upload ``manager`` stores through ``admit(session_id, file)`` first; a file
+    it refuses (False) is stored as an empty stub (its bytes go with the request).
+    ``removed(session_id, file_id)`` and ``session_removed(session_id)`` follow Streamlit's own
+    removals (the × beside a file, a session's end). ``owner`` names who hooked it: hooking
+    again for the same owner changes nothing. Returns False (and changes nothing) for a manager
+    without Streamlit's ``add_file``/``remove_file``/``remove_session_files``."""
+    with _LOCK:
+        hooks = getattr(manager, _HOOKS_ATTRIBUTE, None)
+        if hooks is not None and hooks.owner is owner:
+            return True
+        if hooks is not None:  # another owner's hooks (a test's fresh budget): start over
+            manager.__dict__.pop("add_file", None)
+            manager.__dict__.pop("remove_file", None)
+            manager.__dict__.pop("remove_session_files", None)
+        names = ("add_file", "remove_file", "remove_session_files")
+        if not all(callable(getattr(manager, name, None)) for name in names):
+            return False
+        add_file = manager.add_file
+        remove_file = manager.remove_file
+        remove_session_files = manager.remove_session_files
+
+        def admitted_add_file(session_id: str, file: Any) -> None:
+            if not admit(session_id, file):
+                file = file._replace(data=b"")  # UploadedFileRec is a NamedTuple
+            add_file(session_id=session_id, file=file)
+
+        def followed_remove_file(session_id: str, file_id: str) -> None:
+            remove_file(session_id=session_id, file_id=file_id)
+            removed(session_id, file_id)
+
+        def followed_remove_session_files(session_id: str) -> None:
+            remove_session_files(session_id)
+            session_removed(session_id)
+
+        manager.add_file = admitted_add_file
+        manager.remove_file = followed_remove_file
+        manager.remove_session_files = followed_remove_session_files
+        setattr(manager, _HOOKS_ATTRIBUTE, _Hooks(owner, remove_file))
+        return True
+
+
+def remove_stored_file(manager: Any, session_id: str, file_id: str) -> None:
+    """Drop one stored file's bytes from ``manager`` without telling the hooks (the caller
+    settles its own accounting); a manager without the hooks removes it its own way."""
+    hooks = getattr(manager, _HOOKS_ATTRIBUTE, None)
+    remove = hooks.remove_file if hooks is not None else getattr(manager, "remove_file", None)
+    if remove is not None:
+        remove(session_id=session_id, file_id=file_id)
+
+
+def stored_upload_sessions(manager: Any) -> list[str]:
+    """The sessions ``manager`` holds files for (Streamlit's in-memory manager keeps them in
+    ``file_storage``); empty for another manager."""
+    storage = getattr(manager, "file_storage", None)
+    if not isinstance(storage, dict):
+        return []
+    try:
+        return list(storage)
+    except RuntimeError:  # changed under us: the next sweep gets it
+        return []

@@ -3,7 +3,8 @@
 Streamlit keeps every uploaded file's bytes in its ``MemoryUploadedFileManager`` until the
 widget changes or the session ends, and its per-file ``maxUploadSize`` is the only limit. Here:
 
-- :func:`install` wraps that manager (once per process) so that every upload is charged to its
+- :func:`install` hooks that manager (once per process, through components/upkeep.py, which
+  owns every use of Streamlit's internals) so that every upload is charged to its
   session's and the server's budget *before* it is stored: a file over budget, or one the
   session's screen refuses at a glance (not an image, for the classification room), is stored
   as an empty stub with its refusal on record, and its bytes go with the request.
@@ -17,18 +18,15 @@ widget changes or the session ends, and its per-file ``maxUploadSize`` is the on
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import streamlit as st
-from streamlit.runtime import Runtime
-from streamlit.runtime.app_session import AppSession
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.uploaded_file_manager import DeletedFile, UploadedFile
 
+from components import upkeep
 from components.i18n import t
+from components.upkeep import DeletedFile, UploadedFile
 from torchatlas.uploads import MB, BudgetExceeded, Refusal, UploadBudget, megabytes
 
 # What one visitor may hold at once: two files at the per-file limit, far more than a handful of
@@ -59,7 +57,6 @@ class Entry:
 
 
 _screens: dict[str, tuple[str, Screen]] = {}  # session → (source name, screen)
-_install_lock = threading.Lock()
 
 
 def per_file_mb() -> int:
@@ -68,15 +65,8 @@ def per_file_mb() -> int:
 
 
 def _alive(session_id: str) -> bool:
-    """Whether the runtime still knows the session (connected, or kept for a reconnect)."""
-    if not Runtime.exists():
-        return True
-    runtime = Runtime.instance()
-    manager = getattr(runtime, "_session_mgr", None)
-    lookup = getattr(manager, "get_session_info", None)
-    if lookup is None:
-        return runtime.is_active_session(session_id)
-    return lookup(session_id) is not None
+    """Whether the server still knows the session (connected, or kept for a reconnect)."""
+    return upkeep.session_known(session_id)
 
 
 def sweep(manager: object | None = None) -> None:
@@ -87,18 +77,40 @@ def sweep(manager: object | None = None) -> None:
     memory is reclaimed before more is taken.
     """
     gone = set(BUDGET.sweep(_alive))
-    storage = getattr(manager, "file_storage", None)
-    if isinstance(storage, dict):
-        try:
-            stored = list(storage)
-        except RuntimeError:  # changed under us: the next sweep gets it
-            stored = []
-        gone |= {session for session in stored if not _alive(session)}
-    remove_session = getattr(manager, "_budget_remove_session_files", None)
+    gone |= {session for session in upkeep.stored_upload_sessions(manager) if not _alive(session)}
     for session in gone:
         _screens.pop(session, None)
+        remove_session = getattr(manager, "remove_session_files", None)
         if remove_session is not None:
             remove_session(session)
+
+
+def _admit(manager: object) -> Callable[[str, Any], bool]:
+    """What the upload manager asks before it stores a file: sweep, screen, then charge."""
+
+    def admit(session_id: str, file: Any) -> bool:
+        sweep(manager)
+        refusal = None
+        source, screen = _screens.get(session_id, ("", None))
+        problem = screen(file.data) if screen is not None else None
+        if problem is not None:
+            refusal = Refusal(problem.code, dict(problem.params), file.name, 0, source)
+        else:
+            try:
+                BUDGET.charge(session_id, file.file_id, len(file.data))
+            except BudgetExceeded as error:
+                refusal = Refusal(error.code, error.params, file.name, len(file.data))
+        if refusal is None:
+            return True
+        BUDGET.refuse(session_id, file.file_id, refusal)
+        return False
+
+    return admit
+
+
+def _session_removed(session_id: str) -> None:
+    BUDGET.release_session(session_id)
+    _screens.pop(session_id, None)
 
 
 def install(manager: object) -> bool:
@@ -107,48 +119,13 @@ def install(manager: object) -> bool:
     Returns False (and changes nothing) for a manager without ``add_file``/``remove_file``:
     pages then still charge files when they first see them.
     """
-    with _install_lock:
-        if getattr(manager, "_budget", None) is BUDGET:
-            return True
-        if not all(hasattr(manager, name) for name in ("add_file", "remove_file")):
-            return False
-        add_file = manager.add_file
-        remove_file = manager.remove_file
-        remove_session_files = manager.remove_session_files
-
-        def charged_add_file(session_id: str, file: Any) -> None:
-            sweep(manager)
-            refusal = None
-            source, screen = _screens.get(session_id, ("", None))
-            problem = screen(file.data) if screen is not None else None
-            if problem is not None:
-                refusal = Refusal(problem.code, dict(problem.params), file.name, 0, source)
-            else:
-                try:
-                    BUDGET.charge(session_id, file.file_id, len(file.data))
-                except BudgetExceeded as error:
-                    refusal = Refusal(error.code, error.params, file.name, len(file.data))
-            if refusal is not None:
-                BUDGET.refuse(session_id, file.file_id, refusal)
-                file = file._replace(data=b"")  # the request's bytes are freed with it
-            add_file(session_id=session_id, file=file)
-
-        def released_remove_file(session_id: str, file_id: str) -> None:
-            remove_file(session_id=session_id, file_id=file_id)
-            BUDGET.release(session_id, file_id)
-
-        def released_remove_session_files(session_id: str) -> None:
-            remove_session_files(session_id)
-            BUDGET.release_session(session_id)
-            _screens.pop(session_id, None)
-
-        manager.add_file = charged_add_file
-        manager.remove_file = released_remove_file
-        manager.remove_session_files = released_remove_session_files
-        manager._budget_remove_file = remove_file  # the originals, for take() and sweep()
-        manager._budget_remove_session_files = released_remove_session_files
-        manager._budget = BUDGET
-        return True
+    return upkeep.hook_upload_manager(
+        manager,
+        owner=BUDGET,
+        admit=_admit(manager),
+        removed=lambda session_id, file_id: BUDGET.release(session_id, file_id),
+        session_removed=_session_removed,
+    )
 
 
 class SessionUploads:
@@ -203,11 +180,7 @@ class SessionUploads:
 
         Returns a refusal when even what the page keeps does not fit (it should then drop it).
         """
-        remove = getattr(self.manager, "_budget_remove_file", None) or getattr(
-            self.manager, "remove_file", None
-        )
-        if remove is not None:
-            remove(session_id=self.session_id, file_id=entry.file_id)
+        upkeep.remove_stored_file(self.manager, self.session_id, entry.file_id)
         if entry.file is not None:
             # A BytesIO over the upload's bytes, which Streamlit keeps in the session state until
             # the next rerun. Emptied (not closed: it stays readable, as b""), it lets them go;
@@ -236,18 +209,15 @@ def session_uploads(screen: Screen | None = None, source: str = "image") -> Sess
     ``screen``: this session's first look at every file it uploads from now on (run where the
     upload arrives, so it must be cheap: a few leading bytes); ``source`` names its error codes.
     """
-    ctx = get_script_run_ctx()
-    if ctx is None:  # bare mode (no script run): nothing to hold
+    run = upkeep.script_run_uploads()
+    if run is None:  # bare mode (no script run): nothing to hold
         return SessionUploads("", None)
-    manager = ctx.uploaded_file_mgr
-    install(manager)  # from now on every upload sweeps first, on the server's event loop
+    install(run.manager)  # from now on every upload sweeps first, on the server's event loop
     if screen is not None:
-        _screens[ctx.session_id] = (source, screen)
-    if Runtime.exists():
-        session = Runtime.instance().get_app_session(ctx.session_id)
-        if isinstance(session, AppSession):  # not AppTest's stand-in
-            BUDGET.watch(ctx.session_id, session)
-    return SessionUploads(ctx.session_id, manager)
+        _screens[run.session_id] = (source, screen)
+    if run.session is not None:  # the server's session object (not AppTest's stand-in)
+        BUDGET.watch(run.session_id, run.session)
+    return SessionUploads(run.session_id, run.manager)
 
 
 def refusal_text(refusal: Refusal, errors: Callable[[str, dict], str]) -> str:

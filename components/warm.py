@@ -6,8 +6,9 @@ moment, each in its own order, can deadlock Python's per-module import locks (a
 ``_DeadlockError`` on a page). So the first run imports every room under one lock, in a fixed
 order; later runs find the modules loaded and pass straight through.
 
-Then the slow parts: the sandbox's zygote (it imports torch in its own process), the default
-classifier, and the shape explorer's default analysis. Under ``streamlit run app.py`` all of
+Then the slow parts: the sandbox's zygote (it imports torch in its own process), and every
+warm-up the rooms registered (components/upkeep.py: the default classifier, the shape
+explorer's default analysis). Under ``streamlit run app.py`` all of
 this runs before the server takes its first request (app.py's ``st.App`` lifespan,
 :func:`server_lifespan`); under a server started another way (AppTest) the first visitor's
 run imports the rooms and a background thread warms the rest.
@@ -21,7 +22,7 @@ and instead (1) moves everything loaded at start-up, which lives as long as the 
 the collector's permanent generation (``gc.freeze``), and (2) collects on a timer from one
 background thread, so cyclic garbage from visitors' runs is still returned within a minute,
 and asks the C allocator to hand freed memory back to the system. The same thread ends the
-sessions whose reconnect window has passed (components/sessions.py).
+sessions whose reconnect window has passed (components/upkeep.py).
 Reference counting, which frees almost everything, is unaffected by either.
 """
 
@@ -37,8 +38,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 
+from components import upkeep, uploads
 from components.rooms import built_rooms
-from components.sessions import end_expired_sessions
 
 _LOG = logging.getLogger(__name__)
 _IMPORT_LOCK = threading.Lock()
@@ -120,14 +121,66 @@ def _collect_periodically() -> None:
     while True:
         time.sleep(COLLECT_EVERY_S)
         try:
-            end_expired_sessions()  # their memory is freed by the collections that follow
+            # Their memory, and the uploads of sessions that vanished, are freed by the
+            # collections that follow.
+            upkeep.end_expired_sessions(then=uploads.sweep)
         except Exception:  # upkeep must never stop
             _LOG.warning("upkeep: ending expired sessions failed", exc_info=True)
         gc.collect()
         trim()
 
 
-def _warm_slow_parts() -> None:
+def _warm_default_classifier() -> None:
+    from torchatlas.classify import DEFAULT_MODEL, SAMPLES, classify, images, sample_bytes
+
+    first = next(iter(SAMPLES))
+    classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
+
+
+def _warm_default_shape_analysis() -> None:
+    from torchatlas.presets import DEFAULT_PRESET, PRESETS, preset_source
+    from torchatlas.shapes import explore, parse_shapes
+    from torchatlas.shapes.analysis import parse_dtypes
+
+    preset = PRESETS[DEFAULT_PRESET]
+    # The shape explorer analyses this preset when a visitor opens it: the report is then
+    # in the shared cache, so that first analysis is answered at once.
+    explore(
+        preset_source(preset.file),
+        parse_shapes(preset.shapes),
+        input_dtypes=parse_dtypes(preset.dtypes) or None,
+        model=preset.model,
+    )
+
+
+# Until the classify and shapes rooms register their own warm-ups (components/<room>/state.py,
+# ``@upkeep.warm_up("classify")`` / ``("shapes")``), the server runs these in their place, so
+# the app stays warm meanwhile. A room's own registration always wins.
+FALLBACK_WARM_UPS: dict[str, Callable[[], object]] = {
+    "classify": _warm_default_classifier,
+    "shapes": _warm_default_shape_analysis,
+}
+
+
+def warm_rooms() -> list[str]:
+    """Run every room's registered warm-up (the rooms are imported first, which registers
+    them), and a fallback for a room that registered none; the names of those that failed."""
+    import_rooms()
+    registered = upkeep.registered_warm_ups()
+    failed = upkeep.run_warm_ups()
+    for name, fallback in FALLBACK_WARM_UPS.items():
+        if name in registered:
+            continue
+        try:
+            fallback()
+        except Exception:  # the room's page reports its own errors
+            _LOG.warning("warm: the %s warm-up failed", name, exc_info=True)
+            failed.append(name)
+    return failed
+
+
+def warm_slow_parts() -> None:
+    """The sandbox's zygote, then every room's warm-up; then freeze what they loaded."""
     try:
         from torchatlas.sandboxed import shared_pool
 
@@ -135,29 +188,7 @@ def _warm_slow_parts() -> None:
         shared_pool().warm_up(wait=True)
     except Exception:  # the shapes page shows the sandbox's health itself
         _LOG.warning("warm: the sandbox did not start", exc_info=True)
-    try:
-        from torchatlas.classify import DEFAULT_MODEL, SAMPLES, classify, images, sample_bytes
-
-        first = next(iter(SAMPLES))
-        classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
-    except Exception:  # the classify page explains a model that cannot load
-        _LOG.warning("warm: the default classifier did not load", exc_info=True)
-    try:
-        from torchatlas.presets import DEFAULT_PRESET, PRESETS, preset_source
-        from torchatlas.shapes import explore, parse_shapes
-        from torchatlas.shapes.analysis import parse_dtypes
-
-        preset = PRESETS[DEFAULT_PRESET]
-        # The shape explorer analyses this preset when a visitor opens it: the report is then
-        # in the shared cache, so that first analysis is answered at once.
-        explore(
-            preset_source(preset.file),
-            parse_shapes(preset.shapes),
-            input_dtypes=parse_dtypes(preset.dtypes) or None,
-            model=preset.model,
-        )
-    except Exception:  # the shapes page reports its own errors
-        _LOG.warning("warm: the default shape analysis failed", exc_info=True)
+    warm_rooms()
     freeze_long_lived()  # the model and what loading it imported live as long as the server
     _warmed.set()
 
@@ -184,14 +215,14 @@ def warm_server() -> None:
     if _claim_start():
         # Not a daemon: the interpreter waits for it at exit instead of tearing torch down
         # under a thread that is still loading a model (a C++ "terminate called" abort).
-        threading.Thread(target=_warm_slow_parts, name="torchatlas-warm", daemon=False).start()
+        threading.Thread(target=warm_slow_parts, name="torchatlas-warm", daemon=False).start()
 
 
 def warm_before_serving() -> None:
     """Everything :func:`warm_server` starts, finished before this returns."""
     import_rooms()
     if _claim_start():
-        _warm_slow_parts()
+        warm_slow_parts()
     else:
         wait_until_warm(600)
 

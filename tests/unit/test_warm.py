@@ -69,3 +69,71 @@ def test_malloc_trim_is_glibcs_here() -> None:
 
 def test_malloc_arenas_can_be_capped_here() -> None:
     assert warm.limit_malloc_arenas(8) is True  # glibc: mallopt answers 1
+
+
+# --------------------------------------------------------------------------- rooms' warm-ups
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """An empty warm-up registry for one test (the process-wide one holds the real rooms'),
+    and rooms that are already imported."""
+    from components import upkeep
+
+    fresh: dict = {}
+    monkeypatch.setattr(upkeep, "_WARM_UPS", fresh)
+    monkeypatch.setattr(warm, "import_rooms", lambda: None)
+    return fresh
+
+
+def test_warm_runs_every_registered_warm_up_once(registry: dict) -> None:
+    from components import upkeep
+
+    ran: list[str] = []
+    for name in ("classify", "shapes", "autograd"):
+        upkeep.warm_up(name)(lambda name=name: ran.append(name))
+    assert warm.warm_rooms() == []
+    assert ran == ["classify", "shapes", "autograd"]
+
+
+def test_a_room_without_a_warm_up_of_its_own_gets_the_fallback(
+    registry: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the classify and shapes rooms register theirs, the server still warms them."""
+    from components import upkeep
+
+    ran: list[str] = []
+    monkeypatch.setattr(
+        warm,
+        "FALLBACK_WARM_UPS",
+        {
+            name: (lambda name=name: ran.append(f"fallback {name}"))
+            for name in warm.FALLBACK_WARM_UPS
+        },
+    )
+    upkeep.warm_up("shapes")(lambda: ran.append("room shapes"))
+    warm.warm_rooms()
+    assert sorted(ran) == ["fallback classify", "room shapes"]
+
+
+def test_a_failing_warm_up_does_not_keep_the_others_cold(
+    registry: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import upkeep
+
+    monkeypatch.setattr(warm, "FALLBACK_WARM_UPS", {})
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("no model")
+
+    upkeep.warm_up("classify")(broken)
+    upkeep.warm_up("shapes")(lambda: ran.append("shapes"))
+    assert warm.warm_rooms() == ["classify"]
+    assert ran == ["shapes"]
+
+
+def test_the_fallbacks_are_only_for_rooms_that_exist() -> None:
+    from components.rooms import built_rooms
+
+    assert set(warm.FALLBACK_WARM_UPS) <= {room.key for room in built_rooms()}

@@ -1,0 +1,201 @@
+"""The Streamlit internals components/upkeep.py relies on, pinned to the version in
+requirements.txt.
+
+upkeep.py reads each of them defensively (a missing one makes its feature do nothing rather
+than fail a page), so an upgrade that moves one would otherwise go unnoticed: expired sessions
+would stay in memory, or uploads would no longer be charged before they are stored. Each test
+here names one thing upkeep.py uses and the shape it expects; when Streamlit is upgraded, the
+test that fails says which part of upkeep.py to revisit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import streamlit
+from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.memory_session_storage import MemorySessionStorage
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.session_manager import SessionInfo
+from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
+
+from components import upkeep
+
+ROOT = Path(__file__).resolve().parents[2]
+UPKEEP_SOURCE = (ROOT / "components" / "upkeep.py").read_text()
+
+
+def _parameters(function: object) -> list[str]:
+    return [name for name in inspect.signature(function).parameters if name != "self"]
+
+
+def _assigned_in_init(cls: type, attribute: str) -> bool:
+    return re.search(rf"self\.{attribute}\s*[:=]", inspect.getsource(cls.__init__)) is not None
+
+
+def test_the_installed_streamlit_is_the_pinned_one() -> None:
+    """Everything below was checked against this version: an upgrade starts here."""
+    pins = re.findall(
+        r"^streamlit==([\w.]+)\s*$", (ROOT / "requirements.txt").read_text(), flags=re.M
+    )
+    assert pins == [streamlit.__version__], (pins, streamlit.__version__)
+
+
+def test_only_upkeep_reads_streamlits_runtime() -> None:
+    """One module owns the internals: no other server module imports streamlit.runtime (the
+    language memo's get_script_run_ctx in components/i18n.py excepted, a documented helper)."""
+    readers = []
+    for path in [*sorted((ROOT / "components").rglob("*.py")), ROOT / "app.py"]:
+        if path.name in ("upkeep.py", "i18n.py"):
+            continue
+        text = path.read_text()
+        if "streamlit.runtime" in text or "streamlit.web" in text:
+            readers.append(str(path.relative_to(ROOT)))
+    assert readers == []
+
+
+# --------------------------------------------------------------------------- the runtime
+
+
+def test_runtime_is_a_singleton_with_exists_and_instance() -> None:
+    assert callable(Runtime.exists) and callable(Runtime.instance)
+    assert _parameters(Runtime.exists) == [] and _parameters(Runtime.instance) == []
+
+
+def test_runtime_keeps_its_event_loop_in_async_objs() -> None:
+    """end_expired_sessions schedules its work with ``runtime._async_objs.eventloop``."""
+    assert "_async_objs" in UPKEEP_SOURCE and "eventloop" in UPKEEP_SOURCE
+    assert _assigned_in_init(Runtime, "_async_objs")
+    from streamlit.runtime.runtime import AsyncObjects
+
+    assert issubclass(AsyncObjects, tuple) and "eventloop" in AsyncObjects._fields
+    assert "AbstractEventLoop" in str(AsyncObjects.__annotations__["eventloop"])
+    loop = asyncio.new_event_loop()
+    try:  # what upkeep calls on it: is_closed() and call_soon_threadsafe()
+        assert loop.is_closed() is False and callable(loop.call_soon_threadsafe)
+    finally:
+        loop.close()
+
+
+def test_runtime_keeps_its_session_manager_in_session_mgr() -> None:
+    assert "_session_mgr" in UPKEEP_SOURCE
+    assert _assigned_in_init(Runtime, "_session_mgr")
+
+
+def test_runtime_answers_for_sessions_and_uploads() -> None:
+    assert isinstance(inspect.getattr_static(Runtime, "uploaded_file_mgr"), property)
+    assert _parameters(Runtime.is_active_session) == ["session_id"]
+    assert _parameters(Runtime.get_app_session) == ["session_id"]
+
+
+def test_the_session_manager_can_look_a_session_up() -> None:
+    assert _parameters(WebsocketSessionManager.get_session_info) == ["session_id"]
+
+
+# --------------------------------------------------------------------------- the reconnect store
+
+
+def test_the_session_manager_guards_its_store_with_a_lock() -> None:
+    """end_expired holds ``manager._storage_lock`` while it expires ``_session_storage``."""
+    assert _assigned_in_init(WebsocketSessionManager, "_session_storage")
+    assert _assigned_in_init(WebsocketSessionManager, "_storage_lock")
+    manager = WebsocketSessionManager(
+        session_storage=MemorySessionStorage(ttl_seconds=10),
+        uploaded_file_manager=None,
+        script_cache=None,
+        message_enqueued_callback=None,
+    )
+    assert hasattr(manager._storage_lock, "__enter__")
+    assert isinstance(manager._session_storage, MemorySessionStorage)
+
+
+def test_the_reconnect_store_expires_into_session_id_and_info_pairs() -> None:
+    """``_session_storage._cache.expire()`` removes the expired entries and returns them as
+    ``(session_id, SessionInfo)`` pairs, whose ``session`` has ``shutdown()``."""
+
+    class Session:
+        id = "gone"
+
+    now = [0.0]
+    storage = MemorySessionStorage(ttl_seconds=5)
+    storage._cache._timer = lambda: now[0]
+    info = SessionInfo(client=None, session=Session())  # type: ignore[arg-type]
+    storage.save(info)
+    assert storage._cache.expire() == []
+    now[0] = 6.0
+    assert storage._cache.expire() == [("gone", info)]
+    assert storage.get("gone") is None
+    assert "session" in SessionInfo.__dataclass_fields__
+    assert _parameters(AppSession.shutdown) == []
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def test_the_upload_manager_has_the_three_methods_upkeep_hooks() -> None:
+    assert _parameters(MemoryUploadedFileManager.add_file) == ["session_id", "file"]
+    assert _parameters(MemoryUploadedFileManager.remove_file) == ["session_id", "file_id"]
+    assert _parameters(MemoryUploadedFileManager.remove_session_files) == ["session_id"]
+
+
+def test_the_upload_manager_keeps_files_by_session_in_file_storage() -> None:
+    manager = MemoryUploadedFileManager("/upload")
+    manager.add_file(session_id="a", file=UploadedFileRec("f", "f.png", "image/png", b"x"))
+    assert isinstance(manager.file_storage, dict) and list(manager.file_storage) == ["a"]
+    assert upkeep.stored_upload_sessions(manager) == ["a"]
+
+
+def test_an_upload_record_is_a_named_tuple_whose_bytes_can_be_replaced() -> None:
+    """A refused upload is stored as ``file._replace(data=b"")``."""
+    assert issubclass(UploadedFileRec, tuple) and UploadedFileRec.__mro__[1] is tuple
+    assert UploadedFileRec._fields == ("file_id", "name", "type", "data")
+    assert NamedTuple in getattr(UploadedFileRec, "__orig_bases__", ())
+    record = UploadedFileRec("f", "f.png", "image/png", b"bytes")
+    assert record._replace(data=b"") == UploadedFileRec("f", "f.png", "image/png", b"")
+
+
+def test_a_script_run_context_names_its_session_and_upload_manager() -> None:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    assert get_script_run_ctx() is None  # outside a script run: upkeep answers None
+    assert upkeep.script_run_uploads() is None
+    fields = ScriptRunContext.__dataclass_fields__
+    assert "session_id" in fields and "uploaded_file_mgr" in fields
+
+
+def test_hooked_methods_shadow_the_class_ones_and_can_be_undone() -> None:
+    """Hooks are instance attributes over the class's methods: hooking for a new owner drops
+    the old ones first, so two owners never both charge one upload."""
+    manager = MemoryUploadedFileManager("/upload")
+    seen: list[str] = []
+
+    def hook(owner: str) -> bool:
+        return upkeep.hook_upload_manager(
+            manager,
+            owner=owner,
+            admit=lambda session, file: seen.append(owner) or True,
+            removed=lambda session, file_id: None,
+            session_removed=lambda session: None,
+        )
+
+    assert hook("first") and hook("first") and hook("second")
+    manager.add_file(session_id="a", file=UploadedFileRec("f", "f", "x", b"1"))
+    assert seen == ["second"]
+    assert upkeep.hook_upload_manager(
+        object(), owner="x", admit=bool, removed=print, session_removed=print
+    ) is False  # fmt: skip
+
+
+def test_upkeep_uses_no_private_name_this_file_does_not_pin() -> None:
+    used = set(re.findall(r"[\"'.](_[a-z][a-z_]+)", UPKEEP_SOURCE))
+    own = {"_torchatlas_upload_hooks"}  # upkeep's own attribute on the manager
+    pinned = {"_async_objs", "_session_mgr", "_session_storage", "_storage_lock", "_cache",
+              "_replace"}  # fmt: skip
+    assert used - own - pinned == set(), "pin the new internal in this file"
