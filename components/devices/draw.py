@@ -15,7 +15,6 @@ import plotly.graph_objects as go
 from components.format import format_bytes, format_seconds
 from components.theme import Palette
 from torchatlas.devices.demos import Demonstration, Snapshot, SnapshotKind
-from torchatlas.devices.errors import DevicesError
 from torchatlas.devices.inventory import AcceleratorInfo, BuildInfo, CpuInfo, MetaInfo
 from torchatlas.devices.transfer import (
     PATH_CODE,
@@ -40,15 +39,6 @@ PATH_COLOURS: dict[TransferPath, str] = {
 }
 HOLDS_ICON = ":green[:material/check_circle:]"
 FAILS_ICON = ":red[:material/cancel:]"
-
-
-def error_text(error: BaseException, unexpected_code: str, lang: str) -> str:
-    """An engine error in the reader's language, from its code and parameters; any other
-    exception under ``devices.errors.<unexpected_code>``, with its own words as the detail."""
-    if isinstance(error, DevicesError):
-        return translate(f"devices.errors.{error.code}", lang, **error.params)
-    detail = f"{type(error).__name__}: {error}"
-    return translate(f"devices.errors.{unexpected_code}", lang, detail=detail)
 
 
 def _lines(rows: list[tuple[str, str]]) -> str:

@@ -14,6 +14,7 @@ import streamlit as st
 from components.devices import draw, state
 from components.format import format_bytes, format_seconds
 from components.i18n import language, t
+from components.kit.error_card import error_card
 from components.theme import palette
 from torchatlas.devices import (  # types only
     BenchmarkResult,
@@ -25,7 +26,11 @@ from torchatlas.devices import (  # types only
 
 
 def intro() -> None:
+    """The room's first lines; reads the link on a session's first run (before any widget)
+    and says which parts of it were not used."""
+    state.start()
     st.markdown(t("devices.intro"))
+    state.notice()
 
 
 # ---------------------------------------------------------------- inventory
@@ -33,10 +38,9 @@ def intro() -> None:
 
 def inventory() -> Inventory:
     """The machine's devices as cards; stops the page when they cannot be read."""
-    try:
-        found = state.inventory()
-    except Exception as exc:
-        st.warning(draw.error_text(exc, "inventory_failed", language()))
+    found = state.inventory_or_error()
+    if not isinstance(found, Inventory):
+        error_card(found, warning=True)
         st.stop()
     st.header(t("devices.inventory.header"), anchor=False)
     _inventory_cards(found)
@@ -90,29 +94,28 @@ def _demonstration_card(
         st.subheader(t(f"devices.demos.{key}.title"), anchor=False)
         st.markdown(t(f"devices.demos.{key}.lesson"))
         variant = variants[0]
-        if len(variants) > 1:
+        if (variant_key := state.variant_key(key)) is not None:
             variant = st.segmented_control(
                 t("devices.demo.variant"),
                 options=list(variants),
-                default=variants[0],
                 required=True,
                 format_func=lambda v: t(f"devices.demos.{key}.variants.{v}", device=other_device),
-                key=f"devices_variant_{key}",
+                key=variant_key,  # its value comes from the link (state.start)
             )
-        try:
-            st.code(state.demo_code(key, variant), language="python", wrap_lines=True)
-        except Exception as exc:  # never let a torch surprise reach the page as a traceback
-            st.warning(draw.error_text(exc, "demo_failed", language()))
+        code = state.demo_code_or_error(key, variant)
+        if not isinstance(code, str):
+            error_card(code, warning=True)
             return
-        if st.button(
+        st.code(code, language="python", wrap_lines=True)
+        pressed = st.button(
             t("devices.demo.run"),
             key=f"devices_run_{key}",
             type="primary",
             icon=":material/play_arrow:",
-        ):
-            error = state.run_demo(key, variant)
-            if error is not None:
-                st.warning(draw.error_text(error, "demo_failed", language()))
+        )
+        if pressed and (error := state.run_demo(key, variant)) is not None:
+            error_card(error, warning=True)
+        state.write_link()
         demo = state.demo_result(key, variant)
         if demo is None:
             st.info(t(f"devices.demos.{key}.predict"))
@@ -203,34 +206,34 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
         watching = state.current_job() is not None
         if watching:
             st.fragment(_watch_job, run_every=state.POLL_S)()
-        sizes, default, cap = state.size_options()
+        sizes, cap = state.size_options()
         left, right = st.columns(2)
-        max_bytes = left.select_slider(
+        # Both widgets take their values from the link (state.start): sizes are the link's
+        # text, so a link and the slider name the same choices.
+        left.select_slider(
             t("devices.bench.max_size"),
-            options=sizes,
-            value=default,
-            format_func=format_bytes,
+            options=[str(size) for size in sizes],
+            format_func=lambda size: format_bytes(int(size)),
             help=t("devices.bench.max_size_help", cap=format_bytes(cap)),
             disabled=watching,
-            key="devices_bench_max",
+            key=state.MAX_KEY,
         )
-        budget = right.slider(
+        right.slider(
             t("devices.bench.budget"),
             min_value=state.MIN_BUDGET_S,
             max_value=state.MAX_BUDGET_S,
-            value=state.DEFAULT_BUDGET_S,
-            step=1.0,
-            format="%.0f s",
+            step=1,
+            format="%d s",
             help=t("devices.bench.budget_help"),
             disabled=watching,
-            key="devices_bench_budget",
+            key=state.BUDGET_KEY,
         )
+        state.write_link()
         st.button(
             t("devices.bench.run"),
             type="primary",
             icon=":material/timer:",
             on_click=state.start_benchmark,
-            args=(max_bytes, budget),
             disabled=watching,
             key="devices_bench_run",
         )
@@ -238,7 +241,7 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             return
         lang = language()
         if (error := state.take_error()) is not None:
-            st.warning(draw.error_text(error, "bench_failed", lang))
+            error_card(error, warning=True)
         elsewhere = state.running_status()
         if elsewhere is not None:
             params = draw.settings_params(elsewhere.config)

@@ -1,7 +1,10 @@
-"""The devices room's state: its session keys, its cached engine calls, the benchmark's ticket.
+"""The devices room's state: its link, its session keys, its cached engine calls, the
+benchmark's ticket.
 
-Every key starts with ``devices_``. The room keeps nothing in the URL: everything it shows is
-measured live on this server, so a shared link could not carry it.
+Every key starts with ``devices_``. The link (``torchatlas/devices/link.py``) carries what a
+teacher shares: the demonstration it opens, each demonstration's variant and the benchmark's
+settings; results are measured live on this server, so a link never carries them (and never
+starts a benchmark).
 
 The transfer benchmark measures the machine, so its result is the server's, not the session's:
 the engine's :data:`~torchatlas.devices.BOARD` keeps the latest one and runs the requests one
@@ -11,10 +14,15 @@ by (only the visitor who started a run may stop it), and a note or error to show
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import streamlit as st
 
+from components.kit.link_state import RoomLink
+from torchatlas.cache import BoundedCache
 from torchatlas.devices import (
     BOARD,
     DEMONSTRATIONS,
@@ -31,51 +39,94 @@ from torchatlas.devices import (
     run_demonstration,
     take_inventory,
 )
-from torchatlas.devices.transfer import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_TIME_BUDGET_S,
-    MAX_TIME_BUDGET_S,
-    sizes_up_to,
-)
+from torchatlas.devices import link as devices_link
+from torchatlas.devices.errors import ErrorCode, unexpected
+from torchatlas.devices.transfer import MAX_TIME_BUDGET_S, sizes_up_to
+
+T = TypeVar("T")
+LINK = RoomLink(devices_link.LINK)
 
 JOB_KEY = "devices_bench_job"  # the Ticket of the run this session watches
 OWNER_KEY = "devices_bench_owner"  # this session's name on the board
 RECENT_KEY = "devices_bench_recent"  # the last press was answered with a fresh result: its ticket
 ERROR_KEY = "devices_bench_error"
 POLL_S = 0.5  # how often the page asks a running job for progress
-# The time budget slider, in seconds: whole seconds from 1 up to the engine's own limit.
-MIN_BUDGET_S, DEFAULT_BUDGET_S, MAX_BUDGET_S = 1.0, DEFAULT_TIME_BUDGET_S, MAX_TIME_BUDGET_S
+# The time budget slider, in whole seconds from 1 up to the engine's own limit (the link's).
+MIN_BUDGET_S, MAX_BUDGET_S = 1, int(MAX_TIME_BUDGET_S)
+MAX_KEY = LINK.key("d_max")  # the largest copy, in bytes, as text (the link's closed list)
+BUDGET_KEY = LINK.key("d_budget")
+OPEN_DEMO_KEY = LINK.key("d_demo")
 
 
 def demo_result_key(key: str) -> str:
     return f"devices_result_{key}"
 
 
+def variant_key(key: str) -> str | None:
+    """The session key of demonstration ``key``'s variant (None: it has only one)."""
+    name = devices_link.variant_field(key)
+    return LINK.key(name) if name in LINK.spec.names else None
+
+
+# ---------------------------------------------------------------- the link
+
+
+def start() -> None:
+    """Every run, before the widgets: on the session's first run, the link's values become
+    the widgets' (a size this machine does not offer becomes the largest it does) and the
+    demonstration the link names is run, so its result is on the page."""
+    read = LINK.start()
+    state = st.session_state
+    offered = [str(size) for size in size_options()[0]]
+    if state.get(MAX_KEY) not in offered:
+        state[MAX_KEY] = offered[-1]
+    if read is not None and (opened := read.values["d_demo"]):
+        variants = demonstration_variants()[opened]
+        key = variant_key(opened)
+        run_demo(opened, state.get(key, variants[0]) if key else variants[0])
+
+
+def notice() -> None:
+    LINK.notice()
+
+
+def write_link() -> None:
+    """Keep the address bar in step with the widgets (only this room's names)."""
+    LINK.write()
+
+
 # ---------------------------------------------------------------- cached engine calls
-# Inventory and size cap change with free memory, so they are kept briefly; a snippet's text
-# depends only on its name and this machine. Each holds a handful of small entries.
+# Inventory and size cap change with free memory, so they are kept briefly (the key carries
+# the 30-second period they were read in); a snippet's text depends only on its name and this
+# machine. Every entry is small: the cache's byte budget holds them all.
+FRESH_S = 30
+ROOM_CACHE: BoundedCache[tuple[Any, ...], Any] = BoundedCache(1 << 20)
 
 
-@st.cache_data(ttl=30, max_entries=1, show_spinner=False)
+def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+    return ROOM_CACHE.get_or_compute_once(key, compute)
+
+
+def _period() -> int:
+    return int(time.monotonic() // FRESH_S)
+
+
 def inventory() -> Inventory:
-    return take_inventory()
+    return _cached(("inventory", _period()), take_inventory)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
 def demo_code(key: str, variant: str) -> str:
-    return demonstration_code(key, variant)
+    return _cached(("code", key, variant), lambda: demonstration_code(key, variant))
 
 
-@st.cache_data(ttl=30, max_entries=1, show_spinner=False)
 def size_cap() -> int:
-    return machine_size_cap()
+    return _cached(("cap", _period()), machine_size_cap)
 
 
-def size_options() -> tuple[list[int], int, int]:
-    """The sizes this machine offers, the default among them, and the cap (the largest)."""
+def size_options() -> tuple[list[int], int]:
+    """The sizes this machine offers and the cap (the largest)."""
     cap = size_cap()
-    sizes = list(sizes_up_to(cap))
-    return sizes, max(size for size in sizes if size <= DEFAULT_MAX_BYTES), cap
+    return list(sizes_up_to(cap)), cap
 
 
 def demonstration_variants() -> dict[str, tuple[str, ...]]:
@@ -86,14 +137,30 @@ def demonstration_variants() -> dict[str, tuple[str, ...]]:
 # ---------------------------------------------------------------- demonstrations
 
 
-def run_demo(key: str, variant: str) -> Exception | None:
+def run_demo(key: str, variant: str) -> DevicesError | None:
     """Run one demonstration and keep its result for this session; the error, if it failed."""
     try:
         st.session_state[demo_result_key(key)] = run_demonstration(key, variant)
+        st.session_state[OPEN_DEMO_KEY] = key  # the link now opens the one last run
     except Exception as exc:  # shown by the page, never as a traceback
         st.session_state.pop(demo_result_key(key), None)
-        return exc
+        return unexpected(exc, ErrorCode.DEMO_FAILED)
     return None
+
+
+def demo_code_or_error(key: str, variant: str) -> str | DevicesError:
+    """The snippet demonstration ``key`` runs, or why it cannot be shown."""
+    try:
+        return demo_code(key, variant)
+    except Exception as exc:  # never let a torch surprise reach the page as a traceback
+        return unexpected(exc, ErrorCode.DEMO_FAILED)
+
+
+def inventory_or_error() -> Inventory | DevicesError:
+    try:
+        return inventory()
+    except Exception as exc:
+        return unexpected(exc, ErrorCode.INVENTORY_FAILED)
 
 
 def demo_result(key: str, variant: str) -> Demonstration | None:
@@ -133,10 +200,12 @@ def latest() -> SharedResult | None:
     return BOARD.latest()
 
 
-def start_benchmark(max_bytes: int, time_budget_s: float) -> None:
-    """The "run" button's callback: start a run, join the one with these settings, queue
-    behind the running one, or be shown a fresh result with these settings."""
+def start_benchmark() -> None:
+    """The "run" button's callback: start a run with the widgets' settings, join the one with
+    these settings, queue behind the running one, or be shown a fresh result with them."""
     st.session_state.pop(RECENT_KEY, None)
+    max_bytes = int(st.session_state[MAX_KEY])
+    time_budget_s = float(st.session_state[BUDGET_KEY])
     config = BenchmarkConfig(max_bytes=max_bytes, time_budget_s=time_budget_s)
     try:
         ticket = BOARD.request(config, owner())
@@ -174,9 +243,10 @@ def collect_finished_job() -> bool:
     return True
 
 
-def take_error() -> BaseException | None:
+def take_error() -> DevicesError | None:
     """The error that ended the last run, or refused the last press, once."""
-    return st.session_state.pop(ERROR_KEY, None)
+    error = st.session_state.pop(ERROR_KEY, None)
+    return None if error is None else unexpected(error, ErrorCode.BENCH_FAILED)
 
 
 def answered_with(shared: SharedResult) -> bool:

@@ -80,7 +80,7 @@ def test_exact_exception_text_reaches_the_page() -> None:
 
 def test_benchmark_runs_draws_and_offers_csv() -> None:
     at = open_page("views/devices.py")
-    at.select_slider(key="devices_bench_max").set_value(64 * KIB).run()
+    at.select_slider(key="devices_bench_max").set_value(str(64 * KIB)).run()
     at.button(key="devices_bench_run").click().run()
     # The job runs in the background; the page polls it (a fragment AppTest does not rerun
     # on its own): wait for the job, then rerun as the poll would.
@@ -90,7 +90,7 @@ def test_benchmark_runs_draws_and_offers_csv() -> None:
     at.run()
     assert not at.exception and not at.error
     assert "devices_bench_job" not in at.session_state
-    assert at.select_slider(key="devices_bench_max").value == 64 * KIB  # kept while it ran
+    assert at.select_slider(key="devices_bench_max").value == str(64 * KIB)  # kept while it ran
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     traces = spec["data"]
     assert traces[0]["name"] == translate("devices.bench.paths.cpu_to_cpu")
@@ -153,7 +153,7 @@ def _chart_x(at) -> list[int]:
 
 def test_a_second_session_sees_the_first_sessions_result_and_its_age(monkeypatch) -> None:
     first = open_page("views/devices.py")
-    first.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    first.select_slider(key="devices_bench_max").set_value(str(16 * KIB)).run()
     first.button(key="devices_bench_run").click().run()
     assert transfer.BOARD.wait(first.session_state["devices_bench_job"].run_id, 60)
     measured_at = transfer.BOARD.clock()
@@ -170,7 +170,7 @@ def test_a_second_session_sees_the_first_sessions_result_and_its_age(monkeypatch
     # Pressing "run" with the same settings soon after: that result, said so, no new run.
     runs = transfer.BOARD.latest().run_id
     monkeypatch.setattr(transfer.BOARD, "clock", lambda: measured_at + 10)
-    second.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    second.select_slider(key="devices_bench_max").set_value(str(16 * KIB)).run()
     second.button(key="devices_bench_run").click().run()
     assert "devices_bench_job" not in second.session_state
     assert transfer.BOARD.latest().run_id == runs
@@ -204,7 +204,7 @@ def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> No
 
     monkeypatch.setattr(transfer, "_measure_all", slow)
     starter = open_page("views/devices.py")
-    starter.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    starter.select_slider(key="devices_bench_max").set_value(str(16 * KIB)).run()
     starter.button(key="devices_bench_run").click().run()
     run_id = starter.session_state["devices_bench_job"].run_id
     deadline = time.monotonic() + 20
@@ -215,7 +215,7 @@ def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> No
     joiner = open_page("views/devices.py")
     elsewhere = translate("devices.bench.running_elsewhere", max_size="16 KiB", budget="5")
     assert elsewhere in rendered_text(joiner)  # told before pressing
-    joiner.select_slider(key="devices_bench_max").set_value(16 * KIB).run()
+    joiner.select_slider(key="devices_bench_max").set_value(str(16 * KIB)).run()
     joiner.button(key="devices_bench_run").click().run()
     assert not joiner.exception and not joiner.error and not joiner.warning
     assert joiner.session_state["devices_bench_job"].run_id == run_id
@@ -229,7 +229,7 @@ def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> No
     assert any(b.key == "devices_bench_stop" for b in starter.run().button)
 
     waiter = open_page("views/devices.py")  # other settings: in line behind it
-    waiter.select_slider(key="devices_bench_max").set_value(64 * KIB).run()
+    waiter.select_slider(key="devices_bench_max").set_value(str(64 * KIB)).run()
     waiter.button(key="devices_bench_run").click().run()
     assert not waiter.exception and not waiter.error and not waiter.warning
     queued = translate("devices.bench.queued", max_size="64 KiB", budget="5", ahead=1)

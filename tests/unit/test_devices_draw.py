@@ -11,7 +11,7 @@ import pytest
 from components.devices import draw
 from components.theme import DARK
 from torchatlas.devices import demos, transfer
-from torchatlas.devices.errors import BenchmarkBusy
+from torchatlas.devices.errors import BenchmarkBusy, ErrorCode, unexpected
 from torchatlas.devices.inventory import CpuInfo
 from torchatlas.devices.transfer import KIB, BenchmarkResult, Measurement, Reference, TransferPath
 from torchatlas.i18n import translate
@@ -94,11 +94,11 @@ def test_findings_are_ticked_by_what_held() -> None:
     assert lines[0] == f"- {draw.FAILS_ICON} " + translate("devices.findings.same_object.no")
 
 
-def test_error_text_uses_the_code_and_otherwise_the_exceptions_words() -> None:
-    assert draw.error_text(BenchmarkBusy(7), "bench_failed", "ko") == translate(
+def test_an_error_keeps_its_code_and_any_other_exception_its_own_words() -> None:
+    assert unexpected(BenchmarkBusy(7), ErrorCode.BENCH_FAILED).text("ko") == translate(
         "devices.errors.busy", "ko", seconds=7
     )
-    text = draw.error_text(OSError("disk gone"), "bench_failed", "en")
+    text = unexpected(OSError("disk gone"), ErrorCode.BENCH_FAILED).text("en")
     assert text == translate("devices.errors.bench_failed", detail="OSError: disk gone")
 
 
