@@ -350,7 +350,6 @@ def _start_or_join() -> None:
             t("classmode.join.button"),
             key="classmode_join_button",
             type="primary",
-            disabled=not code.strip(),
             icon=":material/login:",
         ):
             if state.join(code, nickname):

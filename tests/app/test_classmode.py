@@ -1,0 +1,292 @@
+"""Class mode's pages under AppTest: a teacher starts a class and sees its code, students join
+by code and by link, follow the teacher's steps, answer, and see the reveal; teacher-only
+controls need the teacher key; hostile link values are refused with an explanation.
+
+Every test gets its own SQLite database (``ATLAS_DATA_DIR`` in a temp dir) and a fresh
+process-wide store. A second ``ClassStore`` on the same file stands for "another session or
+another server" where a test needs the teacher's side without a second page.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bench.harness import new_session
+from components.classmode import state
+from tests.app.apptest import rendered_text
+from tests.app.hostile import Heartbeat, Visit, open_page_once, rss_mb
+from torchatlas.classmode import ALPHABET, ClassStore
+from torchatlas.lessons import find
+
+PAGE = "views/classmode.py"
+LESSON = "broadcasting"  # three steps: basics, strides, basics; each asks a question
+
+
+@pytest.fixture(autouse=True)
+def fresh_store(tmp_path, monkeypatch) -> Iterator[ClassStore]:
+    """A database of this test's own; the page's cached store rebuilt on it."""
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("ATLAS_DATABASE_URL", raising=False)
+    state.store.clear()
+    yield ClassStore()
+    state.store.clear()
+
+
+def _said(at: AppTest) -> str:
+    boxes = [str(b.value) for kind in ("success", "error", "warning", "info") for b in at.get(kind)]
+    return "\n".join([rendered_text(at), *boxes])
+
+
+def _html(at: AppTest) -> str:
+    return "\n".join(str(element.proto.body) for element in at.get("html"))
+
+
+def _open(query: dict | None = None, lang: str = "en") -> AppTest:
+    """The Class page opened by a link. AppTest's first run is the app's default page (a
+    page with its own url_path cannot be named before it), so the link's query is set for
+    the second run, the Class page's: the page reads it as a visitor's first load would."""
+    at = new_session(lang)
+    at.run()
+    for name, value in (query or {}).items():
+        at.query_params[name] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _teacher(lang: str = "en", lesson: str | None = LESSON) -> tuple[AppTest, str, str]:
+    at = _open(lang=lang)
+    at.selectbox(key=state.LESSON_PICK_KEY).set_value(lesson).run()
+    at.button(key="classmode_start_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    code, key = at.session_state[state.TEACHER_KEY]
+    return at, code, key
+
+
+def _join(code: str, nickname: str = "", lang: str = "en") -> AppTest:
+    at = _open(lang=lang)
+    at.text_input(key=state.JOIN_CODE_KEY).input(code)
+    at.text_input(key=state.JOIN_NAME_KEY).input(nickname)
+    at.button(key="classmode_join_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _has_button(at: AppTest, key: str) -> bool:
+    return any(button.key == key for button in at.button)
+
+
+# --------------------------------------------------------------------------- teacher
+
+
+def test_start_shows_the_code_the_qr_and_the_join_link() -> None:
+    at, code, key = _teacher()
+    assert re.fullmatch(f"[{ALPHABET}]{{6}}", code)
+    html = _html(at)
+    assert f"{code[:3]}&#8201;{code[3:]}" in html  # the projected code, spaced
+    assert "classmode-qr" in html and "<svg" in html and "<path" in html
+    join = [m.value for m in at.markdown if "classmode-join-url" in m.value]
+    assert join and f"class={code}" in join[0]
+    # The key drives the class: it is in the session and the private expander only, never
+    # in the address bar of a projected screen.
+    assert key not in json.dumps(dict(at.query_params))
+    assert at.query_params.get("class") in (code, [code])
+    assert _has_button(at, "classmode_next") and _has_button(at, "classmode_end")
+
+
+def test_the_teacher_link_resumes_the_class_and_leaves_the_address_bar() -> None:
+    _, code, key = _teacher()
+    at = _open({"class": code, "teacher": key})
+    assert at.session_state[state.TEACHER_KEY] == (code, key)
+    assert "teacher" not in at.query_params
+    assert _has_button(at, "classmode_next")
+
+
+# --------------------------------------------------------------------------- joining
+
+
+def test_join_by_code_with_a_nickname_that_is_shown_as_text(fresh_store: ClassStore) -> None:
+    _, code, _ = _teacher()
+    student = _join(code.lower()[:3] + " " + code.lower()[3:], "**Ada** :red[x]")
+    stored_code, key = student.session_state[state.STUDENT_KEY]
+    assert stored_code == code
+    # Their own link stays in their address bar: a reload brings them back.
+    assert student.query_params.get("student") in (key, [key])
+    captions = [c.value for c in student.caption]
+    assert any(f"Class {code}" in c and r"\*\*Ada\*\* \:red\[x\]" in c for c in captions), captions
+    assert fresh_store.state(code).students == 1
+
+
+def test_the_join_link_fills_the_code() -> None:
+    _, code, _ = _teacher()
+    at = _open({"class": code})
+    assert at.text_input(key=state.JOIN_CODE_KEY).value == code
+    at.text_input(key=state.JOIN_NAME_KEY).input("Bo")
+    at.button(key="classmode_join_button").click().run()
+    assert at.session_state[state.STUDENT_KEY][0] == code
+
+
+def test_the_students_own_link_brings_back_their_answer(fresh_store: ClassStore) -> None:
+    _, code, teacher_key = _teacher()
+    student = _join(code, "Cy")
+    _, student_key = student.session_state[state.STUDENT_KEY]
+    fresh_store.move(code, teacher_key, step=1, room="basics", query=_step_query(1))
+    fresh_store.ask(code, teacher_key)
+    fresh_store.answer(code, student_key, 1)
+    again = _open({"class": code, "student": student_key})  # a reload: a new session
+    assert again.session_state[state.STUDENT_KEY] == (code, student_key)
+    picked = find(LESSON).step(1).question.options[1]
+    assert picked in _said(again)  # "Your answer: …" (they followed to basics on the way)
+
+
+def test_a_wrong_code_is_refused_with_the_fix() -> None:
+    at = _join("ZZZZZZ")
+    assert state.STUDENT_KEY not in at.session_state
+    assert "There is no class with this code" in _said(at)
+
+
+# --------------------------------------------------------------------------- following
+
+
+def _step_query(number: int) -> dict:
+    return state.step_query(find(LESSON).step(number))
+
+
+def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: ClassStore) -> None:
+    teacher, code, key = _teacher()
+    students = [_join(code, f"S{n}") for n in range(2)]
+    teacher.button(key="classmode_next").click().run()  # start the lesson: step 1 (basics)
+    assert fresh_store.state(code).step == 1 and fresh_store.state(code).room == "basics"
+    for student in students:
+        student.run()  # what the poll's rerun does
+        assert student.query_params.get("class") in (code, [code])
+        assert student.session_state[state.PLACE_KEY][1] == "basics"
+        assert "basics_" in " ".join(str(k) for k in student.session_state)  # the room ran
+    teacher.button(key="classmode_ask").click().run()
+    question = find(LESSON).step(1).question
+    wrong = next(i for i in range(len(question.options)) if i != question.answer)
+    for student, pick in zip(students, (question.answer, wrong), strict=True):
+        student.run()
+        radio = next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY))
+        radio.set_value(pick).run()
+        student.button(key="classmode_send_1").click().run()
+        assert not student.exception
+    tally = fresh_store.tally(code, key)
+    assert tally.answered == 2 and tally.counts[question.answer] == 1 and tally.counts[wrong] == 1
+    teacher.run()
+    chart = json.loads(teacher.get("plotly_chart")[0].proto.spec)
+    assert [int(x) for x in chart["data"][0]["x"]] == list(tally.counts)
+    teacher.button(key="classmode_reveal").click().run()
+    right_student, wrong_student = students
+    right_student.run()
+    wrong_student.run()
+    assert right_student.success and "Right!" in right_student.success[0].value
+    assert wrong_student.error and "Not this time" in wrong_student.error[0].value
+    assert question.explain["en"][:30] in _said(wrong_student)
+    # Step 2 is in another room: the students' screens switch to it.
+    teacher.button(key="classmode_next").click().run()
+    for student in students:
+        student.run()
+        assert student.session_state[state.PLACE_KEY][1] == "strides"
+        assert "strides_" in " ".join(str(k) for k in student.session_state)
+
+
+def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
+    teacher, code, _ = _teacher()
+    student = _join(code, "Di")
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_ask").click().run()
+    student.run()
+    assert not student.get("plotly_chart")
+    assert not any(
+        str(b.key).startswith(("classmode_next", "classmode_reveal")) for b in student.button
+    )
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_teacher_controls_are_refused_without_the_key(fresh_store: ClassStore) -> None:
+    _, code, key = _teacher()
+    wrong = key[:-2] + ("AA" if not key.endswith("AA") else "BB")
+    at = _open({"class": code, "teacher": wrong})
+    assert state.TEACHER_KEY not in at.session_state
+    assert "cannot drive the class" in _said(at)
+    assert "teacher" not in at.query_params
+    assert not _has_button(at, "classmode_next") and not _has_button(at, "classmode_reveal")
+    # A student's key is not a teacher's either.
+    student = _join(code, "Ed")
+    _, student_key = student.session_state[state.STUDENT_KEY]
+    at = _open({"class": code, "teacher": student_key})
+    assert state.TEACHER_KEY not in at.session_state
+    assert fresh_store.state(code).version == 1 or fresh_store.state(code).step == 0
+
+
+def _hostile_visit(query: dict) -> Visit:
+    """:func:`tests.app.hostile.open_hostile_link`, with the link's query given to the Class
+    page's run (see :func:`_open`), measured the same way."""
+    at = new_session("en")
+    at.run()
+    for name, value in query.items():
+        at.query_params[name] = value
+    gc.collect()
+    before = rss_mb()
+    with Heartbeat() as beat:
+        started = time.perf_counter()
+        at.switch_page(PAGE).run()
+        answer_s = time.perf_counter() - started
+    return Visit(at, answer_s, beat.peak_rss_mb - before, beat.worst_stall_s)
+
+
+JUNK = [
+    {"class": "'; DROP TABLE classes;--", "student": "x' OR '1'='1", "teacher": "<script>"},
+    {"class": "A" * 5000, "student": "B" * 100_000, "teacher": "C" * 100_000},
+    {"class": ["ABCDEF", "ZZZZZZ"], "student": ["\x00", "é"], "teacher": ["²", "%00"]},
+    {"class": "ＡＢＣＤＥＦ", "student": "\u202e", "teacher": "{{7*7}}"},
+]
+
+
+@pytest.mark.parametrize("query", JUNK, ids=["sql", "huge", "repeated", "unicode"])
+def test_hostile_class_links_are_refused_and_explained(query: dict) -> None:
+    open_page_once(PAGE)
+    visit = _hostile_visit(query)
+    visit.assert_contained()
+    assert state.TEACHER_KEY not in visit.at.session_state
+    assert state.STUDENT_KEY not in visit.at.session_state
+    assert "teacher" not in visit.at.query_params
+    said = _said(visit.at)
+    assert "cannot drive the class" in said or "no class with this code" in said, said[:2000]
+
+
+def test_a_student_link_of_another_class_is_refused() -> None:
+    _, code_a, _ = _teacher()
+    student = _join(code_a, "Fa")
+    _, key_a = student.session_state[state.STUDENT_KEY]
+    _, code_b, _ = _teacher()
+    at = _open({"class": code_b, "student": key_a})
+    assert state.STUDENT_KEY not in at.session_state
+    assert "does not belong to this class" in _said(at)
+
+
+# --------------------------------------------------------------------------- Korean
+
+
+def test_korean_teacher_and_student() -> None:
+    teacher, code, _ = _teacher(lang="ko")
+    assert "수업 페이지에서 이 코드로 참여하세요" in _html(teacher)
+    assert teacher.button(key="classmode_next").label == "레슨 시작"
+    student = _join(code, "민지", lang="ko")
+    assert any(f"수업 {code}" in c.value and "민지" in c.value for c in student.caption)
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_ask").click().run()
+    student.run()
+    assert any(b.label == "답 보내기" for b in student.button)
+    bad = _open({"class": "ZZZZZZ", "student": "x" * 24}, lang="ko")
+    assert "이 코드의 수업이 없습니다" in _said(bad)
