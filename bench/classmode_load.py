@@ -1,0 +1,764 @@
+"""Class mode under a class: ``python -m bench.classmode_load [--students 60] [--lesson
+dlwp_tensors] [--level app|api] [--database sqlite|postgresql] [--idle-s 30] [--json PATH]``.
+
+``--level app`` (the issue's measurement): starts ``streamlit run app.py`` as
+``bench/classroom.py`` does (its ``Server``, on a fresh data folder, or on a throw-away
+PostgreSQL cluster with ``--database postgresql``), starts a class through the engine and
+opens the teacher's "resume" link (``/class?class=CODE&teacher=KEY``) in one websocket
+session; every student is another session (``bench/classroom_client.py``: the browser's
+protocol, ``run_every`` fragments polled as the browser polls them) that opens the join link
+``/class?class=CODE``, types a nickname and presses Join. Then the teacher presses Next on the
+Class page for every step of the lesson; at a step with a question the teacher presses
+"Open the question", each student (after 0–3 s of thought) picks an option and presses Send,
+the teacher presses Reveal once the tally shows every answer, and every student's bar shows
+the verdict. Afterwards the students stay following, idle, for ``--idle-s`` seconds.
+
+Timed:
+- ``follow``: the teacher's press of Next → the student's screen shows the step (a full run
+  finished on the step's room page whose class bar says "Step k of n"). ``follow_commit``:
+  the same, from the moment the move was committed (read off the database by this tool).
+- ``question``: the press of "Open the question" → the student's bar shows the options.
+- ``tally``: a student's press of Send → the teacher's tally shows it. The teacher's screen
+  shows counts, not names, so the k-th press is matched with the moment the count reached k
+  (first in, first counted).
+- ``reveal``: the press of Reveal → the student's bar shows the verdict.
+- ``idle``: the server tree's CPU time (user + system, every process under the server) over
+  the idle window, as a share of one core, with every student following and the teacher's
+  Class page open.
+- memory: the server tree's PSS (``bench.classroom.PssSampler``), peak over the whole class.
+An error is a step not shown in time, an exception or a refusal card on a page, a lost
+connection, or a protocol failure; the run must have none.
+
+``--level api``: the same class against the engine alone (threads in this process, one
+``ClassStore`` as one replica, students polling ``version()`` every 1.5 s as the page does):
+the engine's share of the figures, without Streamlit.
+
+Goals (issue 25): 0 errors; p95 follow ≤ 2 s and p95 tally ≤ 2 s; 60 idle following students
+≤ 25 % of one core; server tree peak PSS ≤ 2.0 GB. Exits 1 when a goal is missed, 2 when the
+measurement could not be made. The clients run on the server's machine and take some of its
+CPU (their own share is printed): compare figures from the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.classroom import (
+    PssSampler,
+    Server,
+    describe_checkout,
+    percentile,
+    process_tree,
+    settled_pss,
+)
+from bench.classroom_client import Student
+
+ROOT = Path(__file__).resolve().parents[1]
+GB = 1_000_000_000
+GOALS = {
+    "follow_p95_s": 2.0,
+    "tally_p95_s": 2.0,
+    "idle_core_share": 0.25,
+    "peak_pss_bytes": 2.0 * GB,
+}
+POLL_S = 1.5  # the page's student poll (components/classmode/state.py POLL_S)
+STEP_TIMEOUT_S = 30.0  # a student's screen must show a change within this, else an error
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Figures:
+    level: str
+    database: str
+    lesson: str
+    students: int
+    steps: int = 0
+    questions: int = 0
+    follow_s: list[float] = field(default_factory=list)
+    follow_commit_s: list[float] = field(default_factory=list)
+    question_s: list[float] = field(default_factory=list)
+    tally_s: list[float] = field(default_factory=list)
+    reveal_s: list[float] = field(default_factory=list)
+    join_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    idle_s: float = 0.0
+    idle_core_share: float | None = None
+    idle_client_share: float | None = None
+    baseline_pss: int | None = None
+    peak_pss: int | None = None
+    server_tracebacks: int = 0
+    aborted: str | None = None
+
+
+def p95(values: Sequence[float]) -> float:
+    return percentile(values, 95)
+
+
+def check_goals(fig: Figures) -> list[str]:
+    missed = []
+    if fig.errors:
+        missed.append(f"{len(fig.errors)} error(s), goal 0 (first: {fig.errors[0]})")
+    if fig.server_tracebacks:
+        missed.append(f"{fig.server_tracebacks} traceback(s) in the server log")
+    if fig.aborted:
+        missed.append(f"aborted: {fig.aborted}")
+    if not fig.follow_s or p95(fig.follow_s) > GOALS["follow_p95_s"]:
+        missed.append(f"follow p95 {_s(fig.follow_s)}, goal ≤ {GOALS['follow_p95_s']} s")
+    if fig.questions and (not fig.tally_s or p95(fig.tally_s) > GOALS["tally_p95_s"]):
+        missed.append(f"tally p95 {_s(fig.tally_s)}, goal ≤ {GOALS['tally_p95_s']} s")
+    if fig.idle_core_share is None or fig.idle_core_share > GOALS["idle_core_share"]:
+        missed.append(f"idle share {fig.idle_core_share}, goal ≤ {GOALS['idle_core_share']}")
+    if fig.level == "app" and (fig.peak_pss is None or fig.peak_pss > GOALS["peak_pss_bytes"]):
+        missed.append(f"peak PSS {fig.peak_pss}, goal ≤ {GOALS['peak_pss_bytes']:.0f}")
+    return missed
+
+
+def _s(values: Sequence[float]) -> str:
+    return "n/a" if not values else f"{p95(values):.2f} s"
+
+
+def format_figures(fig: Figures) -> str:
+    def row(name: str, values: list[float]) -> str:
+        if not values:
+            return f"  {name:<14} (none)"
+        return (
+            f"  {name:<14} n={len(values):<4} p50 {percentile(values, 50):6.2f} s"
+            f"  p95 {p95(values):6.2f} s  max {max(values):6.2f} s"
+        )
+
+    lines = [
+        f"class mode, level {fig.level}, {fig.database}: {fig.students} students, lesson "
+        f"{fig.lesson} ({fig.steps} steps, {fig.questions} questions)",
+        row("join", fig.join_s),
+        row("follow", fig.follow_s),
+        row("follow_commit", fig.follow_commit_s),
+        row("question", fig.question_s),
+        row("tally", fig.tally_s),
+        row("reveal", fig.reveal_s),
+        f"  idle           {fig.idle_s:.0f} s: server tree "
+        + ("n/a" if fig.idle_core_share is None else f"{100 * fig.idle_core_share:.1f} %")
+        + " of one core"
+        + (
+            ""
+            if fig.idle_client_share is None
+            else f" (this tool's clients: {100 * fig.idle_client_share:.1f} %)"
+        ),
+    ]
+    if fig.peak_pss is not None:
+        lines.append(
+            f"  memory         PSS baseline {fig.baseline_pss / 1e6:.0f} MB, "
+            f"peak {fig.peak_pss / 1e6:.0f} MB"
+        )
+    lines.append(f"  errors         {len(fig.errors)}")
+    lines += [f"    {e}" for e in fig.errors[:10]]
+    if fig.aborted:
+        lines.append(f"  ABORTED: {fig.aborted}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- CPU time
+
+
+def tree_cpu_s(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants."""
+    total = 0.0
+    for pid in process_tree(root):
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
+
+
+# --------------------------------------------------------------------------- databases
+
+
+@contextlib.contextmanager
+def database(kind: str, folder: Path):  # type: ignore[no-untyped-def]
+    """(URL for this tool's store, environment for the server)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'classes.sqlite3'}", {"ATLAS_DATA_DIR": str(folder)}
+        return
+    from tests.postgres import postgres_cluster
+
+    with postgres_cluster() as url:
+        yield url, {"ATLAS_DATABASE_URL": url}
+
+
+class CommitWatch:
+    """Notes when each class version was first seen committed (a thread reading the
+    database every 10 ms through its own store, uncached)."""
+
+    def __init__(self, url: str, code: str) -> None:
+        from torchatlas.classmode import ClassStore, Limits
+
+        self.store = ClassStore(url, limits=Limits(version_cache_s=0.0))
+        self.code = code
+        self.seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="commit-watch")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                self.seen.setdefault(self.store.version(self.code), time.perf_counter())
+            self._stop.wait(0.01)
+
+    def __enter__(self) -> CommitWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- app level
+
+
+def _texts(student: Student, kinds: tuple[str, ...] = ("markdown",)) -> list[str]:
+    return [n.text() for n in student.find() if n.kind in kinds]
+
+
+def _refusal(student: Student) -> str | None:
+    """An exception or a refusal card on the page (class mode's cards start with their
+    title), or a lost connection."""
+    from torchatlas.i18n import translate
+
+    title = translate("classmode.errors.title", "en")
+    for node in student.find():
+        if node.kind == "exception":
+            return f"exception {node.proto.type}: {node.proto.message}"[:200]
+        if node.kind == "alert" and title in node.text():
+            return " ".join(node.text().replace("*", "").split())[:200]
+    if student.page_not_found:
+        return f"page not found: {student.page_not_found}"
+    return student.closed_reason or None
+
+
+async def wait_for(
+    student: Student, ready: Callable[[], bool], since: float, timeout_s: float
+) -> tuple[float | None, str | None]:
+    """Seconds from ``since`` (perf_counter) until ``ready()`` holds with no run in
+    progress; (None, why) on a timeout or an error on the page."""
+    limit = time.monotonic() + timeout_s
+    while time.monotonic() < limit:
+        if not student.running and ready():
+            return time.perf_counter() - since, None
+        problem = _refusal(student)
+        if problem:
+            return None, problem
+        await asyncio.sleep(0.01)
+    return None, f"not shown within {timeout_s:g} s"
+
+
+def _button(student: Student, key: str) -> Any:
+    found = student.find(kind="button", key=key)
+    return found[0] if found else None
+
+
+async def press(student: Student, key: str, extra: Sequence[Any] = ()) -> bool:
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    node = _button(student, key)
+    if node is None or node.proto.disabled:
+        return False
+    await student.send_rerun(
+        [*extra, WidgetState(id=node.widget_id, trigger_value=True)],
+        fragment_id=node.fragment_id,
+    )
+    return True
+
+
+async def open_page(student: Student, query: str, ready: Callable[[], bool]) -> str | None:
+    await student.connect()
+    started = time.perf_counter()
+    await student.send_rerun(page_name="class", page_hash="", query=query, keep_page=False)
+    _, error = await wait_for(student, ready, started, 60)
+    return error
+
+
+async def join(student: Student, code: str, nickname: str, fig: Figures) -> str | None:
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    error = await open_page(
+        student, f"class={code}", lambda: _button(student, "classmode_join_button") is not None
+    )
+    if error:
+        return f"join page: {error}"
+    boxes = student.find(kind="text_input", key="classmode_join_name")
+    if not boxes:
+        return "join page: no nickname box"
+    name = WidgetState(id=boxes[0].widget_id, string_value=nickname)
+    started = time.perf_counter()
+    await press(student, "classmode_join_button", [name])
+    seconds, error = await wait_for(
+        student,
+        lambda: "student=" in student.query and _button(student, "classmode_leave") is not None,
+        started,
+        60,
+    )
+    if error:
+        return f"join: {error}"
+    fig.join_s.append(seconds or 0.0)
+    return None
+
+
+def shows_step(student: Student, room: str, number: int, total: int, epoch: int) -> bool:
+    line = f"Step {number} of {total}"
+    return (
+        student.epoch > epoch
+        and student.page_hash != ""
+        and student.page_hash == student.pages.get(room)
+        and any(line in text for text in _texts(student))
+    )
+
+
+def question_radio(student: Student, code: str, number: int) -> Any:
+    found = student.find(kind="radio", key=f"classmode_pick_{code}_{number}")
+    return found[0] if found else None
+
+
+def shows_verdict(student: Student) -> bool:
+    from torchatlas.i18n import translate
+
+    marks = [
+        translate(f"classmode.question.{name}", "en").split("{")[0].strip()
+        for name in ("right", "wrong", "no_answer")
+    ]
+    return any(
+        n.kind == "alert" and any(mark and mark in n.text() for mark in marks)
+        for n in student.find()
+    )
+
+
+def answered_count(teacher: Student) -> int | None:
+    for node in teacher.find(kind="metric"):
+        if node.proto.label == "Answered":
+            with contextlib.suppress(ValueError):
+                return int(node.proto.body)
+    return None
+
+
+async def run_app_class(
+    base_url: str, url: str, args: argparse.Namespace, fig: Figures, log: Callable[[str], None]
+) -> None:
+    from torchatlas.classmode import ClassStore
+    from torchatlas.lessons import find
+
+    lesson = find(args.lesson)
+    if lesson is None:
+        raise RuntimeError(f"no lesson {args.lesson!r}")
+    total = len(lesson.steps)
+    fig.steps = min(total, args.steps)
+    store = ClassStore(url)
+    teacher_pass = store.start(lesson.id, "en", client="bench-teacher")
+    code, key = teacher_pass.code, teacher_pass.teacher_key
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+    teacher = Student(base_url, -1, pool)
+    pupils = [Student(base_url, i, pool) for i in range(args.students)]
+    rng = random.Random(args.seed)
+    try:
+        error = await open_page(
+            teacher,
+            f"class={code}&teacher={key}",
+            lambda: _button(teacher, "classmode_next") is not None,
+        )
+        if error:
+            raise RuntimeError(f"the teacher's page: {error}")
+        log(f"class {code}: teacher ready; {args.students} students join over ~5 s")
+
+        async def arrive(i: int) -> None:
+            await asyncio.sleep(5.0 * i / max(1, args.students))
+            problem = await join(pupils[i], code, f"Student bench {i}", fig)
+            if problem:
+                fig.errors.append(f"student {i}: {problem}")
+
+        await asyncio.gather(*(arrive(i) for i in range(args.students)))
+        present = [p for p in pupils if not any(e.startswith(f"student {p.index}:")
+                                                for e in fig.errors)]  # fmt: skip
+        log(f"{len(present)} joined; the lesson starts")
+        with CommitWatch(url, code) as commits:
+            for number in range(1, fig.steps + 1):
+                await lesson_step(teacher, present, code, lesson, number, commits, rng, fig, log)
+                if time.monotonic() > args.deadline:
+                    raise RuntimeError("the deadline passed mid-lesson")
+        fig.idle_s = args.idle_s
+        log(f"lesson done; {len(present)} students idle, following, for {args.idle_s:g} s")
+        await asyncio.sleep(3)  # the last reveal's reruns finish
+        server_pid = args.server_pid
+        cpu0, client0, wall0 = tree_cpu_s(server_pid), time.process_time(), time.monotonic()
+        await asyncio.sleep(args.idle_s)
+        wall = time.monotonic() - wall0
+        fig.idle_core_share = (tree_cpu_s(server_pid) - cpu0) / wall
+        fig.idle_client_share = (time.process_time() - client0) / wall
+        for student in [teacher, *present]:
+            problem = _refusal(student)
+            if problem:
+                fig.errors.append(f"student {student.index} after idling: {problem}")
+    finally:
+        await asyncio.gather(*(s.close() for s in [teacher, *pupils]), return_exceptions=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def lesson_step(
+    teacher: Student,
+    pupils: list[Student],
+    code: str,
+    lesson: Any,
+    number: int,
+    commits: CommitWatch,
+    rng: random.Random,
+    fig: Figures,
+    log: Callable[[str], None],
+) -> None:
+    total = len(lesson.steps)
+    step = lesson.step(number)
+    epochs = {p.index: p.epoch for p in pupils}
+    versions_before = max(commits.seen, default=0)
+    pressed = time.perf_counter()
+    if not await press(teacher, "classmode_next"):
+        fig.errors.append(f"step {number}: the teacher's Next button is missing or disabled")
+        return
+
+    async def follow(p: Student) -> None:
+        seconds, problem = await wait_for(
+            p, lambda: shows_step(p, step.room, number, total, epochs[p.index]), pressed,
+            STEP_TIMEOUT_S,
+        )  # fmt: skip
+        if problem:
+            fig.errors.append(f"step {number}, student {p.index}: {problem}")
+            return
+        fig.follow_s.append(seconds or 0.0)
+        committed = min((t for v, t in commits.seen.items() if v > versions_before), default=None)
+        if committed is not None and seconds is not None:
+            fig.follow_commit_s.append(seconds - (committed - pressed))
+
+    await asyncio.gather(*(follow(p) for p in pupils))
+    log(f"step {number} ({step.room}): followed, p95 {_s(fig.follow_s[-len(pupils) :])}")
+    if step.question is None:
+        return
+    fig.questions += 1
+    _, problem = await wait_for(
+        teacher, lambda: _button(teacher, "classmode_ask") is not None, time.perf_counter(), 30
+    )
+    if problem:
+        fig.errors.append(f"step {number}: the teacher's page: {problem}")
+        return
+    asked = time.perf_counter()
+    await press(teacher, "classmode_ask")
+    presses: list[float] = []
+    count_times: dict[int, float] = {}
+    watching = True
+
+    async def watch_tally() -> None:
+        while watching:
+            count = answered_count(teacher)
+            if count is not None and count not in count_times and not teacher.running:
+                count_times[count] = time.perf_counter()
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch_tally())
+
+    async def answer(p: Student) -> None:
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        seconds, problem = await wait_for(
+            p, lambda: question_radio(p, code, number) is not None, asked, STEP_TIMEOUT_S
+        )
+        if problem:
+            fig.errors.append(f"step {number}, student {p.index}, question: {problem}")
+            return
+        fig.question_s.append(seconds or 0.0)
+        await asyncio.sleep(rng.uniform(0, 3))  # reading and thinking
+        radio = question_radio(p, code, number)
+        pick = rng.randrange(len(radio.proto.options))
+        choice = WidgetState(id=radio.widget_id, string_value=radio.proto.options[pick])
+        epoch = p.epoch
+        await p.send_rerun([choice], fragment_id=radio.fragment_id)
+        send_key = f"classmode_send_{number}"
+        _, problem = await wait_for(
+            p,
+            lambda: p.epoch > epoch and _button(p, send_key) is not None
+            and not _button(p, send_key).proto.disabled,
+            time.perf_counter(), STEP_TIMEOUT_S,
+        )  # fmt: skip
+        if problem:
+            fig.errors.append(f"step {number}, student {p.index}, pick: {problem}")
+            return
+        presses.append(time.perf_counter())
+        await press(p, send_key)
+        sent = "Your answer:"
+        _, problem = await wait_for(
+            p, lambda: any(sent in t for t in _texts(p, ("markdown",))), presses[-1],
+            STEP_TIMEOUT_S,
+        )  # fmt: skip
+        if problem:
+            fig.errors.append(f"step {number}, student {p.index}, answer: {problem}")
+
+    await asyncio.gather(*(answer(p) for p in pupils))
+    limit = time.monotonic() + STEP_TIMEOUT_S
+    while len(presses) not in count_times and time.monotonic() < limit:
+        await asyncio.sleep(0.02)
+    watching = False
+    await watcher
+    ordered = sorted(presses)
+    for k, pressed_at in enumerate(ordered, start=1):
+        reached = min((t for c, t in count_times.items() if c >= k), default=None)
+        if reached is None:
+            fig.errors.append(f"step {number}: the tally never showed {k} answers")
+            break
+        fig.tally_s.append(max(0.0, reached - pressed_at))
+    _, problem = await wait_for(
+        teacher, lambda: _button(teacher, "classmode_reveal") is not None, time.perf_counter(), 30
+    )
+    if problem:
+        fig.errors.append(f"step {number}: no reveal button: {problem}")
+        return
+    revealed = time.perf_counter()
+    await press(teacher, "classmode_reveal")
+
+    async def verdict(p: Student) -> None:
+        seconds, problem = await wait_for(p, lambda: shows_verdict(p), revealed, STEP_TIMEOUT_S)
+        if problem:
+            fig.errors.append(f"step {number}, student {p.index}, reveal: {problem}")
+            return
+        fig.reveal_s.append(seconds or 0.0)
+
+    await asyncio.gather(*(verdict(p) for p in pupils))
+    log(
+        f"step {number}: {len(presses)} answers, tally p95 {_s(fig.tally_s[-len(presses) :])},"
+        f" reveal p95 {_s(fig.reveal_s[-len(pupils) :])}"
+    )
+    # The teacher's page must show the Next button again before the next step.
+    await wait_for(
+        teacher,
+        lambda: _button(teacher, "classmode_reveal") is None
+        and _button(teacher, "classmode_next") is not None,
+        time.perf_counter(), 30,
+    )  # fmt: skip
+
+
+def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
+    fig = Figures("app", args.database, args.lesson, args.students)
+    with (
+        tempfile.TemporaryDirectory(prefix="classmode-load-") as folder,
+        database(args.database, Path(folder)) as (url, env),
+    ):
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)  # the server inherits them
+        server = Server(0, Path(folder) / "server.log")
+        try:
+            log(f"starting the server on {server.url} ({args.database})")
+            server.start(args.deadline)
+            args.server_pid = server.pid
+            asyncio.run(warm(server.url))
+            time.sleep(2)
+            fig.baseline_pss = settled_pss(server)
+            with PssSampler(server) as sampler:
+                asyncio.run(run_app_class(server.url, url, args, fig, log))
+            fig.peak_pss = sampler.peak
+        except (RuntimeError, TimeoutError, OSError) as error:
+            fig.aborted = f"{type(error).__name__}: {error}"[:500]
+        finally:
+            server.stop()
+            fig.server_tracebacks, last = server.tracebacks()
+            if last:
+                fig.errors.append(f"server traceback: {last}")
+            if args.server_log is not None:
+                args.server_log.write_text(server.log_text())
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    return fig
+
+
+async def warm(base_url: str) -> None:
+    """A first visitor opens the Class page (the server imports the engine once)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        visitor = Student(base_url, -100, pool)
+        try:
+            await open_page(
+                visitor, "", lambda: _button(visitor, "classmode_start_button") is not None
+            )
+        finally:
+            await visitor.close()
+
+
+# --------------------------------------------------------------------------- api level
+
+
+def run_api(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
+    """The class against the engine: 60 threads polling ``version()`` as the page does."""
+    from torchatlas.classmode import ClassError, ClassStore
+    from torchatlas.lessons import find
+
+    fig = Figures("api", args.database, args.lesson, args.students)
+    lesson = find(args.lesson)
+    with (
+        tempfile.TemporaryDirectory(prefix="classmode-load-") as folder,
+        database(args.database, Path(folder)) as (url, _env),
+    ):
+        store = ClassStore(url)  # one replica: every student shares its cache
+        teacher = store.start(lesson.id, "en", client="bench")
+        code, key = teacher.code, teacher.teacher_key
+        pupils = []
+        for i in range(args.students):
+            started = time.perf_counter()
+            pupils.append(store.join(code, f"s{i}", client=f"c{i}"))
+            fig.join_s.append(time.perf_counter() - started)
+        fig.steps = min(len(lesson.steps), args.steps)
+        moved: dict[int, float] = {}  # version → when its change was committed
+        answered: list[tuple[float, int]] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def student(i: int) -> None:
+            rng = random.Random(i)
+            seen = 0
+            time.sleep(rng.uniform(0, POLL_S))
+            while not stop.is_set():
+                try:
+                    version = store.version(code)
+                    if version > seen:
+                        state = store.state(code)
+                        seen = state.version
+                        with lock:
+                            if state.version in moved:
+                                fig.follow_commit_s.append(
+                                    time.perf_counter() - moved[state.version]
+                                )
+                        if state.asked and not state.revealed:
+                            picked = dict(store.student(code, pupils[i].student_key).answers)
+                            if state.step not in picked:
+                                store.answer(
+                                    code,
+                                    pupils[i].student_key,
+                                    rng.randrange(len(state.options)),
+                                )
+                                with lock:
+                                    answered.append((time.perf_counter(), state.step))
+                except ClassError as error:
+                    with lock:
+                        fig.errors.append(f"student {i}: {error.code}")
+                except Exception as error:  # every failure is a finding
+                    with lock:
+                        fig.errors.append(f"student {i}: {type(error).__name__}: {error}")
+                stop.wait(POLL_S)
+
+        threads = [threading.Thread(target=student, args=(i,)) for i in range(args.students)]
+        for thread in threads:
+            thread.start()
+        for number in range(1, fig.steps + 1):
+            step = lesson.step(number)
+            state = store.move(code, key, step=number, room=step.room, query=step.fields())
+            moved[state.version] = time.perf_counter()
+            time.sleep(POLL_S + 1)
+            if step.question is None:
+                continue
+            fig.questions += 1
+            state = store.ask(code, key)
+            moved[state.version] = time.perf_counter()
+            deadline = time.monotonic() + 10
+            counted: dict[int, float] = {}
+            while time.monotonic() < deadline:
+                tally = store.tally(code, key)
+                counted.setdefault(tally.answered, time.perf_counter())
+                if tally.answered >= args.students:
+                    break
+                time.sleep(0.02)
+            with lock:
+                presses = sorted(t for t, s in answered if s == number)
+            for k, pressed in enumerate(presses, start=1):
+                reached = min((t for c, t in counted.items() if c >= k), default=None)
+                if reached is None:
+                    fig.errors.append(f"step {number}: tally short of {k}")
+                    break
+                fig.tally_s.append(max(0.0, reached - pressed))
+            state = store.reveal(code, key)
+            moved[state.version] = time.perf_counter()
+            time.sleep(POLL_S + 0.5)
+        fig.follow_s = list(fig.follow_commit_s)
+        log(f"lesson done; {args.students} pollers idle for {args.idle_s:g} s")
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        time.sleep(args.idle_s)
+        wall = time.monotonic() - wall0
+        fig.idle_s = wall
+        fig.idle_core_share = (time.process_time() - cpu0) / wall
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- entry
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.classmode_load", description=__doc__)
+    parser.add_argument("--students", type=int, default=60)
+    parser.add_argument("--lesson", default="dlwp_tensors")
+    parser.add_argument("--steps", type=int, default=12, help="at most this many steps")
+    parser.add_argument("--level", choices=("app", "api"), default="app")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=25)
+    parser.add_argument("--deadline-s", type=float, default=1500.0)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--server-log", type=Path, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if not 1 <= args.students <= 200:
+        parser.error("--students: 1 to 200")
+    if not 0 < args.idle_s <= 600:
+        parser.error("--idle-s: up to 600")
+    args.deadline = time.monotonic() + args.deadline_s
+    args.server_pid = None
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+    print(f"class mode load: app {describe_checkout(ROOT)}", flush=True)
+    try:
+        fig = run_app(args, log) if args.level == "app" else run_api(args, log)
+    except KeyboardInterrupt:
+        print("interrupted: everything started was stopped", file=sys.stderr)
+        return 130
+    print(format_figures(fig), flush=True)
+    missed = check_goals(fig)
+    print("goals of issue 25:", "all met" if not missed else f"{len(missed)} missed")
+    for line in missed:
+        print(f"  MISSED {line}")
+    if args.json is not None:
+        args.json.write_text(json.dumps({**asdict(fig), "goals_missed": missed}, indent=2))
+    if fig.aborted or not fig.follow_s:
+        return 2
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
