@@ -280,20 +280,20 @@ def test_the_client_keeps_the_page_as_the_browser_does() -> None:
     done = ForwardMsg.ScriptFinishedStatus
     student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
     for message in (_delta([0, 0], "title"), _delta([0, 1], "old"), _delta([0, 2, 0], "f", "F")):
-        student._handle(message)
-    student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        student.handle(message)
+    student.handle(_finished(done.FINISHED_SUCCESSFULLY))
     assert [n.text() for n in student.find()] == ["title", "old", "f"]
     assert student.epoch == 1
 
     # A fragment run replaces only its own elements; the rest of the page stays.
-    student._handle(_delta([0, 2, 1], "f2", "F"))
-    student._handle(_finished(done.FINISHED_FRAGMENT_RUN_SUCCESSFULLY, ("F",)))
+    student.handle(_delta([0, 2, 1], "f2", "F"))
+    student.handle(_finished(done.FINISHED_FRAGMENT_RUN_SUCCESSFULLY, ("F",)))
     assert [n.text() for n in student.find()] == ["title", "old", "f2"]
     assert [n.text() for n in student.fresh(1)] == ["f2"]
 
     # A full run drops whatever it did not send again.
-    student._handle(_delta([0, 0], "title"))
-    student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+    student.handle(_delta([0, 0], "title"))
+    student.handle(_finished(done.FINISHED_SUCCESSFULLY))
     assert [n.text() for n in student.find()] == ["title"]
 
 
@@ -306,12 +306,12 @@ def test_errors_and_warnings_on_the_page_are_found() -> None:
     warning.metadata.delta_path.extend([0, 0])
     warning.delta.new_element.alert.body = "Another visitor's benchmark is running"
     warning.delta.new_element.alert.format = Alert.WARNING
-    student._handle(warning)
+    student.handle(warning)
     assert student.problems() == (None, "warning: Another visitor's benchmark is running")
     crash = ForwardMsg()
     crash.metadata.delta_path.extend([0, 1])
     crash.delta.new_element.exception.message = "redacted"
-    student._handle(crash)
+    student.handle(crash)
     hard, _ = student.problems()
     assert hard is not None and hard.startswith("exception")
 
@@ -325,17 +325,17 @@ def test_polling_timers_live_until_a_full_run_starts() -> None:
         poll = ForwardMsg()
         poll.auto_rerun.interval = 60
         poll.auto_rerun.fragment_id = "watch"
-        student._handle(poll)
-        seen.append(sorted(student._auto))
+        student.handle(poll)
+        seen.append(sorted(student.polling))
         fragment_run = ForwardMsg()
         fragment_run.new_session.name = "app"
         fragment_run.metadata.run.fragment_ids.append("watch")  # the poll's own run
-        student._handle(fragment_run)
-        seen.append(sorted(student._auto))
+        student.handle(fragment_run)
+        seen.append(sorted(student.polling))
         full_run = ForwardMsg()
         full_run.new_session.name = "app"
-        student._handle(full_run)
-        seen.append(sorted(student._auto))
+        student.handle(full_run)
+        seen.append(sorted(student.polling))
         await student.close()
         return seen
 
@@ -360,14 +360,14 @@ def test_an_action_is_judged_by_the_run_that_finishes_after_it() -> None:
 
     async def act(replies: list[object], timeout_s: float = 5) -> tuple[float, str | None]:
         student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
-        student._handle(_delta([0, 0], "Report"))  # an earlier run's result does not count
-        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        student.handle(_delta([0, 0], "Report"))  # an earlier run's result does not count
+        student.handle(_finished(done.FINISHED_SUCCESSFULLY))
 
         async def send() -> None:
             async def reply() -> None:
                 for message in replies:
                     await asyncio.sleep(0.01)
-                    student._handle(message)
+                    student.handle(message)
                     student._wake.set()
 
             asyncio.get_running_loop().create_task(reply())
@@ -522,8 +522,8 @@ def _drive(page: list[object], action, reply):
     async def scenario():
         student = tool.Student("http://127.0.0.1:1", 3, pool=None)  # type: ignore[arg-type]
         for message in page:
-            student._handle(message)
-        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+            student.handle(message)
+        student.handle(_finished(done.FINISHED_SUCCESSFULLY))
         sent: list[tuple[list, str]] = []
 
         async def send_rerun(widgets=(), *, fragment_id="", **_: object) -> None:
@@ -541,7 +541,7 @@ def _drive(page: list[object], action, reply):
             async def later() -> None:
                 for message in replies:
                     await asyncio.sleep(0.005)
-                    student._handle(message)
+                    student.handle(message)
                     student.last_message_at = time.monotonic()
                     student._wake.set()
 
@@ -632,13 +632,13 @@ def test_a_select_box_gets_another_option_than_the_one_shown() -> None:
     from bench import classroom_rooms as rooms
 
     student = tool.Student("http://127.0.0.1:1", 0, pool=None)  # type: ignore[arg-type]
-    student._handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
+    student.handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
                              options=["a", "b", "c"], default=1))  # fmt: skip
     (menu,) = student.find(key="modules_preset")
     assert student.current_value(menu) == "b"
     assert {rooms._pick(["a", "b", "c"], "b", pick) for pick in range(6)} == {"a", "c"}
     # The server sets a new value (a callback changed it): the browser shows that one.
-    student._handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
+    student.handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
                              options=["a", "b", "c"], raw_value="c", set_value=True))  # fmt: skip
     (menu,) = student.find(key="modules_preset")
     assert student.current_value(menu) == "c"
@@ -670,13 +670,13 @@ def test_a_rerun_carries_every_drawn_widgets_state_as_the_browser_does() -> None
             _element([0, 2], "selectbox", "", id="$$ID-a-menu", options=["x", "y"]),  # none
             _button([0, 3], "press", ""),
         ):
-            student._handle(message)
-        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+            student.handle(message)
+        student.handle(_finished(done.FINISHED_SUCCESSFULLY))
         (left,) = student.find(key="left")
         await student.send_rerun([classroom_rooms._widget_state(left, "-89")], fragment_id="T")
         # The next run draws only the right box: the left one's state is forgotten.
-        student._handle(_element([0, 0], "text_input", "", id="$$ID-a-right", default="1000"))
-        student._handle(_finished(done.FINISHED_SUCCESSFULLY))
+        student.handle(_element([0, 0], "text_input", "", id="$$ID-a-right", default="1000"))
+        student.handle(_finished(done.FINISHED_SUCCESSFULLY))
         await student.send_rerun()
         await student.send_rerun(keep_page=False)  # a page change carries nothing
         return sent
