@@ -324,7 +324,7 @@ class Student:
             async for data in self.ws:
                 message = ForwardMsg()
                 message.ParseFromString(data)
-                self._handle(message)
+                self.handle(message)
                 self.last_message_at = time.monotonic()
                 self._wake.set()
         except Exception as error:  # the connection ended: every waiter must hear of it
@@ -337,7 +337,13 @@ class Student:
                     future.set_exception(ProtocolError(self.closed_reason))
             self._wake.set()
 
-    def _handle(self, message: Any) -> None:
+    @property
+    def polling(self) -> frozenset[str]:
+        """The fragments whose ``run_every`` timer this student is polling now."""
+        return frozenset(self._auto)
+
+    def handle(self, message: Any) -> None:
+        """Take in one ForwardMsg as the websocket delivers it (a test may feed them)."""
         kind = message.WhichOneof("type")
         if kind == "delta":
             self._delta(message)

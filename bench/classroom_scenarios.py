@@ -1,0 +1,204 @@
+"""The classroom benchmark's scenarios: how a class of protocol-level students behaves in
+each mode (bench/classroom.py runs them against a server).
+
+``mixed`` spreads the students over the rooms (student i in room i mod n), each doing every
+action of its room with a short pause between them; ``all-analyse``, ``all-classify-same``
+and ``all-upload`` put everyone in one room (:data:`FOCUS`) and, once all have opened it,
+have them act within about a second (a :class:`Gate` per round).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.classroom_client import Student
+from bench.classroom_rooms import (
+    ROOM_ACTIONS,
+    ROOMS,
+    Catalog,
+    Outcome,
+    _predictions_present,
+    _report_present,
+    open_room,
+    student_photo,
+    take_action,
+)
+
+MODES = ("mixed", "all-analyse", "all-classify-same", "all-upload")
+FOCUS = {  # the one room and action of each "everyone at once" mode
+    "all-analyse": ("shapes", "analyse"),
+    "all-classify-same": ("classify", "sample"),
+    "all-upload": ("classify", "upload"),
+}
+
+
+class Gate:
+    """Everyone waits here until all students have arrived (or left); then all go at once."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.arrived = 0
+        self._open = asyncio.Event()
+
+    def arrive(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.size:
+            self._open.set()
+
+    async def pass_(self, deadline: float) -> None:
+        self.arrive()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._open.wait(), max(0.0, deadline - time.monotonic()))
+
+
+@dataclass
+class Plan:
+    mode: str
+    students: int
+    rounds: int
+    photo_px: int
+    seed: int
+    rooms: tuple[str, ...] = ROOMS  # a mixed class's rooms (student i in rooms[i mod n])
+    catalog: Catalog = field(default_factory=Catalog)  # labels read from the served code
+    arrival_spread_s: float = 5.0  # a class opens the link over a few seconds
+    press_jitter_s: float = 1.0  # "now everyone press": within about a second
+    pause_s: tuple[float, float] = (0.5, 2.0)  # between one student's actions in mixed rooms
+
+
+async def run_student(
+    base_url: str,
+    index: int,
+    plan: Plan,
+    gates: list[Gate],
+    pool: concurrent.futures.Executor,
+    outcomes: list[Outcome],
+    deadline: float,
+    log: Callable[[str], None],
+) -> None:
+    rng = random.Random(plan.seed * 1000 + index)
+    focus = FOCUS.get(plan.mode)
+    room = focus[0] if focus else plan.rooms[index % len(plan.rooms)]
+    student = Student(base_url, index, pool)
+    passed = 0
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.sleep(plan.arrival_spread_s * index / max(1, plan.students))
+        connected = False
+        for round_ in range(plan.rounds):
+            if time.monotonic() >= deadline:
+                break
+            opened = await open_room(student, room, not connected, deadline)
+            outcomes.append(
+                Outcome(opened.action, index, round_, opened.seconds, opened.error, opened.skipped)
+            )
+            connected = connected or student.ws is not None
+            if opened.error is not None and (student.closed_reason or student.ws is None):
+                log(f"student {index}: {opened.error}")
+                break
+            actions = (focus[1],) if focus else ROOM_ACTIONS[room]
+            photo = None
+            if "upload" in actions:
+                photo = await loop.run_in_executor(
+                    pool, student_photo, index, round_, plan.photo_px
+                )
+            if focus:
+                await gates[round_].pass_(deadline)
+                passed += 1
+                await asyncio.sleep(rng.uniform(0, plan.press_jitter_s))
+
+            async def pause() -> None:  # a student reads the page before the next action
+                await asyncio.sleep(rng.uniform(*plan.pause_s))
+
+            for name in actions:
+                if not focus:
+                    await pause()
+                if time.monotonic() >= deadline:
+                    break
+                taken = await take_action(
+                    student,
+                    room,
+                    name,
+                    round_,
+                    pick=round_ if focus else index + round_,
+                    photo=photo,
+                    catalog=plan.catalog,
+                    deadline=deadline,
+                    pause=pause,
+                )
+                outcomes.extend(taken)
+                if any(o.error for o in taken) and student.closed_reason:
+                    break
+            if student.closed_reason:
+                log(f"student {index}: {student.closed_reason}")
+                break
+    finally:
+        for gate in gates[passed:]:
+            gate.arrive()  # a student who left must not hold the others back
+        await student.close()
+
+
+async def first_visit(
+    base_url: str, pool: concurrent.futures.Executor, deadline: float
+) -> dict[str, Outcome]:
+    """The first shape analysis and the first classification, asked for at once."""
+
+    async def visit(room: str, index: int) -> Outcome:
+        student = Student(base_url, index, pool)
+        started = time.perf_counter()
+        try:
+            outcome = await open_room(student, room, True, deadline)
+            if outcome.error is None:
+                present = (
+                    _report_present(student, 0)
+                    if room == "shapes"
+                    else _predictions_present(student, 0)
+                )
+                if not present:
+                    outcome = Outcome(outcome.action, index, 0, outcome.seconds, "no result shown")
+            return Outcome(f"{room}.first", index, 0, time.perf_counter() - started, outcome.error)
+        finally:
+            await student.close()
+
+    shapes, classify = await asyncio.gather(visit("shapes", -1), visit("classify", -2))
+    return {"shapes": shapes, "classify": classify}
+
+
+async def warm_up(base_url: str, pool: concurrent.futures.Executor, deadline: float) -> None:
+    """Open the other rooms once, as a first visitor would, so the baseline has seen them."""
+    others = [room for room in ROOMS if room not in ("shapes", "classify")]
+    for number, room in enumerate(others):
+        student = Student(base_url, -10 - number, pool)
+        try:
+            await open_room(student, room, True, deadline)
+        finally:
+            await student.close()
+
+
+async def run_class(
+    base_url: str, plan: Plan, deadline: float, log: Callable[[str], None]
+) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    gates = [Gate(plan.students) for _ in range(plan.rounds)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.students + 4) as pool:
+        tasks = [
+            asyncio.create_task(
+                run_student(base_url, i, plan, gates, pool, outcomes, deadline, log),
+                name=f"student-{i}",
+            )
+            for i in range(plan.students)
+        ]
+        done, pending = await asyncio.wait(tasks, timeout=max(1.0, deadline - time.monotonic()))
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=30)
+        for task in done:
+            if task.exception() is not None:
+                log(f"{task.get_name()} stopped: {task.exception()!r}")
+    return outcomes
