@@ -1,14 +1,18 @@
-"""Real-browser harness: one `streamlit run app.py` server per test session, driven by
-Python Playwright in Debian's Chromium (Playwright cannot download its own browser here).
+"""Real-browser harness: one `streamlit run app.py` server per test session (started by
+bench/server.py, as the classroom benchmark starts it), driven by Python Playwright in
+Debian's Chromium (Playwright cannot download its own browser here).
 
 Rooms' e2e tests use the ``app_page`` fixture: ``app_page("strides")`` opens a deep link
 and waits until the script has finished running.
 
-Screenshots never touch the repository during a normal run: ``save_screenshot`` writes them to
-a temporary output folder (printed at the end of the session). ``--update-screenshots`` also
-copies them over the README's images in ``docs/screenshots/``, to be committed on purpose.
-``assert_looks_like_reference`` compares a screenshot with its stored README image, with a
-tolerance that passes font and timing differences but fails a blank, broken or unthemed page.
+Screenshots are assertions. ``save_screenshot`` / ``save_element_screenshot`` write each one
+to a temporary output folder (printed at the end of the session) and compare it with its
+reference, ``tests/e2e/references/<name>.png``: a thumbnail (``REFERENCE_WIDTH`` pixels wide),
+compared as smaller thumbnails with a tolerance that passes font and antialiasing noise but
+fails a changed, blank, broken or unthemed page. A screenshot without a reference fails (a
+renamed or new picture must be looked at). ``--update-screenshots`` writes the references
+from this run instead of comparing, and copies the pictures over the README's images in
+``docs/screenshots/`` as before: both to be looked at and committed on purpose.
 """
 
 from __future__ import annotations
@@ -16,20 +20,25 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from bench.server import running_server
+
+if TYPE_CHECKING:
+    from PIL import Image
+
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE_SCREENSHOTS = ROOT / "docs" / "screenshots"
+# What each screenshot is compared with (thumbnails), and the README's pictures.
+REFERENCES = Path(__file__).resolve().parent / "references"
+README_SCREENSHOTS = ROOT / "docs" / "screenshots"
+REFERENCE_WIDTH = 160  # pixels: wide enough for the strictest comparison below (120)
+TOLERANCE = 0.08  # a page: mean absolute difference of 48-pixel-wide thumbnails (0–1)
+COMPARE_WIDTH = 48
 # Set for the session by the ``screenshot_output`` fixture: a temporary folder, never the repo.
 _screenshot_dir: Path | None = None
 _update_references = False
@@ -66,65 +75,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 DISCONNECTS = ("WebSocketDisconnect", "ClientDisconnected", "ConnectionClosed")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{url} not healthy after {timeout_s}s")
-
-
 @contextlib.contextmanager
 def running_app(log_path: Path) -> Iterator[str]:
     """``streamlit run app.py`` on a free port, as README command 1 starts it; yields its URL."""
-    port = _free_port()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable, "-m", "streamlit", "run", "app.py",
-                "--server.headless", "true",
-                "--server.port", str(port),
-                "--server.address", "127.0.0.1",
-                "--server.fileWatcherType", "none",
-                "--browser.gatherUsageStats", "false",
-            ],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process)
-        yield url
-    finally:
-        process.terminate()
+    with running_server(log_path) as server:
         try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        server_log = log_path.read_text(errors="replace")
-        # Tracebacks in the server log mean a page crashed, even if the browser hid it; a
-        # browser closing its websocket mid-message is the browser leaving, not a crash.
-        crashes = [
-            block
-            for block in server_log.split("Traceback")[1:]
-            if not any(word in block for word in DISCONNECTS)
-        ]
-        assert not crashes, "Traceback" + crashes[0][-4000:]
+            yield server.url
+        finally:
+            server.stop()
+            # Tracebacks in the server log mean a page crashed, even if the browser hid it; a
+            # browser closing its websocket mid-message is the browser leaving, not a crash.
+            crashes = server.crashes(ignoring=DISCONNECTS)
+            assert not crashes, crashes[0][-4000:]
 
 
 @pytest.fixture(scope="session")
@@ -216,41 +178,53 @@ def app_page(app_server: str, browser: Browser) -> Iterator[OpenPage]:
 def screenshot_output(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
-    """Where this session's screenshots go (a temporary folder), and whether the README's
-    images are to be replaced (``--update-screenshots``)."""
+    """Where this session's screenshots go (a temporary folder), and whether the references
+    (and the README's images) are to be rewritten from them (``--update-screenshots``)."""
     global _screenshot_dir, _update_references
     _screenshot_dir = tmp_path_factory.mktemp("screenshots")
     _update_references = bool(request.config.getoption("--update-screenshots"))
     yield _screenshot_dir
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and any(_screenshot_dir.iterdir()):
-        where = REFERENCE_SCREENSHOTS if _update_references else _screenshot_dir
-        reporter.write_line(f"screenshots written to {where}")
+        reporter.write_line(f"screenshots written to {_screenshot_dir}")
+        if _update_references:
+            reporter.write_line(
+                f"references rewritten in {REFERENCES}, README images in "
+                f"{README_SCREENSHOTS}: look at them before committing"
+            )
 
 
-def save_element_screenshot(page: Page, selector: str, name: str) -> Path:
-    """Screenshot of one element (a figure) into this session's output folder, like
-    :func:`save_screenshot`."""
+def _output_path(name: str) -> Path:
     output = _screenshot_dir or Path(os.environ.get("TMPDIR", "/tmp")) / "torchatlas-screenshots"
     output.mkdir(parents=True, exist_ok=True)
-    path = output / f"{name}.png"
+    return output / f"{name}.png"
+
+
+def save_element_screenshot(
+    page: Page, selector: str, name: str, tolerance: float = TOLERANCE, width: int = COMPARE_WIDTH
+) -> Path:
+    """Screenshot of one element (a figure) into this session's output folder, compared with
+    its reference like :func:`save_screenshot`."""
+    path = _output_path(name)
     element = page.locator(selector).first
     element.scroll_into_view_if_needed()
     element.screenshot(path=str(path), animations="disabled")
-    if _update_references:
-        REFERENCE_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, REFERENCE_SCREENSHOTS / path.name)
+    _check_or_store(path, tolerance, width)
     return path
 
 
-def save_screenshot(page: Page, name: str, max_height: int = 5000) -> Path:
-    """Screenshot of the whole page into this session's output folder (and over the README's
-    image with ``--update-screenshots``). Streamlit scrolls an inner container, so
-    Playwright's full_page sees only the window: grow the viewport to the content first, then
-    restore it."""
-    output = _screenshot_dir or Path(os.environ.get("TMPDIR", "/tmp")) / "torchatlas-screenshots"
-    output.mkdir(parents=True, exist_ok=True)
-    path = output / f"{name}.png"
+def save_screenshot(
+    page: Page,
+    name: str,
+    max_height: int = 5000,
+    tolerance: float = TOLERANCE,
+    width: int = COMPARE_WIDTH,
+) -> Path:
+    """Screenshot of the whole page into this session's output folder, compared with its
+    reference (or stored as the reference, and over the README's image, with
+    ``--update-screenshots``). Streamlit scrolls an inner container, so Playwright's full_page
+    sees only the window: grow the viewport to the content first, then restore it."""
+    path = _output_path(name)
     viewport = page.viewport_size
     content_height = page.evaluate(
         "() => { const m = document.querySelector(\"[data-testid='stMain']\");"
@@ -267,44 +241,74 @@ def save_screenshot(page: Page, name: str, max_height: int = 5000) -> Path:
     page.screenshot(path=str(path))
     if viewport:
         page.set_viewport_size(viewport)
-    if _update_references:
-        REFERENCE_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, REFERENCE_SCREENSHOTS / path.name)
+    _check_or_store(path, tolerance, width)
     return path
 
 
-def image_distance(first: Path, second: Path, width: int = 48) -> float:
-    """Mean absolute difference (0–1) of two screenshots shrunk to small RGB thumbnails of the
-    same width: fine text blurs away, layout, colours and themes remain."""
+def thumbnail(image: Image.Image, width: int, height: int | None = None) -> Image.Image:
+    """``image`` in RGB, shrunk to ``width`` pixels (box filter: each pixel the mean of the
+    pixels it covers), ``height`` by default in proportion."""
     from PIL import Image
 
-    thumbnails = []
-    with Image.open(first) as one, Image.open(second) as two:
-        height = max(1, round(width * one.height / one.width))
-        for image in (one, two):
-            thumbnails.append(image.convert("RGB").resize((width, height), Image.Resampling.BOX))
-    pixels = zip(thumbnails[0].tobytes(), thumbnails[1].tobytes(), strict=True)
-    return sum(abs(a - b) for a, b in pixels) / (255 * 3 * width * height)
+    if height is None:
+        height = max(1, round(width * image.height / image.width))
+    return image.convert("RGB").resize((width, height), Image.Resampling.BOX)
 
 
-def assert_looks_like_reference(path: Path, tolerance: float = 0.08, width: int = 48) -> None:
-    """The screenshot at ``path`` resembles the stored image of the same name, compared as
-    ``width``-pixel-wide thumbnails: a whole page at the default width and tolerance catches a
-    swapped theme or a page that lost its layout; a figure compared wider and tighter catches
-    wrong colours or cells."""
-    reference = REFERENCE_SCREENSHOTS / path.name
-    if _update_references or not reference.exists():
-        return  # a new picture has no reference yet: --update-screenshots stores one
+def reference_thumbnail(path: Path) -> Image.Image:
+    """A screenshot as its reference is stored: :data:`REFERENCE_WIDTH` pixels wide."""
     from PIL import Image
 
-    with Image.open(path) as new, Image.open(reference) as old:
-        new_ratio, old_ratio = new.height / new.width, old.height / old.width
+    with Image.open(path) as image:
+        return thumbnail(image, REFERENCE_WIDTH)
+
+
+def image_distance(first: Image.Image, second: Image.Image, width: int = COMPARE_WIDTH) -> float:
+    """Mean absolute difference (0–1) of two reference thumbnails shrunk to the same ``width``
+    (and the first one's height): fine text blurs away, layout, colours and themes remain."""
+    one = thumbnail(first, width)
+    two = thumbnail(second, width, one.height)
+    pixels = zip(one.tobytes(), two.tobytes(), strict=True)
+    return sum(abs(a - b) for a, b in pixels) / (255 * 3 * one.width * one.height)
+
+
+def _check_or_store(path: Path, tolerance: float, width: int) -> None:
+    if _update_references:
+        REFERENCES.mkdir(parents=True, exist_ok=True)
+        reference_thumbnail(path).save(REFERENCES / path.name, optimize=True)
+        README_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, README_SCREENSHOTS / path.name)
+        return
+    assert_looks_like_reference(path, tolerance, width)
+
+
+def assert_looks_like_reference(
+    path: Path, tolerance: float = TOLERANCE, width: int = COMPARE_WIDTH
+) -> None:
+    """The screenshot at ``path`` resembles its reference (``tests/e2e/references/``, same
+    name), compared as ``width``-pixel-wide thumbnails: a whole page at the default width and
+    tolerance catches a changed page, a swapped theme or a page that lost its layout; a figure
+    compared wider and tighter catches wrong colours or cells. No reference: a failure."""
+    from PIL import Image
+
+    if _update_references:
+        return  # this run writes the references
+    reference = REFERENCES / path.name
+    if not reference.exists():
+        pytest.fail(
+            f"{path.name} has no reference in {REFERENCES}: look at the new "
+            f"image in {path.parent}, then run with --update-screenshots and commit it"
+        )
+    new = reference_thumbnail(path)
+    with Image.open(reference) as stored:
+        old = stored.convert("RGB")
+    new_ratio, old_ratio = new.height / new.width, old.height / old.width
     assert abs(new_ratio - old_ratio) <= 0.35 * old_ratio, (
         f"{path.name}: page height changed from {old_ratio:.2f} to {new_ratio:.2f} widths "
         f"(new image in {path.parent}; run with --update-screenshots if that is intended)"
     )
-    distance = image_distance(path, reference, width)
+    distance = image_distance(new, old, width)
     assert distance <= tolerance, (
-        f"{path.name} differs from docs/screenshots/{path.name} by {distance:.3f} "
-        f"(> {tolerance}); new image in {path.parent}; run with --update-screenshots if intended"
+        f"{path.name} differs from its reference by {distance:.3f} (> {tolerance}); new image "
+        f"in {path.parent}; run with --update-screenshots if intended"
     )
