@@ -74,7 +74,8 @@ from bench.classroom_scenarios import MODES, Plan, first_visit, run_class, warm_
 from bench.memory import PssSampler, process_tree, pss_bytes, settled_pss, tree_pss_bytes
 from bench.server import ROOT, Server
 
-# The parts' public names, reachable from the command's module as before the split.
+# The parts' public names, reachable from the command's module as before the split
+# (bench/classmode_load.py and the tool's tests import them from here).
 __all__ = [
     "EXTRA_MODES",
     "MB",
@@ -83,8 +84,10 @@ __all__ = [
     "MemoryFigures",
     "ModeResult",
     "Outcome",
+    "Server",
     "Student",
     "check_goals",
+    "describe_checkout",
     "every_action",
     "format_result",
     "main",
