@@ -407,7 +407,7 @@ async def devices_bench(student: Student, round_: int, deadline: float) -> Outco
 # --------------------------------------------------------------------------- shared helpers
 
 
-def _widget_state(node: Node, value: str | list[str]) -> Any:
+def widget_state(node: Node, value: str | list[str]) -> Any:
     """The widget state the browser sends for a new value: a select box or text box sends
     a string; pills, segmented controls and select sliders a list of option labels."""
     from streamlit.proto.Common_pb2 import StringArray
@@ -418,7 +418,7 @@ def _widget_state(node: Node, value: str | list[str]) -> Any:
     return WidgetState(id=node.widget_id, string_value=value)
 
 
-def _pick(options: Sequence[str], current: object, pick: int) -> str | None:
+def choose_option(options: Sequence[str], current: object, pick: int) -> str | None:
     """The ``pick``-th option (modulo their number) that is not the one shown now, so the
     change is a real one (its callback runs); None without options."""
     shown = current[0] if isinstance(current, list) and current else current
@@ -454,7 +454,7 @@ async def _change(
 ) -> Outcome:
     """Set one widget to ``value`` (rerunning only its fragment, as the browser does) and
     wait for ``done``."""
-    state = _widget_state(node, value)
+    state = widget_state(node, value)
 
     async def send() -> None:
         await student.send_rerun([state], fragment_id=node.fragment_id)
@@ -604,7 +604,7 @@ async def autograd_example(
     options = [o for o in menu.proto.options if o in wanted]
     if not options:
         return Outcome(action, student.index, round_, 0.0, "no example without a teaching error")
-    label = _pick(options, student.current_value(menu), pick)
+    label = choose_option(options, student.current_value(menu), pick)
     assert label is not None
     before = _program(student)
 
@@ -709,7 +709,7 @@ async def modules_inspect(
     if not menus:
         return [*outcomes, _missing(student, action, round_, "preset menu (modules_preset)")]
     menu = menus[0]
-    label = _pick(list(menu.proto.options), student.current_value(menu), pick)
+    label = choose_option(list(menu.proto.options), student.current_value(menu), pick)
     if label is None:
         return [*outcomes, _missing(student, action, round_, "preset")]
 
@@ -741,7 +741,7 @@ async def modules_train(
     if not sliders:
         return [*outcomes, _missing(student, action, round_, "learning-rate slider (modules_lr)")]
     slider = sliders[0]
-    rate = _pick(list(slider.proto.options), student.current_value(slider), pick)
+    rate = choose_option(list(slider.proto.options), student.current_value(slider), pick)
     if rate is None:
         return [*outcomes, _missing(student, action, round_, "learning rate")]
     outcomes.append(

@@ -203,6 +203,12 @@ class SessionUploads:
                 BUDGET.release(self.session_id, file_id)
 
 
+def screen_uploads(session_id: str, screen: Screen, source: str = "image") -> None:
+    """From now on, every file ``session_id`` uploads is first shown to ``screen`` (where it
+    arrives, before it is stored); ``source`` names the screen's error codes."""
+    _screens[session_id] = (source, screen)
+
+
 def session_uploads(screen: Screen | None = None, source: str = "image") -> SessionUploads:
     """Install the budget on this server's upload manager and return this session's view.
 
@@ -214,7 +220,7 @@ def session_uploads(screen: Screen | None = None, source: str = "image") -> Sess
         return SessionUploads("", None)
     install(run.manager)  # from now on every upload sweeps first, on the server's event loop
     if screen is not None:
-        _screens[run.session_id] = (source, screen)
+        screen_uploads(run.session_id, screen, source)
     if run.session is not None:  # the server's session object (not AppTest's stand-in)
         BUDGET.watch(run.session_id, run.session)
     return SessionUploads(run.session_id, run.manager)

@@ -104,7 +104,7 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
-def _malloc_trim() -> Callable[[], object]:
+def malloc_trimmer() -> Callable[[], object]:
     """glibc's ``malloc_trim(0)``, or a no-op where the C library has none (musl, macOS)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
@@ -114,10 +114,10 @@ def _malloc_trim() -> Callable[[], object]:
     return lambda: trim(0)
 
 
-def _collect_periodically() -> None:
+def collect_periodically() -> None:
     # Memory freed by Python and torch stays with the C allocator (in its arenas, one per
     # thread) until it is trimmed: after a class leaves, trimming hands it back to the system.
-    trim = _malloc_trim()
+    trim = malloc_trimmer()
     while True:
         time.sleep(COLLECT_EVERY_S)
         try:
@@ -205,7 +205,7 @@ def _claim_start() -> bool:
             return False
         _started.set()
     # A daemon: it holds nothing that needs tearing down.
-    threading.Thread(target=_collect_periodically, name="torchatlas-gc", daemon=True).start()
+    threading.Thread(target=collect_periodically, name="torchatlas-gc", daemon=True).start()
     return True
 
 

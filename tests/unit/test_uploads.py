@@ -168,7 +168,7 @@ def test_uploads_over_budget_are_stored_as_empty_stubs(manager: MemoryUploadedFi
 def test_a_sessions_screen_refuses_non_images_as_they_arrive(
     manager: MemoryUploadedFileManager,
 ) -> None:
-    adapter._screens["a"] = ("image", screen)
+    adapter.screen_uploads("a", screen, "image")
     upload(manager, "a", "junk", bytes(8 * MB))
     upload(manager, "a", "photo", b"\xff\xd8\xff" + bytes(100))
     assert stored(manager, "a", "junk") == b""

@@ -56,15 +56,15 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
     trims: list[int] = []
     monkeypatch.setattr(warm, "COLLECT_EVERY_S", 0.0)
     monkeypatch.setattr(warm.gc, "collect", fake_collect)
-    monkeypatch.setattr(warm, "_malloc_trim", lambda: lambda: trims.append(1))
+    monkeypatch.setattr(warm, "malloc_trimmer", lambda: lambda: trims.append(1))
     with pytest.raises(Stop):
-        warm._collect_periodically()
+        warm.collect_periodically()
     assert len(calls) == 3
     assert len(trims) == 2  # after each collection that returned
 
 
-def test_malloc_trim_is_glibcs_here() -> None:
-    assert warm._malloc_trim()() in (0, 1)  # glibc returns whether memory was released
+def testmalloc_trimmer_is_glibcs_here() -> None:
+    assert warm.malloc_trimmer()() in (0, 1)  # glibc returns whether memory was released
 
 
 def test_malloc_arenas_can_be_capped_here() -> None:
