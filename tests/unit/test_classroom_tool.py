@@ -636,7 +636,7 @@ def test_a_select_box_gets_another_option_than_the_one_shown() -> None:
                              options=["a", "b", "c"], default=1))  # fmt: skip
     (menu,) = student.find(key="modules_preset")
     assert student.current_value(menu) == "b"
-    assert {rooms._pick(["a", "b", "c"], "b", pick) for pick in range(6)} == {"a", "c"}
+    assert {rooms.choose_option(["a", "b", "c"], "b", pick) for pick in range(6)} == {"a", "c"}
     # The server sets a new value (a callback changed it): the browser shows that one.
     student.handle(_element([0, 0], "selectbox", id="$$ID-p-modules_preset",
                              options=["a", "b", "c"], raw_value="c", set_value=True))  # fmt: skip
@@ -673,7 +673,7 @@ def test_a_rerun_carries_every_drawn_widgets_state_as_the_browser_does() -> None
             student.handle(message)
         student.handle(_finished(done.FINISHED_SUCCESSFULLY))
         (left,) = student.find(key="left")
-        await student.send_rerun([classroom_rooms._widget_state(left, "-89")], fragment_id="T")
+        await student.send_rerun([classroom_rooms.widget_state(left, "-89")], fragment_id="T")
         # The next run draws only the right box: the left one's state is forgotten.
         student.handle(_element([0, 0], "text_input", "", id="$$ID-a-right", default="1000"))
         student.handle(_finished(done.FINISHED_SUCCESSFULLY))
