@@ -7,7 +7,7 @@ page. No Streamlit here, so tests call every builder directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
@@ -17,7 +17,6 @@ from PIL import Image
 from plotly.colors import sample_colorscale, unlabel_rgb
 
 from components.theme import Palette
-from torchatlas.classify.errors import describe
 from torchatlas.classify.images import Conversion, Decoded
 from torchatlas.classify.models import ModelSpec
 from torchatlas.classify.predict import Prediction, Stage
@@ -27,11 +26,6 @@ from torchatlas.i18n import translate
 
 def percent(probability: float) -> str:
     return f"{probability * 100:.1f}%"
-
-
-def error_text(code: str, params: Mapping[str, object], lang: str) -> str:
-    """An error of this room (the engine's codes and the page's own) in the reader's language."""
-    return describe(code, params, lang)
 
 
 def model_caption(spec: ModelSpec, downloaded: bool, lang: str) -> str:

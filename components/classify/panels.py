@@ -14,6 +14,7 @@ import streamlit as st
 from components import uploads as upload_budget
 from components.classify import draw, state
 from components.i18n import language, t
+from components.kit.error_card import error_card, error_text
 from components.theme import palette
 from torchatlas.classify import (  # types only
     ClassifyError,
@@ -47,13 +48,14 @@ class Predicted:
     good: tuple[tuple[state.Photo, ImageOutcome], ...]
 
 
-def _error_text(code: str, params: dict) -> str:
-    return draw.error_text(code, params, language())
+def _file_error(name: str, message: str) -> None:
+    """A file that could not be used: its name, then why (the room's coded error's text)."""
+    st.error(t("classify.errors.file", name=name, message=message), icon=":material/broken_image:")
 
 
 def _unexpected(error: Exception) -> None:
     """Never a traceback on the page: name the kind of failure and what to try."""
-    st.error(t("classify.errors.unexpected", kind=type(error).__name__))
+    error_card(state.unexpected(error))
 
 
 def _model_label(key: str) -> str:
@@ -68,12 +70,15 @@ def _model_caption(key: str) -> str:
 
 
 def intro() -> None:
+    """The room's first lines; reads the link on a session's first run (before any widget)
+    and says which parts of it were not used."""
+    state.start()
     st.markdown(t("classify.intro"))
+    state.notice()
 
 
 def settings() -> state.Settings:
-    """The model (shared in the link) and how many classes to list."""
-    state.open_model_choice()
+    """The model and how many classes to list (both in the link)."""
     model_column, topk_column = st.columns([3, 1])
     model = model_column.selectbox(
         t("classify.model.label"),
@@ -87,11 +92,10 @@ def settings() -> state.Settings:
         t("classify.topk.label"),
         1,
         state.MAX_TOPK,
-        state.DEFAULT_TOPK,
-        key=state.TOPK_KEY,
+        key=state.TOPK_KEY,  # its value comes from the link (state.start)
         help=t("classify.topk.help"),
     )
-    state.write_model_choice(model)
+    state.write_link()
     return state.Settings(model, topk)
 
 
@@ -99,7 +103,9 @@ def settings() -> state.Settings:
 
 
 def _refusal_text(refusal: Refusal) -> str:
-    return upload_budget.refusal_text(refusal, _error_text)
+    return upload_budget.refusal_text(
+        refusal, lambda code, params: error_text(state.image_error(code, params))
+    )
 
 
 def photos() -> Photos | None:
@@ -141,10 +147,7 @@ def photos() -> Photos | None:
     ]
     for name, kept in shown:
         if isinstance(kept, Refusal):
-            st.error(
-                t("classify.errors.file", name=name, message=_refusal_text(kept)),
-                icon=":material/broken_image:",
-            )
+            _file_error(name, _refusal_text(kept))
 
     items = [state.Photo(t(f"classify.samples.{key}"), state.sample(key)) for key in samples or []]
     items += [state.Photo(name, kept) for name, kept in shown if not isinstance(kept, Refusal)]
@@ -194,8 +197,9 @@ def _ensure_model(key: str, *, second: bool = False) -> LoadedModel | None:
         with st.spinner(t("classify.model.loading", title=state.spec(key).title)):
             return state.loaded_model(key)
     except ClassifyError as error:
-        code = "offline_second" if second and error.code == "offline" else error.code
-        st.error(_error_text(code, error.params), icon=":material/cloud_off:")
+        if second and error.code == "offline":
+            error = ClassifyError("offline_second", **error.params)
+        error_card(error)
     except Exception as error:
         _unexpected(error)
     return None
@@ -206,7 +210,7 @@ def _run(items: tuple[state.Photo, ...], model: str, topk: int) -> ClassifyResul
         with st.spinner(t("classify.results.running", count=len(items))):
             return state.classified(items, model, topk)
     except ClassifyError as error:
-        st.error(_error_text(error.code, error.params))
+        error_card(error)
     except Exception as error:
         _unexpected(error)
     return None
@@ -260,12 +264,8 @@ def predictions(found: Photos, chosen: state.Settings) -> Predicted | None:
     )
     good: list[tuple[state.Photo, ImageOutcome]] = []
     for number, (photo, outcome) in enumerate(zip(found.items, result.images, strict=True)):
-        if not outcome.ok:  # kept images cannot fail; kept for the engine's contract
-            message = _error_text(outcome.error_code or "", outcome.error_params)
-            st.error(
-                t("classify.errors.file", name=photo.name, message=message),
-                icon=":material/broken_image:",
-            )
+        if outcome.error is not None:  # kept images cannot fail; kept for the engine's contract
+            _file_error(photo.name, error_text(outcome.error))
             continue
         good.append((photo, outcome))
         best = outcome.predictions[0]
@@ -405,7 +405,7 @@ def _heatmap(photo: state.Photo, model: str, ranked: tuple[Prediction, ...]) -> 
         with st.spinner(t("classify.heatmap.computing")):
             explanation = state.explanation(photo.decoded, model, int(class_index))
     except ClassifyError as error:
-        st.error(_error_text(error.code, error.params))
+        error_card(error)
         return
     except Exception as error:
         _unexpected(error)
@@ -497,10 +497,10 @@ def _compare(photo: state.Photo, chosen: state.Settings, outcome: ImageOutcome) 
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{state.spec(chosen.model).title}**")
-        _topk(outcome.predictions, key="c_compare_left")
+        _topk(outcome.predictions, key=state.COMPARE_LEFT_KEY)
     with right:
         st.markdown(f"**{state.spec(other).title}**")
-        _topk(theirs.predictions, key="c_compare_right")
+        _topk(theirs.predictions, key=state.COMPARE_RIGHT_KEY)
     mine, their_best = outcome.predictions[0].label, theirs.predictions[0].label
     if mine == their_best:
         st.success(t("classify.compare.agree", label=mine))

@@ -1,9 +1,9 @@
-"""The classification room's state: its session keys, its URL parameter, what it keeps of
-uploads, and its cached engine calls.
+"""The classification room's state: its link, its session keys, what it keeps of uploads,
+its cached engine calls and pictures, and its start-up warm-up.
 
-Keys start with ``c_`` (the room's prefix since its first release: the e2e tests and shared
-links use them). ``?c_model=resnet50`` picks the model: read once when a session opens the
-room, written when the visitor changes it; other rooms' parameters are never touched.
+Keys start with ``classify_``. The link (``torchatlas/classify/link.py``: ``?c_model=resnet50``,
+``c_topk``) is read once when a session opens the room and written when the visitor changes
+it; other rooms' parameters are never touched.
 
 Uploads go through one budget (``components.uploads``): a file that is no image at a glance,
 or one over the visitor's or the server's budget, is refused as it arrives and its bytes
@@ -12,27 +12,32 @@ digest, which the session keeps (:data:`KEPT_KEY`); the raw bytes then leave the
 
 Caches: models live in the engine's own bounded cache (``torchatlas.classify.MODEL_CACHE``, one
 per process, loaded once and shared by every session), never in a second one here. Results,
-pictures and heatmaps are kept per file digest and model with ``st.cache_data``; every entry is
-capped in size (thumbnails, a 224-pixel crop, a few numbers), so the entry counts bound the
-bytes.
+pictures, heatmaps and figures are kept per file digest and model in :data:`ROOM_CACHE`,
+bounded by bytes (a picture weighs its pixels), shared by every visitor: a class looking at
+the same photo pays for it once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import plotly.graph_objects as go
 import streamlit as st
+from PIL import Image
 
 from components import uploads as upload_budget
 from components.classify import draw
 from components.figures import frozen, picture_bytes
+from components.kit.link_state import RoomLink
 from components.theme import Palette
-from torchatlas.cache import BoundedCache
+from components.upkeep import warm_up
+from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.classify import images
-from torchatlas.classify.errors import ImageError
+from torchatlas.classify import link as classify_link
+from torchatlas.classify.errors import ErrorCode, ImageError
 from torchatlas.classify.gradcam import Explanation, explain
 from torchatlas.classify.images import MAX_PIXELS, Decoded
 from torchatlas.classify.models import (
@@ -51,33 +56,37 @@ from torchatlas.classify.transforms import Step, preprocess_steps
 from torchatlas.runtime import torch_summary
 from torchatlas.uploads import Refusal
 
-MODEL_KEY = "c_model"  # session key and URL parameter
-TOPK_KEY = "c_topk"
-SAMPLES_KEY = "c_samples"
-UPLOADS_KEY = "c_uploads"
-CAMERA_KEY = "c_camera"
-CAMERA_PHOTO_KEY = "c_camera_photo"
-KEPT_KEY = "c_kept"  # file id → (name, Decoded or Refusal): what the session keeps of uploads
-INSPECT_KEY = "c_inspect"
-INSPECT_TAB_KEY = "c_inspect_tab"
-CAM_OPACITY_KEY = "c_cam_opacity"
-TIME_AGAIN_KEY = "c_time_again"
-COMPARE_KEY = "c_compare"
-LATENCY_CHART_KEY = "c_latency"
+T = TypeVar("T")
+LINK = RoomLink(classify_link.LINK)
+MODEL_KEY = LINK.key("c_model")
+TOPK_KEY = LINK.key("c_topk")
+SAMPLES_KEY = "classify_samples"
+UPLOADS_KEY = "classify_uploads"
+CAMERA_KEY = "classify_camera"
+CAMERA_PHOTO_KEY = "classify_camera_photo"
+KEPT_KEY = "classify_kept"  # file id → (name, Decoded or Refusal): what the session keeps
+INSPECT_KEY = "classify_inspect"
+INSPECT_TAB_KEY = "classify_inspect_tab"
+CAM_OPACITY_KEY = "classify_cam_opacity"
+TIME_AGAIN_KEY = "classify_time_again"
+COMPARE_KEY = "classify_compare"
+COMPARE_LEFT_KEY = "classify_compare_left"
+COMPARE_RIGHT_KEY = "classify_compare_right"
+LATENCY_CHART_KEY = "classify_latency"
 THUMBNAIL_PX = 480
-MAX_TOPK = 10
-DEFAULT_TOPK = 5
+MAX_TOPK = classify_link.MAX_TOPK
+DEFAULT_TOPK = classify_link.DEFAULT_TOPK
 DEFAULT_SAMPLES = ("cat",)
 IMAGE_SOURCE = "image"  # whose error codes the upload screen's refusals carry
 
 
 def cam_class_key(model: str) -> str:
     """The Grad-CAM class picker's key: one per model, since each ranks the classes anew."""
-    return f"c_cam_class_{model}"
+    return f"classify_cam_class_{model}"
 
 
 def topk_key(number: int) -> str:
-    return f"c_top_{number}"
+    return f"classify_top_{number}"
 
 
 @dataclass(frozen=True)
@@ -114,21 +123,20 @@ def spec(model: str) -> ModelSpec:
     return MODELS[model]
 
 
-def open_model_choice() -> None:
-    """Set the model from a shared link (``?c_model=resnet50``) when the session has none yet."""
-    if MODEL_KEY not in st.session_state:
-        requested = st.query_params.get(MODEL_KEY, DEFAULT_MODEL)
-        st.session_state[MODEL_KEY] = requested if requested in MODELS else DEFAULT_MODEL
+def start() -> None:
+    """Every run, before the widgets: on the session's first run, the link's model and top-k
+    become the widgets' values."""
+    LINK.start()
 
 
-def write_model_choice(model: str) -> None:
-    """Keep the link shareable: the parameter names a model other than the default, or is
-    absent."""
-    if model != DEFAULT_MODEL:
-        if st.query_params.get(MODEL_KEY) != model:
-            st.query_params[MODEL_KEY] = model
-    elif MODEL_KEY in st.query_params:
-        del st.query_params[MODEL_KEY]
+def notice() -> None:
+    """Say once which parts of the link were not used."""
+    LINK.notice()
+
+
+def write_link() -> None:
+    """Keep the address bar in step with the widgets (only this room's names)."""
+    LINK.write()
 
 
 def needs_download(model: str) -> bool:
@@ -153,28 +161,52 @@ def cpu_threads() -> int:
 
 
 # --------------------------------------------------------------------------- cached engine calls
+# One byte-bounded cache for the room's results and pictures, shared by every visitor. Keys
+# carry the file's digest (the decoded pictures themselves are not hashed).
+CACHE_BYTES = 96 << 20
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+def _picture_bytes(value: Any, depth: int = 0) -> int:
+    """The pixel bytes of the PIL images ``value`` holds (a shallow walk of tuples and
+    dataclasses): :func:`~torchatlas.cache.deep_size` sees an image's Python object only."""
+    if isinstance(value, Image.Image):
+        return value.width * value.height * len(value.getbands())
+    if depth > 3:
+        return 0
+    if isinstance(value, tuple | list):
+        return sum(_picture_bytes(item, depth + 1) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(
+            _picture_bytes(getattr(value, item.name), depth + 1)
+            for item in dataclasses.fields(value)
+        )
+    return 0
+
+
+def _weight(entry: Any) -> int:
+    return deep_size(entry) + _picture_bytes(entry)
+
+
+ROOM_CACHE: BoundedCache[tuple[Any, ...], Any] = BoundedCache(CACHE_BYTES, sizeof=_weight)
+
+
+def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+    """``compute()``, once for every visitor asking for ``key`` at the same time, then kept."""
+    return ROOM_CACHE.get_or_compute_once(key, compute)
+
+
 def sample(key: str) -> Decoded:
-    return images.look(sample_bytes(key))
+    return _cached(("sample", key), lambda: images.look(sample_bytes(key)))
 
 
 def sample_keys() -> list[str]:
     return list(SAMPLES)
 
 
-# Keyed by the files' digests; the decoded images themselves (``_images``) are not hashed.
-@st.cache_data(show_spinner=False, max_entries=32)
-def _classify(
-    digests: tuple[str, ...], model: str, topk: int, _images: tuple[Decoded, ...]
-) -> ClassifyResult:
-    return classify(list(_images), model=model, topk=topk)
-
-
 def classified(photos: Sequence[Photo], model: str, topk: int) -> ClassifyResult:
-    decoded = tuple(photo.decoded for photo in photos)
-    return _classify(tuple(d.digest for d in decoded), model, topk, decoded)
+    decoded = [photo.decoded for photo in photos]
+    key = ("classify", tuple(d.digest for d in decoded), model, topk)
+    return _cached(key, lambda: classify(decoded, model=model, topk=topk))
 
 
 def timed_again(photos: Sequence[Photo], model: str, topk: int) -> Timings:
@@ -182,82 +214,69 @@ def timed_again(photos: Sequence[Photo], model: str, topk: int) -> Timings:
     return classify([photo.decoded for photo in photos], model=model, topk=topk).timings
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _thumbnail(digest: str, _decoded: Decoded) -> bytes:
-    image = _decoded.image.copy()  # shared with other sessions: never shrink it in place
-    image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-    return picture_bytes(image)
+def _shrunk(image: Image.Image) -> Image.Image:
+    picture = image.copy()  # shared with other sessions: never shrink it in place
+    picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+    return picture
 
 
 def thumbnail(decoded: Decoded) -> bytes:
     """The photo's thumbnail as the file ``st.image`` sends (encoded once per photo)."""
-    return _thumbnail(decoded.digest, decoded)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _pipeline(digest: str, model: str, _decoded: Decoded) -> tuple[Step, ...]:
-    steps = []
-    for step in preprocess_steps(_decoded, model):
-        if step.image is not None:
-            picture = step.image.copy()
-            picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))  # a 40 MP original stays on the server
-            step = replace(step, image=picture)
-        steps.append(step)
-    return tuple(steps)
+    return _cached(("thumbnail", decoded.digest), lambda: picture_bytes(_shrunk(decoded.image)))
 
 
 def pipeline(decoded: Decoded, model: str) -> tuple[Step, ...]:
-    return _pipeline(decoded.digest, model, decoded)
+    """Each preprocessing step, its picture shrunk (a 40 MP original stays on the server)."""
 
+    def compute() -> tuple[Step, ...]:
+        return tuple(
+            step if step.image is None else replace(step, image=_shrunk(step.image))
+            for step in preprocess_steps(decoded, model)
+        )
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _pipeline_pictures(digest: str, model: str, _decoded: Decoded) -> tuple[bytes | None, ...]:
-    steps = _pipeline(digest, model, _decoded)
-    return tuple(None if step.image is None else picture_bytes(step.image) for step in steps)
+    return _cached(("pipeline", decoded.digest, model), compute)
 
 
 def pipeline_pictures(decoded: Decoded, model: str) -> tuple[bytes | None, ...]:
     """Each step's picture of :func:`pipeline` (None where a step has none), encoded once."""
-    return _pipeline_pictures(decoded.digest, model, decoded)
 
+    def compute() -> tuple[bytes | None, ...]:
+        steps = pipeline(decoded, model)
+        return tuple(None if step.image is None else picture_bytes(step.image) for step in steps)
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _explanation(digest: str, model: str, class_index: int, _decoded: Decoded) -> Explanation:
-    return explain(_decoded, model, class_index)
+    return _cached(("pipeline_pictures", decoded.digest, model), compute)
 
 
 def explanation(decoded: Decoded, model: str, class_index: int) -> Explanation:
-    return _explanation(decoded.digest, model, class_index, decoded)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _explanation_picture(digest: str, model: str, class_index: int, _decoded: Decoded) -> bytes:
-    return picture_bytes(explanation(_decoded, model, class_index).cropped)
+    return _cached(
+        ("explanation", decoded.digest, model, class_index),
+        lambda: explain(decoded, model, class_index),
+    )
 
 
 def explanation_picture(decoded: Decoded, model: str, class_index: int) -> bytes:
     """What the model saw (the explanation's crop), encoded once."""
-    return _explanation_picture(decoded.digest, model, class_index, decoded)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _overlay(digest: str, model: str, class_index: int, opacity: float, _decoded: Decoded) -> bytes:
-    seen = explanation(_decoded, model, class_index)
-    return picture_bytes(draw.heatmap_overlay(seen.cropped, seen.heatmap, opacity))
+    return _cached(
+        ("explanation_picture", decoded.digest, model, class_index),
+        lambda: picture_bytes(explanation(decoded, model, class_index).cropped),
+    )
 
 
 def overlay(decoded: Decoded, model: str, class_index: int, opacity: float) -> bytes:
     """The heatmap over the crop at ``opacity``, encoded once per photo, class and opacity."""
-    return _overlay(decoded.digest, model, class_index, round(float(opacity), 2), decoded)
+    opacity = round(float(opacity), 2)
+
+    def compute() -> bytes:
+        seen = explanation(decoded, model, class_index)
+        return picture_bytes(draw.heatmap_overlay(seen.cropped, seen.heatmap, opacity))
+
+    return _cached(("overlay", decoded.digest, model, class_index, opacity), compute)
 
 
 # Figures shared by every visitor: a class looking at the same photo sees the same charts.
-FIGURES: BoundedCache[tuple[Any, ...], go.Figure] = BoundedCache(8 << 20)
-
-
 def topk_figure(predictions: tuple[Prediction, ...], colours: Palette, lang: str) -> go.Figure:
-    return FIGURES.get_or_compute(
-        ("topk", predictions, colours, lang),
+    return _cached(
+        ("topk_figure", predictions, colours, lang),
         lambda: frozen(draw.topk_figure(predictions, colours, lang)),
     )
 
@@ -265,10 +284,36 @@ def topk_figure(predictions: tuple[Prediction, ...], colours: Palette, lang: str
 def latency_figure(
     wall_parts: tuple[tuple[Stage, float], ...], colours: Palette, lang: str
 ) -> go.Figure:
-    return FIGURES.get_or_compute(
-        ("latency", wall_parts, colours, lang),
+    return _cached(
+        ("latency_figure", wall_parts, colours, lang),
         lambda: frozen(draw.latency_figure(wall_parts, colours, lang)),
     )
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def image_error(code: str, params: dict) -> ImageError:
+    """A refused file's code and parameters (an upload screen's, or a result's) as the room's
+    coded error."""
+    return ImageError(code, **params)
+
+
+def unexpected(error: Exception) -> ImageError:
+    """An exception torch or Pillow should not have raised, named by its kind (never a
+    traceback on the page)."""
+    return ImageError(ErrorCode.UNEXPECTED, kind=type(error).__name__)
+
+
+# --------------------------------------------------------------------------- warm-up
+
+
+@warm_up("classify")
+def warm_default_classifier() -> None:
+    """Load the default model and classify the first sample once, so the first visitor's
+    classification does not wait for the load (the result lands in :data:`ROOM_CACHE`)."""
+    first = next(iter(SAMPLES))
+    classified([Photo(first, sample(first))], DEFAULT_MODEL, DEFAULT_TOPK)
 
 
 # --------------------------------------------------------------------------- uploads

@@ -41,12 +41,12 @@ def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     saved = list(models.MODEL_CACHE.items())
     yield tmp_path / "hub" / "checkpoints"
     # models loaded from this temporary hub must not leak into later tests
-    import streamlit as st
-
     models.MODEL_CACHE.clear()
     for key, loaded in saved:
         models.MODEL_CACHE.put(key, loaded)
-    st.cache_data.clear()
+    from components.classify.state import ROOM_CACHE
+
+    ROOM_CACHE.clear()  # results computed with the temporary hub's models
 
 
 def test_default_page_classifies_the_cat_sample() -> None:
@@ -61,7 +61,7 @@ def test_default_page_classifies_the_cat_sample() -> None:
     assert translate("classify.pipeline.steps.normalized") in text
     assert "Normalize(mean=[0.498, 0.498, 0.498]" in "\n".join(c.value for c in at.code)
     assert translate("classify.model.embedded") in text
-    assert at.selectbox(key="c_model").value == "efficientnet_lite0"
+    assert at.selectbox(key="classify_model").value == "efficientnet_lite0"
     # the embedded model has no torchvision weights enum: name its real preprocessing
     assert translate("classify.pipeline.source_embedded") in text
     assert "weights.transforms()" not in text
@@ -71,8 +71,8 @@ def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
     at = open_page("views/classify.py")
     buffer = io.BytesIO()
     Image.open(io.BytesIO(engine.sample_bytes("coffee"))).save(buffer, "PNG")
-    at.pills(key="c_samples").set_value([])
-    at.file_uploader(key="c_uploads").set_value(
+    at.pills(key="classify_samples").set_value([])
+    at.file_uploader(key="classify_uploads").set_value(
         [
             ("espresso.png", buffer.getvalue(), "image/png"),
             ("notes.txt", b"this is a text file", "text/plain"),
@@ -93,7 +93,7 @@ def test_uploads_classify_and_bad_files_get_their_own_message() -> None:
 
 def test_nothing_selected_explains_what_to_do() -> None:
     at = open_page("views/classify.py")
-    at.pills(key="c_samples").set_value([])
+    at.pills(key="classify_samples").set_value([])
     at.run()
     no_failure(at)
     assert translate("classify.inputs.none") in [i.value for i in at.info]
@@ -101,20 +101,20 @@ def test_nothing_selected_explains_what_to_do() -> None:
 
 
 def test_several_samples_share_one_batch_and_the_inspector_switches() -> None:
-    at = open_page("views/classify.py", c_inspect_tab=translate("classify.inspect.heatmap"))
-    at.pills(key="c_samples").set_value(["cat", "coffee", "rocket"])
+    at = open_page("views/classify.py", classify_inspect_tab=translate("classify.inspect.heatmap"))
+    at.pills(key="classify_samples").set_value(["cat", "coffee", "rocket"])
     at.run()
     no_failure(at)
     assert "classified 3 of 3 file(s) in one batched forward pass" in rendered_text(at)
     assert [chart_labels(at, i)[-1] for i in range(3)][1:] == ["espresso", "missile"]
-    at.selectbox(key="c_inspect").set_value(1).run()
+    at.selectbox(key="classify_inspect").set_value(1).run()
     no_failure(at)
     assert at.selectbox(
-        key="c_cam_class_efficientnet_lite0"
+        key="classify_cam_class_efficientnet_lite0"
     ).value == engine.IMAGENET_CATEGORIES.index("espresso")
 
 
-COMPARE_TAB = {"c_inspect_tab": translate("classify.inspect.compare")}
+COMPARE_TAB = {"classify_inspect_tab": translate("classify.inspect.compare")}
 
 
 def _only_error_after_picking(picker: str, model: str, **session: object) -> tuple[AppTest, str]:
@@ -128,7 +128,7 @@ def _only_error_after_picking(picker: str, model: str, **session: object) -> tup
 
 
 def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) -> None:
-    at, error = _only_error_after_picking("c_model", "resnet50")
+    at, error = _only_error_after_picking("classify_model", "resnet50")
     assert "ResNet-50" in error
     assert "EfficientNet-Lite0 works offline" in error
     assert translate("classify.model.download", size_mb=98) in rendered_text(at)
@@ -136,7 +136,7 @@ def test_offline_torchvision_model_says_why_and_what_to_do(offline_hub: Path) ->
 
 
 def test_compare_offline_does_not_advise_the_model_already_shown(offline_hub: Path) -> None:
-    _, error = _only_error_after_picking("c_compare", "resnet50", **COMPARE_TAB)
+    _, error = _only_error_after_picking("classify_compare", "resnet50", **COMPARE_TAB)
     assert "ResNet-50" in error
     assert "A comparison needs a second model" in error
     assert "pick it" not in error
@@ -150,7 +150,7 @@ def test_compare_with_a_locally_saved_torchvision_model(offline_hub: Path) -> No
 
     torch.save(resnet18(weights=None).state_dict(), offline_hub / "resnet18-f37072fd.pth")
     at = open_page("views/classify.py", **COMPARE_TAB)
-    at.selectbox(key="c_compare").set_value("resnet18").run()
+    at.selectbox(key="classify_compare").set_value("resnet18").run()
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
     text = rendered_text(at)
@@ -190,7 +190,7 @@ def test_first_use_downloads_with_progress_then_classifies(
     monkeypatch.setattr(models, "_weights_url", lambda spec: f"https://example.invalid/{name}")
     monkeypatch.setattr(models, "_open_url", serve)
     at = open_page("views/classify.py")
-    at.selectbox(key="c_model").set_value("resnet18").run()
+    at.selectbox(key="classify_model").set_value("resnet18").run()
     no_failure(at)
     assert not at.error, [e.value for e in at.error]
     assert served == [f"https://example.invalid/{name}"]
@@ -222,8 +222,8 @@ def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
 
     monkeypatch.setattr(uploads, "BUDGET", UploadBudget(per_session=150_000, per_server=10**7))
     at = open_page("views/classify.py")
-    at.pills(key="c_samples").set_value([])
-    at.file_uploader(key="c_uploads").set_value(
+    at.pills(key="classify_samples").set_value([])
+    at.file_uploader(key="classify_uploads").set_value(
         [("first.png", noise_png(1), "image/png"), ("second.png", noise_png(2), "image/png")]
     )
     at.run()
@@ -232,7 +232,7 @@ def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
     assert len(errors) == 1 and "second.png" in errors[0], errors
     assert "over the 0.1 MB the server keeps for one visitor" in errors[0]
     assert "classified 1 of 2 file(s)" in rendered_text(at)
-    kept = at.session_state["c_kept"]
+    kept = at.session_state["classify_kept"]
     name, decoded = next(iter(kept.values()))
     assert name == "first.png" and isinstance(decoded, Decoded) and decoded.digest
     assert uploads.BUDGET.used() == decoded.nbytes  # the copy, not the file and not the refusal
@@ -240,17 +240,17 @@ def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
     at.run()  # a rerun decodes nothing again and says the same
     no_failure(at)
     assert [e.value for e in at.error] == errors
-    assert at.session_state["c_kept"] == kept
+    assert at.session_state["classify_kept"] == kept
 
-    at.file_uploader(key="c_uploads").set_value([])  # the visitor removes both files
+    at.file_uploader(key="classify_uploads").set_value([])  # the visitor removes both files
     at.run()
     no_failure(at)
-    assert uploads.BUDGET.used() == 0 and not at.session_state["c_kept"]
+    assert uploads.BUDGET.used() == 0 and not at.session_state["classify_kept"]
 
 
 def test_upload_help_states_the_limits() -> None:
     at = open_page("views/classify.py")
-    help_text = at.file_uploader(key="c_uploads").proto.help
+    help_text = at.file_uploader(key="classify_uploads").proto.help
     assert "40 megapixels and 121 MB each" in help_text and "256 MB" in help_text
 
 
@@ -270,28 +270,27 @@ def _open_link(**query: str) -> AppTest:
 
 def test_a_shared_link_picks_the_model_and_keeps_other_parameters(offline_hub: Path) -> None:
     at = _open_link(c_model="resnet50", s_shape="2,3")
-    assert at.selectbox(key="c_model").value == "resnet50"
+    assert at.selectbox(key="classify_model").value == "resnet50"
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "ResNet-50" in errors[0], errors
     assert at.query_params["c_model"] == "resnet50" and at.query_params["s_shape"] == "2,3"
-    at.selectbox(key="c_model").set_value("efficientnet_lite0").run()  # back to the default
+    at.selectbox(key="classify_model").set_value("efficientnet_lite0").run()  # back to the default
     no_failure(at)
     assert "c_model" not in at.query_params and at.query_params["s_shape"] == "2,3"
 
 
 def test_a_link_naming_no_model_falls_back_to_the_default() -> None:
     at = _open_link(c_model="resnet9000")
-    assert at.selectbox(key="c_model").value == "efficientnet_lite0"
+    assert at.selectbox(key="classify_model").value == "efficientnet_lite0"
     assert not at.error and "c_model" not in at.query_params
 
 
 def test_engine_errors_reach_the_page_in_the_readers_language() -> None:
     """A refusal's parameters that are codes themselves (a way of storing pixels) are shown in
     Korean too, not as the engine's English."""
-    from components.classify import draw
+    from torchatlas.classify.errors import ImageError
 
-    params = {"format": "JPEG", "variant": "arithmetic"}
-    korean = draw.error_text("slow_format", params, "ko")
+    korean = ImageError("slow_format", format="JPEG", variant="arithmetic").text("ko")
     assert korean == translate(
         "classify.errors.slow_format", "ko", format="JPEG", variant="산술 부호화"
     )
@@ -304,8 +303,9 @@ def test_only_the_open_inspector_tab_is_built() -> None:
     at = open_page("views/classify.py")
     no_failure(at)
     assert translate("classify.pipeline.before_after") in rendered_text(at)
-    assert not [s for s in at.selectbox if s.key == "c_cam_class_efficientnet_lite0"]
-    latency = open_page("views/classify.py", c_inspect_tab=translate("classify.inspect.latency"))
+    assert not [s for s in at.selectbox if s.key == "classify_cam_class_efficientnet_lite0"]
+    latency_tab = translate("classify.inspect.latency")
+    latency = open_page("views/classify.py", classify_inspect_tab=latency_tab)
     no_failure(latency)
     assert len(latency.get("plotly_chart")) == len(at.get("plotly_chart")) + 1
     assert translate("classify.pipeline.before_after") not in rendered_text(latency)

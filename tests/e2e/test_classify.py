@@ -128,7 +128,9 @@ def test_upload_reads_the_predicted_label_and_reports_the_bad_file(app_page: Ope
     wait_for_app(page)
     assert_no_error(page)
     assert "ms per image for a batch of 1" in body_text(page)  # a fresh timing
-    expect(page.locator(".st-key-c_latency .main-svg").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator(".st-key-classify_latency .main-svg").first).to_be_visible(
+        timeout=TIMEOUT_MS
+    )
     shoot(page, "classify-latency")
 
 

@@ -179,7 +179,7 @@ def test_fused_inference_module_computes_the_same_function(photos: dict[str, byt
 def test_engine_errors_take_their_text_from_the_tables_only() -> None:
     """Every code the engine raises has English and Korean text; the engine's own English is
     the table's, and no module of the engine keeps sentences of its own."""
-    from torchatlas.classify.errors import ErrorCode, ImageError, Variant, describe
+    from torchatlas.classify.errors import ErrorCode, ImageError, Variant
     from torchatlas.i18n import table
 
     for lang in ("en", "ko"):
@@ -188,9 +188,9 @@ def test_engine_errors_take_their_text_from_the_tables_only() -> None:
         assert [kind for kind in Variant if f"classify.variants.{kind}" not in keys] == []
     error = ImageError(ErrorCode.SLOW_FORMAT, format="TIFF", variant=Variant.LZMA, number=34925)
     assert error.message == translate_en("classify.errors.slow_format", "TIFF", "LZMA")
-    korean = describe(error.code, error.params, "ko")
+    korean = error.text("ko")
     assert "TIFF" in korean and "LZMA" in korean and "stored with" not in korean
-    arithmetic = describe(ErrorCode.SLOW_FORMAT, {"format": "JPEG", "variant": "arithmetic"}, "ko")
+    arithmetic = ImageError(ErrorCode.SLOW_FORMAT, format="JPEG", variant="arithmetic").text("ko")
     assert "arithmetic" not in arithmetic and "산술" in arithmetic
     numbered = ImageError(ErrorCode.SLOW_FORMAT, format="TIFF", variant="compression", number=9)
     assert "compression 9" in numbered.message
@@ -581,3 +581,19 @@ def test_draw_builds_figures_and_text_from_engine_dataclasses(photos: dict[str, 
     assert draw.stats_frame(tensor.channels, "en").shape == (3, 5)
     caption = draw.model_caption(MODELS["resnet50"], False, "en")
     assert translate("classify.model.download", size_mb=98) in caption
+
+
+def test_the_room_registers_its_own_warm_up_and_it_classifies_the_first_sample() -> None:
+    """The server warms the default classifier through the room's registration (issue 23),
+    not a copy in components/warm.py; the warmed result is the one a first visitor gets."""
+    from components import upkeep
+    from components.classify import state
+
+    assert upkeep.registered_warm_ups()["classify"] is state.warm_default_classifier
+    state.ROOM_CACHE.clear()
+    state.warm_default_classifier()
+    first = next(iter(state.SAMPLES))
+    photo = state.Photo(first, state.sample(first))
+    hits = state.ROOM_CACHE.stats().hits
+    result = state.classified([photo], state.DEFAULT_MODEL, state.DEFAULT_TOPK)
+    assert state.ROOM_CACHE.stats().hits == hits + 1 and result.images[0].ok

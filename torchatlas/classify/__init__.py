@@ -16,7 +16,7 @@ Plain Python + torch; no Streamlit.
 
 from __future__ import annotations
 
-from torchatlas.classify.errors import ClassifyError, ErrorCode, ImageError, Variant, describe
+from torchatlas.classify.errors import ClassifyError, ErrorCode, ImageError, Variant
 from torchatlas.classify.gradcam import Explanation, explain
 from torchatlas.classify.images import (
     MAX_PIXELS,
@@ -83,7 +83,6 @@ __all__ = [
     "Timings",
     "Variant",
     "classify",
-    "describe",
     "download_weights",
     "explain",
     "forward_only",

@@ -1,18 +1,20 @@
 """The classification room's errors: a stable code and parameters, never a sentence.
 
 Their text lives only in ``assets/translations/{en,ko}/classify.json`` under
-``classify.errors.<code>``; :func:`describe` renders one in a language (the page passes the
-reader's, ``str(error)`` is English for a notebook). A parameter named ``variant`` is itself a
-code, a way of storing a file (:class:`Variant`), rendered from ``classify.variants.<variant>``
-so that a Korean message does not carry an English phrase.
+``classify.errors.<code>``; both classes are coded errors (:class:`~torchatlas.errors.CodedError`:
+``error.text(lang)``; the page shows them with ``components.kit.error_card``, ``str(error)``
+is English for a notebook). A parameter named ``variant`` is itself a code, a way of storing a
+file (:class:`Variant`), shown from ``classify.variants.<variant>`` so that a Korean message
+does not carry an English phrase.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
-from torchatlas.i18n import DEFAULT_LANGUAGE, translate
+from torchatlas.errors import CodedError
+from torchatlas.i18n import translate
 
 
 class ErrorCode(StrEnum):
@@ -39,6 +41,10 @@ class ErrorCode(StrEnum):
     CANNOT_SAVE = "cannot_save"
     BAD_WEIGHTS = "bad_weights"
     BAD_CLASS = "bad_class"
+    # what the page says around them
+    OFFLINE_SECOND = "offline_second"  # offline, for the model compared with (not the page's)
+    UPLOAD_AGAIN = "upload_again"  # a file whose bytes are gone (the session was restarted)
+    UNEXPECTED = "unexpected"  # torch or Pillow failed where it should not: ``kind`` names it
 
 
 class Variant(StrEnum):
@@ -58,39 +64,23 @@ class Variant(StrEnum):
     COMPRESSION = "compression"  # a numbered compression scheme: params carry ``number``
 
 
-def describe(code: str, params: Mapping[str, object], lang: str = DEFAULT_LANGUAGE) -> str:
-    """The text of error ``code`` with ``params`` in ``lang``, from the translation tables."""
-    shown = dict(params)
-    variant = shown.get("variant")
-    if variant is not None:
-        shown["variant"] = translate(f"classify.variants.{variant}", lang, **params)
-    return translate(f"classify.errors.{code}", lang, **shown)
+class _ClassifyCoded(CodedError):
+    """The room's coded error: a ``variant`` parameter is shown in the reader's language."""
+
+    room = "classify"
+    codes = ErrorCode
+
+    def shown_params(self, lang: str) -> dict[str, Any]:
+        shown = dict(self.params)
+        variant = shown.get("variant")
+        if variant is not None:
+            shown["variant"] = translate(f"classify.variants.{variant}", lang, **self.params)
+        return shown
 
 
-class _CodedError(Exception):
-    """``code`` and ``params`` are what a page translates; ``str()`` is the English text."""
-
-    def __init__(self, code: ErrorCode, **params: object) -> None:
-        self.code = code
-        self.params = params
-        super().__init__(describe(code, params))
-
-    @property
-    def message(self) -> str:
-        return str(self)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Exceptions pickle their message as the only argument; these rebuild from the code.
-        return _rebuild, (type(self), self.code, self.params)
-
-
-def _rebuild(kind: type[_CodedError], code: ErrorCode, params: dict[str, object]) -> _CodedError:
-    return kind(code, **params)
-
-
-class ImageError(_CodedError, ValueError):
+class ImageError(_ClassifyCoded, ValueError):
     """A file that cannot be turned into an RGB photo."""
 
 
-class ClassifyError(_CodedError, RuntimeError):
+class ClassifyError(_ClassifyCoded, RuntimeError):
     """A model that cannot be used here, or a request it cannot answer."""

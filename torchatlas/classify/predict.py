@@ -17,7 +17,7 @@ from enum import StrEnum
 import numpy as np
 import torch
 
-from torchatlas.classify.errors import ErrorCode, ImageError, describe
+from torchatlas.classify.errors import ErrorCode, ImageError
 from torchatlas.classify.images import SourceInfo
 from torchatlas.classify.models import DEFAULT_MODEL, ModelSpec, load_model
 from torchatlas.classify.transforms import ImageInput, as_rgb, crop_pixels, normalize_batch
@@ -46,9 +46,14 @@ class ImageOutcome:
         return self.error_code is None
 
     @property
+    def error(self) -> ImageError | None:
+        """Why the image could not be read (the room's coded error), or None."""
+        return None if self.error_code is None else ImageError(self.error_code, **self.error_params)
+
+    @property
     def error_message(self) -> str:
         """The refusal in English (from the translation table), or "" when the image was read."""
-        return "" if self.error_code is None else describe(self.error_code, self.error_params)
+        return "" if self.error is None else self.error.message
 
     @property
     def labels(self) -> list[tuple[str, float]]:
