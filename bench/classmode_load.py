@@ -25,7 +25,8 @@ Timed:
 - ``idle``: the server tree's CPU time (user + system, every process under the server) over
   the idle window, as a share of one core, with every student following and the teacher's
   Class page open.
-- memory: the server tree's PSS (``bench.classroom.PssSampler``), peak over the whole class.
+- memory: the server tree's PSS (summed from ``/proc/<pid>/smaps_rollup``), peak over the
+  whole class.
 An error is a step not shown in time, an exception or a refusal card on a page, a lost
 connection, or a protocol failure; the run must have none.
 
@@ -58,12 +59,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.classroom import (
-    PssSampler,
     Server,
     describe_checkout,
     percentile,
     process_tree,
-    settled_pss,
+    pss_bytes,
 )
 from bench.classroom_client import Student
 
@@ -170,7 +170,44 @@ def format_figures(fig: Figures) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- CPU time
+# --------------------------------------------------------------------------- CPU and memory
+
+
+class TreePss:
+    """The server tree's summed PSS every ``interval_s`` in a thread; keeps the peak."""
+
+    def __init__(self, server: Server, interval_s: float = 0.5) -> None:
+        self.server = server
+        self.interval_s = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pss")
+
+    def sample(self) -> int:
+        total = sum(pss_bytes(pid) or 0 for pid in self.server.remember_tree())
+        self.peak = max(self.peak, total)
+        return total
+
+    def settled(self, samples: int = 5, gap_s: float = 0.5) -> int:
+        values = []
+        for _ in range(samples):
+            values.append(self.sample())
+            time.sleep(gap_s)
+        return sorted(values)[len(values) // 2]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self.sample()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> TreePss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 def tree_cpu_s(root: int) -> float:
@@ -570,8 +607,8 @@ def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
             args.server_pid = server.pid
             asyncio.run(warm(server.url))
             time.sleep(2)
-            fig.baseline_pss = settled_pss(server)
-            with PssSampler(server) as sampler:
+            fig.baseline_pss = TreePss(server).settled()
+            with TreePss(server) as sampler:
                 asyncio.run(run_app_class(server.url, url, args, fig, log))
             fig.peak_pss = sampler.peak
         except (RuntimeError, TimeoutError, OSError) as error:
@@ -725,7 +762,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--server-log", type=Path, default=None)
     parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+    # bench/classroom.py hands over its whole command line (``--mode class ...``).
+    parser.add_argument("--mode", default="class", help=argparse.SUPPRESS)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        print(f"classmode_load: ignoring {' '.join(unknown)}", file=sys.stderr)
     if not 1 <= args.students <= 200:
         parser.error("--students: 1 to 200")
     if not 0 < args.idle_s <= 600:
