@@ -1,15 +1,17 @@
-"""The autograd room's widgets and output, in page order. Every engine call goes through
-``state``; every string through ``t``; builders live in ``draw``."""
+"""The autograd room's widgets and output, in page order. Every engine call and every
+drawing goes through ``state`` (asked once per thing shown); every string through ``t``;
+errors through the kit's error card."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from components.autograd import draw, state
+from components.autograd import state
 from components.autograd.state import Room
-from components.contained import failure_card, guarded
-from components.i18n import language, t
-from components.theme import is_dark, palette
+from components.contained import guarded
+from components.i18n import t
+from components.kit.error_card import error_card, error_text
+from components.kit.predict_reveal import predict_reveal
 from components.widgets import keep_values
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
@@ -27,11 +29,10 @@ def intro() -> None:
 def program() -> Room:
     """The example menu, the program box, the seed and the root; the program traced (or
     refused, or stopped by torch, each explained)."""
-    state.initial_state()
+    state.start()
+    state.LINK.notice()
     # The freezing toggles are drawn only while their tab is open.
     keep_values(prefixes=(state.TRAIN_PREFIX,))
-    if state.take_link_broken():
-        st.warning(t("autograd.program.link_broken"), icon=":material/link_off:")
     st.subheader(t("autograd.program.header"))
     options = [*EXAMPLES, state.CUSTOM]
     st.selectbox(
@@ -52,7 +53,7 @@ def program() -> Room:
         ),
     )
     room = state.read_room()
-    for key, params in state.take_link_notes():
+    for key, params in state.notes():
         st.warning(t(f"autograd.program.{key}", **params), icon=":material/link_off:")
     row = st.container(horizontal=True)
     row.number_input(
@@ -71,17 +72,12 @@ def program() -> Room:
             list(room.graph.roots),
             key=state.ROOT_KEY,
             help=t("autograd.program.root_help"),
-            on_change=state.set_step,
-            args=(0,),
+            on_change=state.root_picked,
         )
-    lang = language()
     if room.failure is not None:
-        failure_card(room.failure)
+        error_card(room.failure)
     elif room.refusal is not None:
-        st.error(
-            draw.error_text(None, room.refusal.code, room.refusal.params, lang),
-            icon=":material/block:",
-        )
+        error_card(room.refusal)
         st.caption(t("autograd.program.refused"))
     elif room.graph is not None and room.graph.error is not None:
         _program_error(room, stopped=t("autograd.program.stopped", line=room.graph.error.line))
@@ -91,52 +87,42 @@ def program() -> Room:
 
 
 def _program_error(room: Room, stopped: str) -> None:
-    assert room.graph is not None
-    error = room.graph.error if room.graph.error is not None else room.trace.error  # type: ignore[union-attr]
-    assert error is not None
-    lang = language()
-    st.error(stopped + " " + draw.error_text(error, "", {}, lang), icon=":material/error:")
-    note = draw.version_note(room.graph, error, lang)
-    if note:
-        st.warning(note, icon=":material/counter_1:")
-    if error.torch_message:
-        st.caption(t("autograd.program.torch_said", message=error.torch_message))
+    stop = state.program_stop(room)
+    assert stop is not None
+    st.error(stopped + " " + error_text(stop.error), icon=":material/error:")
+    if stop.note:
+        st.warning(stop.note, icon=":material/counter_1:")
+    if stop.torch_said:
+        st.caption(t("autograd.program.torch_said", message=stop.torch_said))
 
 
 # --------------------------------------------------------------------------- quiz
 
 
 def predict(room: Room) -> None:
-    """Predict requires_grad / is_leaf / .grad is None for a few variables, then reveal:
-    one choice of chips per variable (what torch will report True), one table of marks."""
+    """Predict requires_grad / is_leaf / .grad is None for a few variables, one True/False
+    question each (the kit's predict-then-reveal), graded against what torch reported."""
     variables = state.quiz_variables(room)
     if not variables or room.graph is None or room.graph.error is not None:
         return
-    with st.expander(
-        t("autograd.quiz.header"), expanded=not state.revealed(), icon=":material/quiz:"
-    ):
+    score = state.quiz_score(room)
+    with st.expander(t("autograd.quiz.header"), expanded=score is None, icon=":material/quiz:"):
         st.caption(t("autograd.quiz.caption", root=room.root or "loss"))
-        score = state.score(room)
         for variable in variables:
-            st.pills(
-                t("autograd.quiz.variable_true", name=variable),
-                list(Question),
-                selection_mode="multi",
-                format_func=lambda question: t(f"autograd.quiz.{question}"),
-                key=state.quiz_key(variable),
-                disabled=score is not None,
-            )
-        if score is None:
-            st.button(
-                t("autograd.quiz.reveal"),
-                key="autograd_reveal",
-                on_click=state.reveal,
-                type="primary",
-            )
-        else:
-            st.markdown(draw.quiz_table(score, variables, language()))
-            st.success(t("autograd.quiz.score", correct=score.correct, total=score.total))
-            st.button(t("autograd.quiz.again"), key="autograd_again", on_click=state.hide)
+            columns = st.columns(len(Question))
+            for column, question in zip(columns, Question, strict=True):
+                with column, st.container(key=f"{state.quiz_key(variable, question)}_box"):
+                    predict_reveal(
+                        state.quiz_key(variable, question),
+                        prompt=t(f"autograd.quiz.prompts.{question}", name=variable),
+                        grade=lambda given, v=variable, q=question: state.grade(room, v, q, given),
+                        options=state.OPTIONS,
+                    )
+        score = state.quiz_score(room)  # again: this run may have revealed the last answer
+        if score is not None:
+            right, asked = score
+            st.success(t("autograd.quiz.score", correct=right, total=asked))
+            st.button(t("autograd.quiz.again"), key="autograd_again", on_click=state.forget_quiz)
 
 
 # --------------------------------------------------------------------------- graph
@@ -154,7 +140,6 @@ def graph(room: Room) -> None:
         st.info(t("autograd.graph.no_nodes"), icon=":material/info:")
     step = state.shown_step(room)
     total = room.total_steps
-    lang = language()
     if room.trace is not None:
         row = st.container(horizontal=True)
         row.button(
@@ -190,28 +175,28 @@ def graph(room: Room) -> None:
             disabled=step >= total,
             icon=":material/last_page:",
         )
-        st.info(draw.step_text(room.trace, step, lang), icon=":material/footprint:")
-    dark = is_dark()
-    colors = draw.dot_colors(palette(), dark)
+    view = state.graph_view(room, step)
+    if view.step_text is not None:
+        st.info(view.step_text, icon=":material/footprint:")
     with st.container(key="autograd_graph"):
-        st.graphviz_chart(state.dot(room, step, dark, colors, lang), width="stretch")
+        st.graphviz_chart(view.dot, width="stretch")
     if room.trace is not None:
         if room.trace.error is not None and step >= total:
             _program_error(room, stopped=t("autograd.program.backward_stopped", root=room.root))
         elif step >= total and total:
             st.success(t("autograd.graph.done", total=total), icon=":material/check_circle:")
         st.markdown(
-            f"**{t('autograd.grads.header')}**\n\n" + state.grads_markdown(room, step, lang),
+            f"**{t('autograd.grads.header')}**\n\n" + (view.grads or ""),
             unsafe_allow_html=True,
         )
-    state.write_url(room, step)
-    _share(room, step)
+    state.write_link()
+    _share()
 
 
-def _share(room: Room, step: int) -> None:
+def _share() -> None:
     with st.container(key="autograd_share"):
         st.markdown(f"**{t('autograd.code.share')}** · {t('autograd.code.share_caption')}")
-        st.code(state.share_link(room, step, language()), language=None, wrap_lines=True)
+        st.code(state.share_link(), language=None, wrap_lines=True)
 
 
 # --------------------------------------------------------------------------- lessons
@@ -239,14 +224,14 @@ def details(room: Room) -> None:
     """Every variable as torch reports it, what the nodes saved, and the code to copy."""
     if room.graph is None:
         return
-    lang = language()
+    view = state.details_view(room)
     st.subheader(t("autograd.variables.header"))
-    if room.graph.variables:
-        st.markdown(state.variables_markdown(room, lang), unsafe_allow_html=True)
+    if view.variables is not None:
+        st.markdown(view.variables, unsafe_allow_html=True)
     if room.graph.others:
         names = ", ".join(f"`{o.name}` = {o.text}" for o in room.graph.others)
         st.caption(t("autograd.variables.others", names=names))
-    saved = draw.saved_lines(room.graph, lang)
+    saved = view.saved
     if saved:
         with st.expander(t("autograd.variables.saved_header"), icon=":material/inventory_2:"):
             st.markdown("\n".join(saved))
@@ -272,9 +257,9 @@ def freezing() -> None:
     for block in BLOCKS:
         row.toggle(block, key=f"{state.TRAIN_PREFIX}{block}")
     with st.spinner(t("autograd.freeze.running")):
-        report = state.freeze_report(trainable)
-    lang = language()
-    saved, unfrozen = draw.saved_text(report)
+        view = state.freeze_view(trainable)
+    report = view.report
+    saved, unfrozen = view.saved
     metrics = st.container(horizontal=True)
     metrics.metric(t("autograd.freeze.trainable_params"), f"{report.trainable_numel:,}")
     metrics.metric(t("autograd.freeze.frozen_params"), f"{report.frozen_numel:,}")
@@ -287,13 +272,12 @@ def freezing() -> None:
     )
     if not report.trainable:
         st.info(t("autograd.freeze.none_trainable"), icon=":material/ac_unit:")
-    bar, table = state.freeze_texts(report, is_dark(), lang)
-    st.markdown(bar, unsafe_allow_html=True)
+    st.markdown(view.bar, unsafe_allow_html=True)
     st.markdown(f"**{t('autograd.freeze.optimizer_header')}**")
-    st.markdown(table, unsafe_allow_html=True)
+    st.markdown(view.table, unsafe_allow_html=True)
     st.caption(t("autograd.freeze.optimizer_note"))
     with st.expander(t("autograd.freeze.code"), icon=":material/code:"):
-        st.code(draw.freeze_code(report), language="python")
+        st.code(view.code, language="python")
 
 
 # --------------------------------------------------------------------------- then vs now
@@ -302,14 +286,14 @@ def freezing() -> None:
 def then_and_now() -> None:
     st.subheader(t("autograd.history.header"))
     st.markdown(t("autograd.history.intro"))
-    lang = language()
-    for case in state.history():
+    for case in state.history_view():
         st.markdown(t(f"autograd.history.cases.{case.key}"))
         then, now = st.columns(2)
         then.markdown(f"**{t('autograd.history.then')}**")
-        then.code("from torch.autograd import Variable\n" + case.then.code, language="python")
-        then.markdown(draw.outcome_text(case.then, lang))
+        (code, text), *nows = case.outcomes
+        then.code("from torch.autograd import Variable\n" + code, language="python")
+        then.markdown(text)
         now.markdown(f"**{t('autograd.history.now')}**")
-        for outcome in case.now:
-            now.code(outcome.code, language="python")
-            now.markdown(draw.outcome_text(outcome, lang))
+        for code, text in nows:
+            now.code(code, language="python")
+            now.markdown(text)

@@ -1,9 +1,11 @@
-"""The autograd room's state: its session keys, its URL, and its cached engine calls.
+"""The autograd room's state: its session keys, its link, its cached engine calls and the
+ready-to-show pieces the panels ask for.
 
-Every session key starts with ``autograd_``; the URL keys are ``a_ex`` (an example's key) or
-``a_prog`` (the program text, when it is not an example), ``a_seed``, ``a_root`` and
-``a_step``. They are read on a session's first run and written when they change, so a link
-restores the room; ``lang`` and other rooms' keys are never touched.
+The link is declared once in :data:`torchatlas.autograd.link.LINK` (``a_ex``, ``a_prog``,
+``a_seed``, ``a_root``, ``a_step``) and read, written and told about by the kit
+(:class:`components.kit.link_state.RoomLink`); every session key starts with ``autograd_``.
+On a session's first run :func:`start` reads the link, then sets the program box from it (a
+program in the link, else its example).
 
 A program is text a visitor types or a link carries, so the server only *checks* it (the
 parser: clear, translated refusals, nothing evaluated); running it, its backward and reading the
@@ -13,11 +15,12 @@ types and bounds before anything draws it. The freezing lesson (a fixed menu of 
 the then-vs-now cases (no input) and the quiz's grading (booleans read from the validated
 graph) take nothing from a visitor that could size or shape a computation: they stay here.
 
-Results are kept in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes: its keys are
-programs visitors type or share. A class opening the same link runs one job
-(``get_or_compute_once``); a transient failure (a full queue, a crash) is not kept. A rerun
-while stepping through backward reads the traced graph and the replay from it and only
-rebuilds the DOT text for the new step.
+Results and drawings are kept in :data:`ROOM_CACHE`, one process-wide cache bounded by bytes:
+its keys are programs visitors type or share. A class opening the same link runs one job
+(``get_or_compute_once``); a transient failure (a full queue, a crash) is not kept. The panels
+ask once per thing they show (:func:`graph_view`, :func:`details_view`, :func:`freeze_view`):
+this module builds it with ``draw`` and keeps it, so a step click rebuilds only the new step's
+picture.
 """
 
 from __future__ import annotations
@@ -29,46 +32,58 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from components.autograd.draw import (
+    dot_colors,
+    dot_text,
     freeze_bar_html,
+    freeze_code,
     grads_table,
     optimizer_table,
+    outcome_text,
+    saved_lines,
+    saved_text,
     scrolling,
+    step_text,
     variables_table,
+    version_note,
 )
-from components.contained import link_int, session_id
-from components.theme import DARK, LIGHT
-from torchatlas.autograd import BackwardTrace, ErrorCode, Graph, ProgramRefused, parse
+from components.contained import session_id
+from components.i18n import language
+from components.kit.link_state import RoomLink
+from components.kit.predict_reveal import revealed
+from components.theme import DARK, LIGHT, is_dark, palette
+from torchatlas.autograd import AutogradError, BackwardTrace, Graph, ProgramRefused, parse
+from torchatlas.autograd.errors import ErrorCode, ProgramError
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
 from torchatlas.autograd.freeze import BLOCKS, FreezeReport, freeze
 from torchatlas.autograd.history import ThenNow, then_and_now
 from torchatlas.autograd.jobs import RUN, ProgramReply, ProgramRun
+from torchatlas.autograd.link import LINK as LINK_SPEC
+from torchatlas.autograd.link import MAX_SEED
 from torchatlas.autograd.parser import MAX_SOURCE
-from torchatlas.autograd.quiz import Question, Score, grade
+from torchatlas.autograd.quiz import OPTIONS, Question
+from torchatlas.autograd.quiz import grade as grade_prediction
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
+from torchatlas.quiz import Grade
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandboxed import JobFailure, run_room_job
 
-EXAMPLE_KEY, PROGRAM_KEY, SEED_KEY = "autograd_example", "autograd_program", "autograd_seed"
-ROOT_KEY, STEP_KEY = "autograd_root", "autograd_step"
-REVEALED_KEY, SIGNATURE_KEY = "autograd_revealed", "autograd_signature"
-LINK_BROKEN_KEY, TRAIN_PREFIX = "autograd_link_broken", "autograd_train_"
-LINK_NOTES_KEY, LINK_ROOT_KEY = "autograd_link_notes", "autograd_link_root"
-QUIZ_PREFIX, PANEL_KEY = "autograd_quiz_", "autograd_panel"
-URL_EXAMPLE, URL_PROGRAM, URL_SEED = "a_ex", "a_prog", "a_seed"
-URL_ROOT, URL_STEP = "a_root", "a_step"
+LINK = RoomLink(LINK_SPEC)
+EXAMPLE_KEY, PROGRAM_KEY = LINK.key("a_ex"), "autograd_program"
+LINK_PROGRAM_KEY = LINK.key("a_prog")  # the link's program, read once into the box
+SEED_KEY, STEP_KEY = LINK.key("a_seed"), LINK.key("a_step")
+ROOT_REQUEST_KEY = LINK.key("a_root")  # the root the link (or the visitor) asked for
+ROOT_KEY = "autograd_root"  # the root picker: the asked-for root when the graph has it
+ROOT_TOLD_KEY = "autograd_root_told"  # a missing root is told once
+NOTES_KEY = "autograd_notes"
+TRAIN_PREFIX, QUIZ_PREFIX = "autograd_train_", "autograd_quiz_"
+PANEL_KEY = "autograd_panel"
 CUSTOM = "custom"
-MAX_SEED = 10**6
-MAX_STEP = 10**4  # far above any replay's steps (a program runs at most 300 operations)
 JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
 CACHE_BYTES = 32 << 20
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 
-
-@dataclass(frozen=True)
-class Refusal:
-    code: str
-    params: dict[str, Any]
+__all__ = ["MAX_SEED", "OPTIONS"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +92,7 @@ class Outcome:
     run in the sandbox (``run``), or without a result (``failure``: the sandbox's limits, its
     queue, a crash, a reply outside its declared types)."""
 
-    refusal: Refusal | None = None
+    refusal: AutogradError | None = None
     run: ProgramRun | None = None
     failure: JobFailure | None = None
 
@@ -93,7 +108,7 @@ class Room:
     program: str
     seed: int
     example: Example | None
-    refusal: Refusal | None
+    refusal: AutogradError | None
     graph: Graph | None
     root: str | None
     trace: BackwardTrace | None
@@ -105,96 +120,50 @@ class Room:
         return 0 if self.trace is None else len(self.trace.steps)
 
 
-# --------------------------------------------------------------------------- URL
+# --------------------------------------------------------------------------- link
 
 
-def _link_number(key: str, low: int, high: int, default: int) -> int | None:
-    """A whole number from the link's ``key`` (strict ASCII digits, within bounds); None
-    when the link has none. A value that is not one is noted for the page and replaced by
-    ``default``."""
-    if key not in st.query_params:
-        return None
-    value = link_int(st.query_params.get(key), low=low, high=high)
-    if value is None:
-        note = ("link_bad_number", {"key": key, "low": low, "high": high, "value": default})
-        st.session_state.setdefault(LINK_NOTES_KEY, []).append(note)
-        return default
-    return value
-
-
-def _link_name(text: object) -> bool:
-    return isinstance(text, str) and len(text) <= 40 and text.isascii() and text.isidentifier()
-
-
-def initial_state() -> None:
-    """First run of a session: a shared link's program, else the default example. Keys a
-    test or an earlier run already set are kept."""
-    if PROGRAM_KEY in st.session_state:
+def start() -> None:
+    """Every run, before the widgets: on a session's first run the link's values (the kit),
+    then the program box from them: the link's program if it carries one, else its example's.
+    A program a test or an earlier run already put in the box is kept."""
+    if LINK.start() is None:
         return
-    query = st.query_params
-    key, program = DEFAULT_EXAMPLE, EXAMPLES[DEFAULT_EXAMPLE].program
-    if query.get(URL_EXAMPLE) in EXAMPLES:
-        key = query[URL_EXAMPLE]
-        program = EXAMPLES[key].program
-    elif URL_PROGRAM in query:
-        shared = query.get(URL_PROGRAM, "")
-        if 0 < len(shared) <= MAX_SOURCE:
-            key, program = CUSTOM, shared
-        else:
-            st.session_state[LINK_BROKEN_KEY] = True
-    elif URL_EXAMPLE in query:
-        st.session_state[LINK_BROKEN_KEY] = True
-    st.session_state[EXAMPLE_KEY] = key
-    st.session_state[PROGRAM_KEY] = program
-    seed = _link_number(URL_SEED, 0, MAX_SEED, 0)
-    st.session_state.setdefault(SEED_KEY, seed or 0)
-    if URL_ROOT in query:
-        root = query.get(URL_ROOT)
-        if _link_name(root):
-            st.session_state.setdefault(ROOT_KEY, root)
-            st.session_state[LINK_ROOT_KEY] = root  # told if the program has no such root
-        else:
-            st.session_state[LINK_BROKEN_KEY] = True
-    step = _link_number(URL_STEP, 0, MAX_STEP, 0)
-    if step is not None:
-        st.session_state.setdefault(STEP_KEY, step)
-
-
-def take_link_broken() -> bool:
-    return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
-
-
-def take_link_notes() -> list[tuple[str, dict[str, Any]]]:
-    """What the link carried that the room could not use, each a text key and its values."""
-    return list(st.session_state.pop(LINK_NOTES_KEY, None) or ())
-
-
-def link_query(room: Room, step: int) -> dict[str, str]:
-    """The room's own URL keys for this state: an example by its key, else the text."""
-    query = {URL_SEED: str(room.seed)}
-    if room.example is not None:
-        query[URL_EXAMPLE] = room.example.key
+    state = st.session_state
+    shared = str(state.pop(LINK_PROGRAM_KEY, "") or "")
+    if PROGRAM_KEY in state:
+        state[EXAMPLE_KEY] = _example_of(str(state[PROGRAM_KEY]))
+    elif shared:
+        state[PROGRAM_KEY], state[EXAMPLE_KEY] = shared, CUSTOM
     else:
-        query[URL_PROGRAM] = room.program
-    if room.root is not None:
-        query[URL_ROOT] = room.root
-    query[URL_STEP] = str(step)
-    return query
+        state[PROGRAM_KEY] = EXAMPLES[str(state[EXAMPLE_KEY])].program
 
 
-def write_url(room: Room, step: int) -> None:
-    """Keep only this room's keys in sync; never touch the others (``lang``)."""
-    query = st.query_params
-    wanted = link_query(room, step)
-    for key in (URL_EXAMPLE, URL_PROGRAM, URL_ROOT):
-        if key not in wanted and key in query:
-            del query[key]
-    for key, value in wanted.items():
-        if query.get(key) != value:
-            query[key] = value
+def _example_of(program: str) -> str:
+    match = (k for k, e in EXAMPLES.items() if e.program.strip() == program.strip())
+    return next(match, CUSTOM)
 
 
-def share_link(room: Room, step: int, lang: str) -> str:
+def link_values() -> dict[str, Any]:
+    """The room's state in its link's terms (what :meth:`RoomLink.write` puts in the address
+    bar): an example by its key, else the program's text."""
+    state = st.session_state
+    values = LINK.values()
+    program = str(state.get(PROGRAM_KEY, ""))
+    example = EXAMPLES.get(str(state.get(EXAMPLE_KEY)))
+    if example is not None and example.program.strip() == program.strip():
+        values["a_ex"], values["a_prog"] = example.key, ""
+    else:
+        values["a_ex"], values["a_prog"] = DEFAULT_EXAMPLE, program
+    return values
+
+
+def write_link() -> None:
+    """Keep the address bar in step with the room (only its own names; ``lang`` untouched)."""
+    LINK.write(link_values())
+
+
+def share_link() -> str:
     """An absolute link to this state when the browser told us the page's address."""
     base = ""
     try:
@@ -203,7 +172,13 @@ def share_link(room: Room, step: int, lang: str) -> str:
         url = ""
     if url:
         base = url.split("?", 1)[0]
-    return f"{base}?{urlencode({**link_query(room, step), 'lang': lang})}"
+    return f"{base}?{urlencode({**LINK.query(link_values()), 'lang': language()}, doseq=True)}"
+
+
+def notes() -> list[tuple[str, dict[str, Any]]]:
+    """What the link asked for that this program cannot give (a root it does not have),
+    each a text key under ``autograd.program`` and its values; told once."""
+    return list(st.session_state.pop(NOTES_KEY, None) or ())
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -219,47 +194,34 @@ def load_example() -> None:
 
 
 def program_edited() -> None:
-    text = str(st.session_state.get(PROGRAM_KEY, ""))
-    match = next((k for k, e in EXAMPLES.items() if e.program.strip() == text.strip()), None)
-    st.session_state[EXAMPLE_KEY] = match or CUSTOM
+    st.session_state[EXAMPLE_KEY] = _example_of(str(st.session_state.get(PROGRAM_KEY, "")))
     _start_over()
 
 
 def _start_over() -> None:
-    for key in (ROOT_KEY, STEP_KEY, REVEALED_KEY):
+    for key in (ROOT_KEY, STEP_KEY, ROOT_REQUEST_KEY):
         st.session_state.pop(key, None)
-    for key in [k for k in st.session_state if str(k).startswith(QUIZ_PREFIX)]:
-        del st.session_state[key]
+    forget_quiz()
 
 
 def set_step(value: int) -> None:
     st.session_state[STEP_KEY] = max(0, value)
 
 
-def reveal() -> None:
-    st.session_state[REVEALED_KEY] = True
-
-
-def hide() -> None:
-    st.session_state.pop(REVEALED_KEY, None)
-    for key in [k for k in st.session_state if str(k).startswith(QUIZ_PREFIX)]:
-        del st.session_state[key]
+def root_picked() -> None:
+    """The root picker's callback: the visitor's root is the one asked for now."""
+    st.session_state[ROOT_REQUEST_KEY] = str(st.session_state.get(ROOT_KEY) or "")
+    set_step(0)
 
 
 # --------------------------------------------------------------------------- the room
-
-
-def _refusal(code: str, params: dict[str, Any]) -> Refusal | None:
-    """The engine's coded refusal from the job, if it names one of the room's own codes
-    (the page then shows the room's text for it); None for anything else."""
-    return Refusal(code, params) if code in {c.value for c in ErrorCode} else None
 
 
 def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome:
     try:
         parse(program)  # the first wall, here: clear refusals, nothing evaluated
     except ProgramRefused as refused:
-        return Outcome(refusal=Refusal(str(refused.code), dict(refused.params)))
+        return Outcome(refusal=refused)
     job = run_room_job(
         RUN,
         {"program": program, "seed": seed, "root": root},
@@ -268,10 +230,10 @@ def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome
         timeout_s=JOB_TIMEOUT_S,
     )
     if job.refused is not None:
-        refusal = _refusal(*job.refused)
-        if refusal is None:
+        code, params = job.refused
+        if code not in {c.value for c in ErrorCode}:  # not one of the room's own codes
             return Outcome(failure=JobFailure("untrusted"))
-        return Outcome(refusal=refusal)
+        return Outcome(refusal=AutogradError(code, **params))
     if job.failure is not None:
         return Outcome(failure=job.failure)
     try:
@@ -291,11 +253,29 @@ def computed(program: str, seed: int, root: str | None) -> Outcome:
     )
 
 
+def _note(key: str, **params: Any) -> None:
+    st.session_state.setdefault(NOTES_KEY, []).append((key, params))
+
+
+def _pick_root(graph: Graph) -> str:
+    """The root the visitor (or the link) asked for when the graph has it, else the graph's
+    own choice (a link's root the graph lacks is told once)."""
+    state = st.session_state
+    requested = str(state.get(ROOT_REQUEST_KEY) or "")
+    picked = state.get(ROOT_KEY)
+    wanted = picked if picked in graph.roots else requested
+    root = wanted if wanted in graph.roots else graph.default_root or graph.roots[0]
+    if requested and requested not in graph.roots and state.get(ROOT_TOLD_KEY) != requested:
+        state[ROOT_TOLD_KEY] = requested
+        _note("root_missing", root=requested, used=root)
+    state[ROOT_KEY] = root
+    return root
+
+
 def read_room() -> Room:
     program = str(st.session_state.get(PROGRAM_KEY, ""))[: MAX_SOURCE + 1]
     seed = int(st.session_state.get(SEED_KEY, 0) or 0)
-    key = st.session_state.get(EXAMPLE_KEY)
-    example = EXAMPLES.get(key) if key in EXAMPLES else None
+    example = EXAMPLES.get(str(st.session_state.get(EXAMPLE_KEY)))
     if example is not None and example.program.strip() != program.strip():
         example = None
     outcome = computed(program, seed, None)
@@ -306,13 +286,7 @@ def read_room() -> Room:
     graph, result, code = outcome.run.graph, outcome.run.trace, outcome.run.code
     root = None
     if graph.error is None and graph.roots:
-        wanted = st.session_state.get(ROOT_KEY)
-        root = wanted if wanted in graph.roots else graph.default_root or graph.roots[0]
-        linked = st.session_state.pop(LINK_ROOT_KEY, None)
-        if linked is not None and linked != root:
-            note = ("root_missing", {"root": linked, "used": root})
-            st.session_state.setdefault(LINK_NOTES_KEY, []).append(note)
-        st.session_state[ROOT_KEY] = root
+        root = _pick_root(graph)
         if result is None or result.root != root:
             again = computed(program, seed, root)
             if again.run is None:
@@ -326,31 +300,83 @@ def read_room() -> Room:
 
 
 def shown_step(room: Room) -> int:
+    """The step shown: the one asked for, within the replay (a link's step past the end
+    shows every step; the link keeps what it asked for)."""
     step = int(st.session_state.get(STEP_KEY, 0) or 0)
-    step = min(max(step, 0), room.total_steps)
-    st.session_state[STEP_KEY] = step
-    return step
+    return min(max(step, 0), room.total_steps)
 
 
-def dot(room: Room, step: int, dark: bool, colors: dict[str, str], lang: str) -> str:
+# --------------------------------------------------------------------------- what panels show
+
+
+@dataclass(frozen=True)
+class ProgramStop:
+    """Why the program (or its backward) stopped, ready to show: the room's coded error, the
+    in-place trap's version note, and PyTorch's own words."""
+
+    error: AutogradError
+    note: str | None
+    torch_said: str | None
+
+
+def program_stop(room: Room) -> ProgramStop | None:
+    """The stop of the program, else of its backward; None when neither stopped."""
     assert room.graph is not None
-    key = ("dot", room.program, room.seed, room.root, step, dark, lang)
-    words = {word: translate(f"autograd.graph.dot_{word}", lang) for word in ("leaf", "saved")}
-    return ROOM_CACHE.get_or_compute(
-        key, lambda: room.graph.to_dot(room.trace, step, colors, words)
-    )
+    stop: ProgramError | None = room.graph.error
+    if stop is None and room.trace is not None:
+        stop = room.trace.error
+    if stop is None:
+        return None
+    note = version_note(room.graph, stop, language())
+    return ProgramStop(stop.as_error(), note, stop.torch_message)
 
 
-def grads_markdown(room: Room, step: int, lang: str) -> str:
-    assert room.trace is not None
-    key = ("grads", room.program, room.seed, room.root, step, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: scrolling(grads_table(room.trace, step, lang)))
+@dataclass(frozen=True)
+class GraphView:
+    """One step of the replay, ready to show: the DOT text in the theme's colours and the
+    reader's words, what the step did, and the ``.grad`` table."""
+
+    dot: str
+    step_text: str | None
+    grads: str | None
 
 
-def variables_markdown(room: Room, lang: str) -> str:
+def graph_view(room: Room, step: int) -> GraphView:
+    """The graph at ``step``, built once per program, root, step, theme and language."""
     assert room.graph is not None
-    key = ("variables", room.program, room.seed, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: scrolling(variables_table(room.graph, lang)))
+    graph, trace = room.graph, room.trace
+    dark, lang = is_dark(), language()
+    colors = dot_colors(palette(), dark)
+
+    def build() -> GraphView:
+        words = {w: translate(f"autograd.graph.dot_{w}", lang) for w in ("leaf", "saved")}
+        dot = dot_text(graph, trace, step, colors, words)
+        if trace is None:
+            return GraphView(dot, None, None)
+        grads = scrolling(grads_table(trace, step, lang))
+        return GraphView(dot, step_text(trace, step, lang), grads)
+
+    key = ("graph", room.program, room.seed, room.root, step, dark, lang)
+    return ROOM_CACHE.get_or_compute(key, build)
+
+
+@dataclass(frozen=True)
+class DetailsView:
+    """The details tab, ready to show: the variables table and what each node saved."""
+
+    variables: str | None
+    saved: tuple[str, ...]
+
+
+def details_view(room: Room) -> DetailsView:
+    assert room.graph is not None
+    graph, lang = room.graph, language()
+
+    def build() -> DetailsView:
+        table = scrolling(variables_table(graph, lang)) if graph.variables else None
+        return DetailsView(table, tuple(saved_lines(graph, lang)))
+
+    return ROOM_CACHE.get_or_compute(("details", room.program, room.seed, room.root, lang), build)
 
 
 # --------------------------------------------------------------------------- quiz
@@ -364,25 +390,29 @@ def quiz_variables(room: Room) -> tuple[str, ...]:
     return tuple(chosen or names[:3])
 
 
-def quiz_key(variable: str) -> str:
-    return f"{QUIZ_PREFIX}{variable}"
+def quiz_key(variable: str, question: Question) -> str:
+    """One question's key for the kit's predict-then-reveal (the variable and the flag)."""
+    return f"{QUIZ_PREFIX}{variable}_{question}"
 
 
-def revealed() -> bool:
-    return bool(st.session_state.get(REVEALED_KEY))
+def grade(room: Room, variable: str, question: Question, given: str) -> Grade:
+    """A prediction graded against what torch reported for this program and root."""
+    assert room.graph is not None
+    return grade_prediction(room.graph, room.trace, variable, question, given)
 
 
-def score(room: Room) -> Score | None:
-    """The predictions graded against torch: a chip picked predicts True, one left out
-    predicts False."""
-    if room.graph is None or not revealed():
+def quiz_score(room: Room) -> tuple[int, int] | None:
+    """(right, asked) once every question of the quiz is revealed, else None."""
+    grades = [revealed(quiz_key(v, q)) for v in quiz_variables(room) for q in Question]
+    if not grades or any(g is None for g in grades):
         return None
-    predictions: dict[tuple[str, Question], bool | None] = {}
-    for variable in quiz_variables(room):
-        picked = set(st.session_state.get(quiz_key(variable)) or ())
-        for question in Question:
-            predictions[(variable, question)] = question in picked
-    return grade(room.graph, room.trace, quiz_variables(room), predictions)
+    return sum(g.correct for g in grades if g is not None), len(grades)
+
+
+def forget_quiz() -> None:
+    """Every prediction of the quiz cleared (a new program, or "try again")."""
+    for key in [k for k in st.session_state if str(k).startswith(QUIZ_PREFIX)]:
+        st.session_state.pop(key, None)
 
 
 # --------------------------------------------------------------------------- freezing
@@ -394,24 +424,56 @@ def trainable() -> tuple[str, ...]:
     return tuple(b for b in BLOCKS if st.session_state.get(f"{TRAIN_PREFIX}{b}"))
 
 
+@dataclass(frozen=True)
+class FreezeView:
+    """The freezing panel, ready to show: the report, its bar (HTML), the optimiser table
+    (markdown), the recipe as code, and the saved bytes as text."""
+
+    report: FreezeReport
+    bar: str
+    table: str
+    code: str
+    saved: tuple[str, str]
+
+
 def freeze_report(blocks: tuple[str, ...]) -> FreezeReport:
     """Cached per trainable set: each costs a real ResNet-18 forward and backward."""
     return ROOM_CACHE.get_or_compute(("freeze", blocks), lambda: freeze(trainable=blocks))
 
 
-def freeze_texts(report: FreezeReport, dark: bool, lang: str) -> tuple[str, str]:
-    """The freezing panel's bar (HTML) and optimiser table (markdown), built once per
-    trainable set, theme and language."""
-    key = ("freeze_texts", report.trainable, dark, lang)
-    return ROOM_CACHE.get_or_compute(
-        key,
-        lambda: (
-            freeze_bar_html(report, DARK if dark else LIGHT, lang),
-            scrolling(optimizer_table(report, lang)),
-        ),
-    )
+def freeze_view(blocks: tuple[str, ...]) -> FreezeView:
+    """The freezing panel for a trainable set, built once per set, theme and language."""
+    dark, lang = is_dark(), language()
+
+    def build() -> FreezeView:
+        report = freeze_report(blocks)
+        bar = freeze_bar_html(report, DARK if dark else LIGHT, lang)
+        table = scrolling(optimizer_table(report, lang))
+        return FreezeView(report, bar, table, freeze_code(report), saved_text(report))
+
+    return ROOM_CACHE.get_or_compute(("freeze_view", blocks, dark, lang), build)
 
 
-@st.cache_resource(max_entries=1)
-def history() -> tuple[ThenNow, ...]:
-    return then_and_now()
+@dataclass(frozen=True)
+class HistoryCase:
+    """One then-vs-now case, ready to show: its key, then each outcome's code and text (the
+    old way first)."""
+
+    key: str
+    outcomes: tuple[tuple[str, str], ...]
+
+
+def history_view() -> tuple[HistoryCase, ...]:
+    """The then-vs-now cases (no input: the same for everyone), run once per process and
+    worded once per language."""
+    lang = language()
+    cases: tuple[ThenNow, ...] = ROOM_CACHE.get_or_compute(("history",), then_and_now)
+
+    def build() -> tuple[HistoryCase, ...]:
+        return tuple(
+            HistoryCase(case.key, tuple((o.code, outcome_text(o, lang))
+                                        for o in (case.then, *case.now)))
+            for case in cases
+        )  # fmt: skip
+
+    return ROOM_CACHE.get_or_compute(("history_view", lang), build)

@@ -68,25 +68,40 @@ def test_run_an_example_and_step_backward_to_the_end() -> None:
     at.button(key="autograd_prev").click().run()
     assert ".grad" not in graph_dot(at)
     assert at.query_params["a_step"] == "3"
-    assert at.query_params["a_ex"] == "propagation"
+    assert "a_ex" not in at.query_params  # the link's default example: left out of the link
 
 
-def test_predict_then_reveal_scores_each_answer() -> None:
-    at = open_page("views/autograd.py")
-    # a: requires_grad False, is_leaf True, .grad None → picking those two is all right;
-    # b: picking nothing misses requires_grad (True) and .grad is None (True: not a leaf);
-    # z: picking requires_grad and is_leaf (and not .grad is None) is all right.
-    at.pills(key="autograd_quiz_a").set_value(["is_leaf", "grad_is_none"])
-    at.pills(key="autograd_quiz_z").set_value(["requires_grad", "is_leaf"])
-    at.button(key="autograd_reveal").click().run()
+def _predict(at: AppTest, variable: str, question: str, answer: str) -> None:
+    """Pick ``answer`` for one question and press its Reveal (the kit's form)."""
+    key = f"autograd_quiz_{variable}_{question}"
+    at.radio(key=f"{key}_given").set_value(("True", "False").index(answer))
+    next(b for b in at.button if b.proto.form_id == f"{key}_form").click().run()
     ok(at)
+
+
+def test_predict_then_reveal_grades_each_answer_against_torch() -> None:
+    at = open_page("views/autograd.py")
+    # a: requires_grad False, is_leaf True, .grad None → all three right;
+    # b: requires_grad True and .grad is None True (not a leaf) → predicting False misses both;
+    # z: requires_grad True, is_leaf True, .grad filled → all three right.
+    predictions = {
+        "a": ("False", "True", "True"),
+        "b": ("False", "False", "False"),
+        "z": ("True", "True", "False"),
+    }
+    questions = ("requires_grad", "is_leaf", "grad_is_none")
+    score = translate("autograd.quiz.score", correct=7, total=9)
+    for variable, answers in predictions.items():
+        for question, answer in zip(questions, answers, strict=True):
+            assert all(s.value != score for s in at.success)  # scored once all are revealed
+            _predict(at, variable, question, answer)
     assert any(s.value == translate("autograd.quiz.score", correct=7, total=9) for s in at.success)
-    marks = next(m.value for m in at.markdown if m.value.startswith("| "))
-    b_row = next(line for line in marks.splitlines() if line.startswith("| `b`"))
-    assert b_row.count("✗") == 2 and translate("autograd.quiz.wrong", actual=True) in b_row
-    assert at.pills(key="autograd_quiz_a").disabled
+    wrong = [e.value for e in at.error]
+    assert wrong == [translate("kit.reveal.wrong", given="False", expected="True")] * 2
+    at.run()
+    assert [r.key for r in at.radio] == ["lang"]  # all revealed: no prediction can change
     at.button(key="autograd_again").click().run()
-    assert at.pills(key="autograd_quiz_a").value == []
+    assert at.radio(key="autograd_quiz_a_is_leaf_given").value is None
 
 
 def test_in_place_trap_shows_the_version_counter_in_the_page() -> None:
@@ -160,7 +175,7 @@ def test_a_custom_program_travels_in_the_link_and_a_broken_link_is_told() -> Non
     broken.query_params["a_prog"] = "x" * 5000
     broken.switch_page("views/autograd.py").run()
     ok(broken)
-    assert translate("autograd.program.link_broken") in [w.value for w in broken.warning]
+    assert translate("kit.link.broken", fields="a_prog") in [i.value for i in broken.info]
 
 
 def test_freezing_toggles_change_the_counts() -> None:

@@ -3,6 +3,10 @@ version note of the in-place trap, and the freezing bar and table."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from components.autograd import draw
 from components.theme import DARK, LIGHT
 from torchatlas.autograd import backward, trace
@@ -63,8 +67,8 @@ def test_version_note_names_the_tensor_changed_in_place() -> None:
 
 def test_dark_dot_colours_differ_from_light() -> None:
     graph, result = _replay("propagation")
-    light = graph.to_dot(result, 2, draw.dot_colors(LIGHT, False))
-    dark = graph.to_dot(result, 2, draw.dot_colors(DARK, True))
+    light = draw.dot_text(graph, result, 2, draw.dot_colors(LIGHT, False))
+    dark = draw.dot_text(graph, result, 2, draw.dot_colors(DARK, True))
     assert light != dark and DARK.text in dark
 
 
@@ -90,3 +94,52 @@ def test_freezing_bar_and_table() -> None:
     assert "model.fc = torch.nn.Linear(512, 100)" in code
     assert "torch.optim.SGD(model.fc.parameters(), lr=0.01)" in code
     compile(code, "<freeze code>", "exec")
+
+
+def test_dot_marks_leaves_colours_and_step_gradients() -> None:
+    graph = trace(EXAMPLES["propagation"].program)
+    result = backward(graph, "loss")
+    before = draw.dot_text(graph, result, step=0)
+    assert before.startswith("digraph") and before.rstrip().endswith("}")
+    assert re.search(r'v_z \[label="z\\n\(5, 5\) leaf".*peripheries=2', before)
+    assert re.search(r'v_b \[label="b\\n\(5, 5\)".*peripheries=1', before)
+    requires, plain = "#ee4c2c", "#8a8f98"
+    assert f'color="{requires}"' in before.split("v_z")[1].split("\n")[0]
+    assert f'color="{plain}"' in before.split("v_x")[1].split("\n")[0]
+    assert "penwidth" not in before and ".grad" not in before
+    after = draw.dot_text(graph, result, step=result.total_steps)
+    grad = result.grad("z").grad
+    assert f".grad {grad.short()}" in after
+    # every gradient a node sent along an edge is drawn on that edge
+    assert after.count("penwidth=2") == sum(
+        1 for s in result.steps for g in s.grad_out if g is not None
+    )
+    # colours can be the page's theme
+    dark = draw.dot_text(graph, result, 1, {"text": "#e8eaf0"})
+    assert 'fontcolor="#e8eaf0"' in dark
+    # and the words can be the reader's language
+    korean = draw.dot_text(graph, result, 1, words={"leaf": "리프", "saved": "저장"})
+    assert "(5, 5) 리프" in korean and "저장: other, self" in korean and " leaf" not in korean
+
+
+def test_dot_quotes_labels() -> None:
+    graph = trace("x = randn(2, requires_grad=True)\ny = x * 2\n")
+    dot = draw.dot_text(graph)
+    assert dot.count("{") == dot.count("}") == 1
+    assert '\\"' not in dot
+
+
+@pytest.mark.parametrize("key", sorted(EXAMPLES))
+def test_the_dot_text_of_every_example_is_the_stored_one(key: str, golden) -> None:
+    """What the room draws for each example before backward (a reviewed diff when the
+    drawing or torch's graph changes: ``--update-golden``)."""
+    golden(f"autograd/dot_{key}", draw.dot_text(trace(EXAMPLES[key].program)))
+
+
+@pytest.mark.parametrize("step", [1, 2, 4])
+def test_the_dot_text_of_backward_steps_is_the_stored_one(step: int, golden) -> None:
+    """Stepping backward through the propagation example: the nodes run so far, the
+    gradients on their edges and, at the end, the leaf's ``.grad``."""
+    graph, result = _replay("propagation")
+    assert result.total_steps == 4
+    golden(f"autograd/dot_propagation_step_{step}", draw.dot_text(graph, result, step))

@@ -1,9 +1,7 @@
 """The autograd room's other lessons against torch: freezing ResNet-18, then vs now, the
-prediction quiz, and the Graphviz text."""
+prediction quiz (the Graphviz text is the page's: test_autograd_draw.py)."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 import torch
@@ -13,6 +11,7 @@ from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BLOCKS, block_of, freeze
 from torchatlas.autograd.history import then_and_now
 from torchatlas.autograd.quiz import Question, grade, truth
+from torchatlas.quiz import Grade
 
 
 @pytest.fixture(scope="module")
@@ -97,47 +96,12 @@ def test_quiz_answers_come_from_torch() -> None:
     }
     assert truth(graph, result, "z")[Question.GRAD_IS_NONE] is False
     assert truth(graph, None, "z")[Question.GRAD_IS_NONE] is True  # before backward
-    predictions = {
-        ("a", Question.REQUIRES_GRAD): False,
-        ("a", Question.IS_LEAF): False,  # wrong: a is a leaf (no input required grad)
-        ("b", Question.REQUIRES_GRAD): True,
-        ("z", Question.GRAD_IS_NONE): False,
-    }
-    score = grade(graph, result, ("a", "b", "z", "nope"), predictions)
-    assert score.total == 9
-    assert score.correct == 3
-    wrong = [a for a in score.answers if a.predicted is not None and not a.correct]
-    assert [(a.variable, a.question) for a in wrong] == [("a", Question.IS_LEAF)]
-
-
-def test_dot_marks_leaves_colours_and_step_gradients() -> None:
-    graph = trace(EXAMPLES["propagation"].program)
-    result = backward(graph, "loss")
-    before = graph.to_dot(result, step=0)
-    assert before.startswith("digraph") and before.rstrip().endswith("}")
-    assert re.search(r'v_z \[label="z\\n\(5, 5\) leaf".*peripheries=2', before)
-    assert re.search(r'v_b \[label="b\\n\(5, 5\)".*peripheries=1', before)
-    requires, plain = "#ee4c2c", "#8a8f98"
-    assert f'color="{requires}"' in before.split("v_z")[1].split("\n")[0]
-    assert f'color="{plain}"' in before.split("v_x")[1].split("\n")[0]
-    assert "penwidth" not in before and ".grad" not in before
-    after = graph.to_dot(result, step=result.total_steps)
-    grad = result.grad("z").grad
-    assert f".grad {grad.short()}" in after
-    # every gradient a node sent along an edge is drawn on that edge
-    assert after.count("penwidth=2") == sum(
-        1 for s in result.steps for g in s.grad_out if g is not None
-    )
-    # colours can be the page's theme
-    dark = graph.to_dot(result, 1, {"text": "#e8eaf0"})
-    assert 'fontcolor="#e8eaf0"' in dark
-    # and the words can be the reader's language
-    korean = graph.to_dot(result, 1, words={"leaf": "리프", "saved": "저장"})
-    assert "(5, 5) 리프" in korean and "저장: other, self" in korean and " leaf" not in korean
-
-
-def test_dot_quotes_labels() -> None:
-    graph = trace("x = randn(2, requires_grad=True)\ny = x * 2\n")
-    dot = graph.to_dot()
-    assert dot.count("{") == dot.count("}") == 1
-    assert '\\"' not in dot
+    # each prediction is graded against torch's answer, worded as torch prints it
+    assert grade(graph, result, "a", Question.IS_LEAF, "False") == Grade(False, "True", "False")
+    assert grade(graph, result, "a", Question.REQUIRES_GRAD, "False").correct
+    assert grade(graph, result, "b", Question.REQUIRES_GRAD, "True").correct
+    assert grade(graph, result, "z", Question.GRAD_IS_NONE, "False").correct
+    assert grade(graph, None, "z", Question.GRAD_IS_NONE, "False").expected == "True"
+    assert not grade(graph, result, "z", Question.IS_LEAF, "yes").correct  # not an option
+    with pytest.raises(KeyError):
+        grade(graph, result, "nope", Question.IS_LEAF, "True")

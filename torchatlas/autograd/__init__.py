@@ -8,9 +8,10 @@
 
 Modules, each importing only those above it: ``errors`` (codes; PyTorch's errors explained),
 ``text`` (the bounded formatter), ``parser`` (the allow list), ``run`` (the interpreter),
-``programs`` (checked programs, cached), ``graph`` (the frozen record) and ``dot`` (Graphviz
-text), ``backward`` (the replay), then ``quiz``, ``freeze``, ``history`` (then vs now),
-``examples`` and ``jobs`` (the sandbox job).
+``programs`` (checked programs, cached), ``graph`` (the frozen record), ``backward`` (the
+replay), then ``quiz``, ``freeze``, ``history`` (then vs now), ``examples``, ``link`` (the
+room's shared link) and ``jobs`` (the sandbox job). The engine returns data only: the page
+draws it (``components/autograd/draw.py`` builds the Graphviz text).
 """
 
 from __future__ import annotations

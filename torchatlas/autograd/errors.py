@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from torchatlas.i18n import translate
+from torchatlas.errors import CodedError
 
 
 class ErrorCode(StrEnum):
@@ -74,32 +74,12 @@ TEACHING_CODES: tuple[ErrorCode, ...] = (
 )
 
 
-def message(code: ErrorCode | str, params: dict[str, Any], lang: str = "en") -> str:
-    """The text of an error in ``lang``, from the room's translation table."""
-    return translate(f"autograd.errors.{code}", lang, **params)
+class AutogradError(CodedError, ValueError):
+    """A program the room will not run; ``code`` and ``params`` pick the text
+    (``autograd.errors.<code>``)."""
 
-
-class AutogradError(ValueError):
-    """A program the room will not run; ``code`` and ``params`` pick the message."""
-
-    def __init__(self, code: ErrorCode | str, **params: Any) -> None:
-        super().__init__(code)
-        self.code = ErrorCode(code)
-        self.params = params
-
-    @property
-    def message(self) -> str:
-        return message(self.code, self.params)
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild, (type(self), self.code, self.params)
-
-
-def _rebuild(kind: type[AutogradError], code: ErrorCode, params: dict[str, Any]) -> AutogradError:
-    return kind(code, **params)
+    room = "autograd"
+    codes = ErrorCode
 
 
 class ProgramRefused(AutogradError):
@@ -120,9 +100,14 @@ class ProgramError:
         object.__setattr__(self, "code", ErrorCode(self.code))
         object.__setattr__(self, "params", {"line": self.line, **self.params})
 
+    def as_error(self) -> AutogradError:
+        """The coded error the page shows for it (the same code and parameters)."""
+        return AutogradError(self.code, **self.params)
+
     @property
     def message(self) -> str:
-        return message(self.code, self.params)
+        """The English text, for a notebook (the page shows :meth:`as_error`)."""
+        return self.as_error().message
 
 
 _VERSION = re.compile(

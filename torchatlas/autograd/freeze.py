@@ -83,10 +83,6 @@ class FreezeReport:
         return sum(p.numel for p in self.params if not p.requires_grad)
 
     @property
-    def trainable_tensors(self) -> int:
-        return sum(p.requires_grad for p in self.params)
-
-    @property
     def frozen_tensors(self) -> int:
         return sum(not p.requires_grad for p in self.params)
 

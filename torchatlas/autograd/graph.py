@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,6 @@ from torchatlas.autograd.errors import ProgramError, exception_text
 from torchatlas.autograd.text import bounded_text
 
 if TYPE_CHECKING:
-    from torchatlas.autograd.backward import BackwardTrace
     from torchatlas.autograd.run import Run
 
 MAX_SHOWN = 64  # a tensor's values travel with the graph up to this many elements
@@ -171,21 +170,6 @@ class Graph:
             return "loss"
         with_fn = [name for name in self.roots if self.variable(name).grad_fn is not None]  # type: ignore[union-attr]
         return with_fn[0] if with_fn else None
-
-    def to_dot(
-        self,
-        trace: BackwardTrace | None = None,
-        step: int | None = None,
-        colors: Mapping[str, str] | None = None,
-        words: Mapping[str, str] | None = None,
-    ) -> str:
-        """Graphviz DOT text of the graph (for ``st.graphviz_chart`` or any Graphviz); with a
-        backward trace, the gradients on the edges reached by ``step`` (default: all).
-        ``colors`` and ``words`` (``leaf``, ``saved``) replace the defaults: a page passes its
-        theme's colours and its reader's language."""
-        from torchatlas.autograd.dot import to_dot
-
-        return to_dot(self, trace, step, colors, words)
 
 
 def _text(value: Any) -> str:

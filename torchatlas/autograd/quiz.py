@@ -1,45 +1,29 @@
 """Predict, then reveal: a student predicts ``requires_grad``, ``is_leaf`` and whether
-``.grad`` is None (after backward) for chosen variables; the answers come from torch."""
+``.grad`` is None (after backward) for chosen variables, one True/False question each; the
+answers are what torch reported for the program (:func:`truth`) and the grade is the kit's
+(:func:`torchatlas.quiz.grade_choice`).
+
+>>> from torchatlas.autograd import backward, trace
+>>> graph = trace("w = ones(2, requires_grad=True)\\nloss = (w * 3).sum()")
+>>> grade(graph, backward(graph, "loss"), "loss", Question.IS_LEAF, "True")
+Grade(correct=False, expected='False', given='True')
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 
 from torchatlas.autograd.backward import BackwardTrace
 from torchatlas.autograd.graph import Graph
+from torchatlas.quiz import Grade, grade_choice
+
+OPTIONS: tuple[str, str] = ("True", "False")  # torch's own words for the answers
 
 
 class Question(StrEnum):
     REQUIRES_GRAD = "requires_grad"
     IS_LEAF = "is_leaf"
     GRAD_IS_NONE = "grad_is_none"
-
-
-@dataclass(frozen=True)
-class Answer:
-    variable: str
-    question: Question
-    predicted: bool | None  # None: the student left it open
-    actual: bool
-
-    @property
-    def correct(self) -> bool:
-        return self.predicted is self.actual
-
-
-@dataclass(frozen=True)
-class Score:
-    answers: tuple[Answer, ...]
-
-    @property
-    def correct(self) -> int:
-        return sum(a.correct for a in self.answers)
-
-    @property
-    def total(self) -> int:
-        return len(self.answers)
 
 
 def truth(graph: Graph, trace: BackwardTrace | None, variable: str) -> dict[Question, bool]:
@@ -57,19 +41,15 @@ def truth(graph: Graph, trace: BackwardTrace | None, variable: str) -> dict[Ques
     }
 
 
+def expected(graph: Graph, trace: BackwardTrace | None, variable: str, question: Question) -> str:
+    """Torch's answer to one question, as one of :data:`OPTIONS`."""
+    return str(truth(graph, trace, variable)[Question(question)])
+
+
 def grade(
-    graph: Graph,
-    trace: BackwardTrace | None,
-    variables: Sequence[str],
-    predictions: Mapping[tuple[str, Question], bool | None],
-) -> Score:
-    """Score every (variable, question) pair; a missing prediction counts as wrong."""
-    answers = []
-    for variable in variables:
-        if graph.variable(variable) is None:
-            continue
-        for question, actual in truth(graph, trace, variable).items():
-            answers.append(
-                Answer(variable, question, predictions.get((variable, question)), actual)
-            )
-    return Score(tuple(answers))
+    graph: Graph, trace: BackwardTrace | None, variable: str, question: Question, given: str
+) -> Grade:
+    """Grade one prediction (``"True"`` or ``"False"``; anything else is wrong) against what
+    torch reported for ``variable``."""
+    picked = OPTIONS.index(given) if given in OPTIONS else -1
+    return grade_choice(OPTIONS, picked, expected(graph, trace, variable, question))

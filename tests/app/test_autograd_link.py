@@ -1,0 +1,99 @@
+"""The autograd room's link round-trips through the kit (issue 23): a state the room can be
+in becomes a link and back unchanged; opened in the room, the link sets the program box, the
+seed, the root asked for and the step; junk keeps the declared defaults and the page says
+which parts it did not use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from tests.app.apptest import open_page
+from tests.links import junk_queries, valid_values
+from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES
+from torchatlas.autograd.link import LINK
+
+SCRIPT = "views/autograd.py"
+PAGE = settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def _room_values(at: Any) -> dict[str, Any]:
+    """The room's state in its link's terms, read from the session (what
+    ``components.autograd.state.link_values`` gives the kit to write): an example by its key
+    when the box holds its program, else the box's text."""
+    session = at.session_state
+    program = session["autograd_program"]
+    key = session["autograd_example"]
+    example = EXAMPLES.get(key)
+    if example is not None and example.program.strip() == program.strip():
+        ex, prog = key, ""
+    else:
+        ex, prog = DEFAULT_EXAMPLE, program
+    return {
+        "a_ex": ex,
+        "a_prog": prog,
+        "a_seed": session["autograd_seed"],
+        "a_root": session["autograd_link_root"] if "autograd_link_root" in session else "",  # noqa: SIM401
+        "a_step": session["autograd_step"] if "autograd_step" in session else 0,  # noqa: SIM401
+    }
+
+
+def _query(at: Any) -> dict[str, list[str]]:
+    return {
+        name: [values] if isinstance(values, str) else list(values)
+        for name, values in at.query_params.items()
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=valid_values(LINK))
+def test_a_state_becomes_a_link_and_back_unchanged(values: dict[str, Any]) -> None:
+    assert LINK.read(LINK.to_query(values)).values == values
+
+
+@PAGE
+@given(values=valid_values(LINK))
+def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:
+    # The room's links carry an example or a program, never both (a program wins).
+    assume(not (values["a_prog"] and values["a_ex"] != DEFAULT_EXAMPLE))
+    assume(values["a_prog"] not in {e.program for e in EXAMPLES.values()})
+    at = open_page(SCRIPT, query=LINK.to_query(values))
+    assert not at.exception
+    assert _room_values(at) == values
+    assert all("could not be used" not in box.value for box in at.info)
+    shown = values["a_prog"] or EXAMPLES[values["a_ex"]].program
+    assert at.text_area(key="autograd_program").value == shown
+    written = {name: value for name, value in _query(at).items() if name in LINK.names}
+    expected = LINK.to_query(values)
+    assert written == {k: [v] if isinstance(v, str) else v for k, v in expected.items()}
+
+
+@PAGE
+@given(query=junk_queries(LINK))
+def test_junk_keeps_the_defaults_and_says_so(query: dict[str, list[str]]) -> None:
+    read = LINK.read(query)
+    at = open_page(SCRIPT, query=query)
+    assert not at.exception
+    values = _room_values(at)
+    for name in read.broken:
+        if name == "a_prog" and read.values["a_ex"] != DEFAULT_EXAMPLE:
+            continue  # the example the link names is shown: its program, not a custom one
+        assert values[name] == LINK.field(name).default, name
+    if read.broken:
+        assert any(all(name in box.value for name in read.broken) for box in at.info)
+
+
+def test_a_link_names_a_program_or_an_example_and_the_room_writes_the_same() -> None:
+    program = "w = ones(2, requires_grad=True)\nloss = (w * 3).sum()\n"
+    at = open_page(SCRIPT, query={"a_prog": program, "a_step": "2"})
+    assert at.selectbox(key="autograd_example").value == "custom"
+    assert _query(at) == {"a_prog": [program], "a_step": ["2"]}
+    at = open_page(SCRIPT, query={"a_ex": "mlp", "a_root": "nowhere"})
+    assert at.text_area(key="autograd_program").value == EXAMPLES["mlp"].program
+    assert _query(at) == {"a_ex": ["mlp"], "a_root": ["nowhere"]}  # asked for, and told
+    assert any("`nowhere`" in w.value for w in at.warning)
