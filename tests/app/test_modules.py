@@ -10,7 +10,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import components.modules.state as room_state
-import torchatlas.modules as modules
 from components.shapes.state import decode_source, encode_source
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
@@ -21,7 +20,7 @@ PAGE = "views/modules.py"
 
 @pytest.fixture(autouse=True)
 def fresh_reports() -> None:
-    modules.REPORTS.clear()
+    room_state.REPORTS.clear()
 
 
 def _query(at: AppTest) -> dict[str, str]:

@@ -35,7 +35,7 @@ def _warm() -> None:
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     """Each link's work is measured, not a cached answer of an earlier test."""
-    modules.REPORTS.clear()
+    room_state.REPORTS.clear()
     room_state._TRACES.clear()
 
 

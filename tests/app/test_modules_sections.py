@@ -14,7 +14,6 @@ import json
 from streamlit.testing.v1 import AppTest
 
 import components.modules.state as room_state
-import torchatlas.modules as modules
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.modules import PRESETS
 
@@ -45,7 +44,7 @@ def _loss(at: AppTest) -> list[float]:
 
 
 def test_every_section_keeps_its_inputs_and_result() -> None:
-    modules.REPORTS.clear()
+    room_state.REPORTS.clear()
     at = open_page(PAGE)
     # inspect: pasted code, a model box, the inspection
     at.selectbox(key=room_state.PRESET).set_value(room_state.t("modules.presets.with_buffer")).run()
@@ -112,7 +111,7 @@ def test_every_section_keeps_its_inputs_and_result() -> None:
 
 def test_a_link_on_another_section_keeps_the_first_one() -> None:
     """Opened on the training section from a link, the inspector still has the link's model."""
-    modules.REPORTS.clear()
+    room_state.REPORTS.clear()
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.session_state["lang"] = "en"
     at.query_params.update({"nn_preset": "list_bug", "nn_section": "train", "nn_steps": "30"})

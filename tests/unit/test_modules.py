@@ -35,13 +35,6 @@ from torchatlas.modules import (
 from torchatlas.modules.inspector import describe_module
 from torchatlas.sandbox.schema import SchemaError
 
-
-@pytest.fixture(autouse=True)
-def fresh_reports() -> None:
-    """inspect_module shares reports between callers; a test must not see another's."""
-    modules.REPORTS.clear()
-
-
 # ---------------------------------------------------------------- the modules under test
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 # name → (source, constructor): parameters, buffers, plain tensors, ModuleList/ParameterList,
@@ -496,6 +489,9 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
             FakePool.registered.append(sorted(jobs))
             return self
 
+        def run_job(self, *args, **kwargs):  # the pool torchatlas.sandboxed runs jobs on
+            return module.run_job(*args, **kwargs)  # type: ignore[attr-defined]
+
     module.run_job = run_job  # type: ignore[attr-defined]
     module.get_pool = FakePool  # type: ignore[attr-defined]
     module.pool_class = FakePool  # type: ignore[attr-defined]
@@ -543,11 +539,14 @@ def test_over_long_boxes_never_reach_the_sandbox(fake_sandbox: types.ModuleType)
 
 
 def test_a_class_pressing_at_once_runs_one_job(fake_sandbox: types.ModuleType) -> None:
+    """The page's shared reports (components/modules/state.py): one job for a class."""
+    from components.modules.state import shared_report
+
     fake_sandbox.answer = FakeResult(True, _honest(), None)
     fake_sandbox.gate = threading.Event()
     reports: list[ModuleReport] = []
     threads = [
-        threading.Thread(target=lambda: reports.append(inspect_module("same", model="Net()")))
+        threading.Thread(target=lambda: reports.append(shared_report("same", "Net()")))
         for _ in range(5)
     ]
     for thread in threads:
@@ -556,14 +555,19 @@ def test_a_class_pressing_at_once_runs_one_job(fake_sandbox: types.ModuleType) -
     for thread in threads:
         thread.join(10)
     assert len(reports) == 5 and len(fake_sandbox.calls) == 1
-    assert inspect_module("same", model="Net()") is reports[0]  # kept: answered at once
+    assert shared_report("same", " Net() ") is reports[0]  # kept: answered at once
     assert len(fake_sandbox.calls) == 1
+    inspect_module("same", model="Net()")  # the engine itself keeps nothing
+    assert len(fake_sandbox.calls) == 2
 
 
-def test_a_timeout_is_not_kept(fake_sandbox: types.ModuleType) -> None:
-    fake_sandbox.answer = FakeResult(False, None, FakeError("timeout", "slow"))
-    inspect_module("src")
-    inspect_module("src")
+@pytest.mark.parametrize("kind", ["timeout", "busy", "crashed"])
+def test_a_failure_of_the_moment_is_not_kept(fake_sandbox: types.ModuleType, kind: str) -> None:
+    from components.modules.state import shared_report
+
+    fake_sandbox.answer = FakeResult(False, None, FakeError(kind, "slow"))
+    shared_report("src", "")
+    shared_report("src", "")
     assert len(fake_sandbox.calls) == 2
 
 

@@ -34,11 +34,6 @@ def _sandbox_ready() -> bool:
 pytestmark = pytest.mark.skipif(not _sandbox_ready(), reason="torchatlas.sandbox not installed")
 
 
-@pytest.fixture(autouse=True)
-def fresh_reports() -> None:
-    modules.REPORTS.clear()
-
-
 @pytest.fixture(scope="module")
 def shared() -> SandboxPool:
     """The process-wide pool, warmed once for this file (the page's own path to it)."""

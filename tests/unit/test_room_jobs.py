@@ -10,7 +10,7 @@ import pytest
 
 from tests.sandbox_jobs import warm_pool
 from torchatlas.sandbox import SandboxPool
-from torchatlas.sandboxed import FAILURE_KINDS, register_room_jobs, run_room_job
+from torchatlas.sandboxed import FAILURE_KINDS, JobFailure, register_room_jobs, run_room_job
 
 
 @dataclass(frozen=True)
@@ -110,3 +110,84 @@ def test_a_pool_leaves_no_file_behind() -> None:
         )
         assert outcome.ok, outcome.failure
     assert sandbox_files() <= before
+
+
+# ---------------------------------------------------------------- rooms that run pasted code
+def test_pasted_source_runs_in_the_child_and_its_reply_is_read_by_the_room(
+    pool: SandboxPool,
+) -> None:
+    """The shape explorer's job goes through the one client: the source travels with the
+    job, and the room's own bounded schema reads the reply (``reader``)."""
+    from torchatlas.shapes import ShapeReport
+
+    source = "import torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n"
+    source += "        return x\n"
+    outcome = run_room_job(
+        "shapes.analyze", {"input_shapes": [[2, 3]]}, source=source,
+        reader=ShapeReport.from_dict, pool=pool,
+    )  # fmt: skip
+    assert outcome.ok, outcome.failure
+    assert isinstance(outcome.value, ShapeReport) and outcome.value.outputs == [[2, 3]]
+
+
+def test_a_refused_source_says_where(pool: SandboxPool) -> None:
+    """The allow-list's refusals reach the room with their lines (the page marks them)."""
+    from torchatlas.shapes import ShapeReport
+
+    source = "import torch\n\nx = ().__class__.__base__\n"
+    outcome = run_room_job(
+        "shapes.analyze", {"input_shapes": [[1]]}, source=source,
+        reader=ShapeReport.from_dict, pool=pool,
+    )  # fmt: skip
+    failure = outcome.failure
+    assert failure is not None and failure.kind == "refused"
+    assert failure.refusals and {refusal.line for refusal in failure.refusals} == {3}
+
+
+def test_a_reply_the_rooms_reader_refuses_is_untrusted(pool: SandboxPool) -> None:
+    def refuse(reply: object) -> object:
+        raise ValueError("not a report")
+
+    outcome = run_room_job(
+        "sandbox.room_reply", {"reply": {"layers": "x"}}, reader=refuse, pool=pool
+    )
+    assert outcome.failure is not None and outcome.failure.kind == "untrusted"
+    assert not outcome.worth_keeping
+
+
+@pytest.mark.parametrize("room", ["shapes", "modules"])
+def test_each_sandboxed_room_has_its_own_code_for_every_failure(room: str) -> None:
+    """One list of failure kinds (the client's), each mapped to a code of the room's own,
+    with a text in the room's tables; one notion of a failure of the moment."""
+    import importlib
+
+    from torchatlas.i18n import LANGUAGES, has_key
+    from torchatlas.sandboxed import TRANSIENT_KINDS
+
+    engine = importlib.import_module(f"torchatlas.{room}")
+    assert set(engine.FAILURE_CODES) == set(FAILURE_KINDS)
+    for kind, code in engine.FAILURE_CODES.items():
+        assert code.value == kind
+        for lang in LANGUAGES:
+            assert has_key(f"{room}.errors.{code.value}.title", lang), (room, kind, lang)
+    for kind in FAILURE_KINDS:
+        error = engine._failure_error(JobFailure(kind), 5)
+        assert engine.transient(error) == (kind in TRANSIENT_KINDS), (room, kind)
+        assert engine.transient(error) == JobFailure(kind).transient
+
+
+def test_no_room_reaches_another_through_the_sandbox_client() -> None:
+    """The shape explorer and the module room share what they both need
+    (torchatlas.modelcode), and the client registers every room's jobs by name: no chain of
+    imports leads from one room's engine to another's."""
+    import grimp
+
+    graph = grimp.build_graph("torchatlas", exclude_type_checking_imports=True)
+    rooms = ["shapes", "modules", "autograd", "strides", "basics"]
+    chains = [
+        (a, b)
+        for a in rooms
+        for b in rooms
+        if a != b and graph.chain_exists(f"torchatlas.{a}", f"torchatlas.{b}", as_packages=True)
+    ]
+    assert chains == []

@@ -607,7 +607,7 @@ def test_flops_equal_flop_counter_mode(key: str) -> None:
 def test_building_on_meta_skips_initialisers_only_for_meta_tensors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from torchatlas.shapes.analysis import build_on_meta, meta_initialisers_skipped
+    from torchatlas.modelcode import build_on_meta, meta_initialisers_skipped
 
     initialised: list[str] = []
     real_uniform = nn.init.uniform_

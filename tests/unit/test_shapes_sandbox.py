@@ -16,6 +16,7 @@ import pytest
 
 from torchatlas.i18n import LANGUAGES
 from torchatlas.presets import PRESETS
+from torchatlas.sandboxed import FAILURE_KINDS
 from torchatlas.shapes import (
     JOBS,
     Constraint,
@@ -26,7 +27,6 @@ from torchatlas.shapes import (
     parse_shapes,
     why_meta,
 )
-from torchatlas.shapes.report import SANDBOX_KINDS
 
 
 @dataclass
@@ -78,6 +78,9 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
             registered.append(dict(jobs))
             return self
 
+        def run_job(self, *args, **kwargs):  # the pool torchatlas.sandboxed runs jobs on
+            return module.run_job(*args, **kwargs)  # type: ignore[attr-defined]
+
     module.get_pool = FakePool  # type: ignore[attr-defined]
     module.registered = registered  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torchatlas.sandbox", module)
@@ -126,19 +129,20 @@ def test_unknown_refusal_codes_and_sandbox_kinds_read_as_ours(fake_sandbox: list
     assert error is not None and error.kind is ErrorKind.JOB_ERROR
 
 
-@pytest.mark.parametrize("kind", sorted(SANDBOX_KINDS))
+@pytest.mark.parametrize("kind", sorted(FAILURE_KINDS))
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 def test_every_sandbox_kind_has_the_rooms_own_text(
-    fake_sandbox: list, kind: ErrorKind, lang: str
+    fake_sandbox: list, kind: str, lang: str
 ) -> None:
-    """One source for text: the page's words for what the sandbox reports come from the
-    room's tables in every language; the sandbox's English sentence is only a detail."""
+    """One source for text: the page's words for each kind of failure the sandbox client
+    reports (torchatlas.sandboxed.FAILURE_KINDS) come from the room's tables in every
+    language; the sandbox's English sentence is only a detail."""
     module = fake_sandbox.pop()
-    module.answer = FakeResult(False, None, FakeError(kind.value, "Sandbox English."))
+    module.answer = FakeResult(False, None, FakeError(kind, "Sandbox English."))
     error = explore("src", [[1, 3]], timeout_s=4).error
-    assert error is not None and error.kind is kind
+    assert error is not None and error.kind is ErrorKind(kind)
     for part in ("title", "message", "hint"):
-        key = f"shapes.errors.{kind.value}.{part}"
+        key = f"shapes.errors.{kind}.{part}"
         text = error.text(part, lang)
         assert text != key and "{" not in text and "Sandbox English." not in text, (key, text)
 
@@ -285,7 +289,9 @@ def test_why_meta_through_the_sandbox() -> None:
 
 def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> None:
     """Thirty sessions asking for the same analysis at the same moment share one sandbox job,
-    and a later press is answered from the shared report."""
+    and a later press is answered from the shared report (components/shapes/state.py)."""
+    from components.shapes.state import REPORTS, shared_report
+
     module = fake_sandbox.pop()
     release = threading.Event()
     answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]], "flops": 5}, None)
@@ -299,9 +305,7 @@ def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> No
     reports: list = []
 
     def press(student: int) -> None:
-        reports.append(explore("src", [[1, 3, 32, 32]], session_id=f"s{student}"))
-
-    from torchatlas.shapes import REPORTS
+        reports.append(shared_report("src", "1×3×32×32", "", "", False, session=f"s{student}"))
 
     missed_before = REPORTS.stats().misses
     threads = [threading.Thread(target=press, args=(n,)) for n in range(30)]
@@ -318,18 +322,23 @@ def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> No
         thread.join(10)
     assert len(fake_sandbox) == 1
     assert len(reports) == 30 and all(r.outputs == [[1, 10]] for r in reports)
-    explore("src", [[1, 3, 32, 32]], session_id="late")
+    shared_report("src", "1, 3, 32, 32", "float32", " ", False, session="late")  # the same boxes
     assert len(fake_sandbox) == 1
-    explore("src", [[2, 3, 32, 32]], session_id="other input")
+    shared_report("src", "2×3×32×32", "", "", False, session="other input")
     assert len(fake_sandbox) == 2
+    explore("src", [[1, 3, 32, 32]])  # the engine itself keeps nothing
+    assert len(fake_sandbox) == 3
 
 
-def test_a_busy_or_timed_out_analysis_is_not_kept(fake_sandbox: list) -> None:
+@pytest.mark.parametrize("kind", ["timeout", "busy", "crashed"])
+def test_a_busy_or_timed_out_analysis_is_not_kept(fake_sandbox: list, kind: str) -> None:
+    from components.shapes.state import shared_report
+
     module = fake_sandbox.pop()
-    module.answer = FakeResult(False, None, FakeError("timeout", "stopped after 10 s"))
-    assert explore("src", [[1, 4]]).error.kind == "timeout"
+    module.answer = FakeResult(False, None, FakeError(kind, "stopped after 10 s"))
+    assert shared_report("src", "1×4", "", "", False).error.kind == kind
     module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 2]], "flops": 1}, None)
-    assert explore("src", [[1, 4]]).error is None
+    assert shared_report("src", "1×4", "", "", False).error is None
     assert len(fake_sandbox) == 2
 
 

@@ -25,11 +25,9 @@ Errors and findings are codes and parameters; their text is in
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import Any
 
-from torchatlas.cache import BoundedCache
+from torchatlas.modelcode import MAX_MODEL_CHARS
 from torchatlas.modules.jobs import (
     INSPECT,
     JOBS,
@@ -43,8 +41,6 @@ from torchatlas.modules.memory import MEMORY, InitReport, MemoryValues, init_rep
 from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS, Preset
 from torchatlas.modules.report import (
     REPORT_SCHEMA,
-    SANDBOX_KINDS,
-    TRANSIENT_KINDS,
     Container,
     ErrorKind,
     Finding,
@@ -76,10 +72,17 @@ from torchatlas.modules.training import (
     modes,
     train_steps,
 )
-from torchatlas.sandboxed import JobFailure, RoomJob
+from torchatlas.sandboxed import (
+    FAILURE_KINDS,
+    TRANSIENT_KINDS,
+    JobFailure,
+    RoomJob,
+    run_room_job,
+)
 
 __all__ = [
     "DEFAULT_PRESET",
+    "FAILURE_CODES",
     "INSPECT",
     "JOBS",
     "MAX_STEPS",
@@ -111,78 +114,44 @@ __all__ = [
     "TensorRow",
     "TrainingError",
     "TrainingTrace",
+    "check_boxes",
     "inspect_module",
     "modes",
     "register_jobs",
     "save_load",
     "train_contained",
     "train_steps",
+    "transient",
     "uninitialised_memory",
 ]
 
-LOG = logging.getLogger(__name__)
-# The shape explorer's limits for pasted code: the same source length and constructor box.
-MAX_MODEL_CHARS = 500
+
+# Each kind of sandbox failure (torchatlas.sandboxed.FAILURE_KINDS) as this room's code: the
+# page's words for it are the room's (modules.errors.<code>).
+FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE_KINDS}
 
 
-def _sandbox_params(timeout_s: float, detail: str = "", lines: int = 1) -> dict[str, Any]:
-    """What the texts of the sandbox's kinds need: the time limit, the number of refused
-    lines, and the sandbox's own English message as a detail."""
-    return {"timeout": f"{timeout_s:g}", "lines": lines, "detail": detail}
-
-
-def _sandbox_error(error: Any, timeout_s: float) -> ModuleError:
-    """The sandbox's error as the room's: its kind selects our translated text; its English
-    message is kept only as a detail."""
-    kind = getattr(error, "kind", ErrorKind.UNAVAILABLE.value)
-    kind = ErrorKind(kind) if kind in SANDBOX_KINDS else ErrorKind.JOB_ERROR
+def _failure_error(failure: JobFailure, timeout_s: float) -> ModuleError:
+    """The sandbox's failure as the room's error: its kind selects our translated text; the
+    sandbox's English message is kept only as a detail."""
     refusals = [
-        RefusedLine(r.line, r.col, str(r.code), str(r.message))
-        for r in getattr(error, "refusals", []) or []
+        RefusedLine(refusal.line, refusal.col, refusal.code, refusal.detail)
+        for refusal in failure.refusals
     ]
     lines = max(1, len({refusal.line for refusal in refusals}))
     return ModuleError(
-        kind,
-        params=_sandbox_params(timeout_s, str(getattr(error, "message", "") or error), lines),
-        line=getattr(error, "line", None),
-        col=getattr(error, "col", None),
+        FAILURE_CODES.get(failure.kind, ErrorKind.JOB_ERROR),
+        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
+        line=failure.line,
+        col=failure.col,
         refusals=refusals,
     )
 
 
-def _run(
-    source: str,
-    params: dict[str, Any],
-    timeout_s: float,
-    session_id: str | None,
-    on_queued: Callable[[int], None] | None,
-    job: str = INSPECT,
-) -> tuple[dict[str, Any] | None, ModuleError | None]:
-    """The job's JSON result from the process-wide sandbox, or why there is none."""
-    try:
-        from torchatlas import sandbox
-        from torchatlas.sandboxed import shared_pool
-
-        run_job = sandbox.run_job
-        shared_pool()  # the process-wide pool runs only registered jobs, every room's at once
-    except (ImportError, AttributeError) as exc:
-        detail = f"{type(exc).__name__}: {exc}"
-        return None, ModuleError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
-    extra = {"on_queued": on_queued} if on_queued is not None else {}
-    result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
-    if not result.ok or result.value is None:
-        return None, _sandbox_error(result.error, timeout_s)
-    return result.value, None
-
-
-# Reports shared by every caller in this process, keyed by the source and the constructor: a
-# class inspecting the same preset at once runs one job, and later presses are answered at once.
-REPORT_CACHE_BYTES = 32 << 20
-REPORTS: BoundedCache[tuple[Any, ...], ModuleReport] = BoundedCache(REPORT_CACHE_BYTES)
-
-
-def _worth_keeping(report: ModuleReport) -> bool:
-    return report.error is None or report.error.kind not in TRANSIENT_KINDS
+def transient(error: ModuleError | None) -> bool:
+    """Whether ``error`` is a failure of the moment (torchatlas.sandboxed.TRANSIENT_KINDS): a
+    cache shares it with whoever asked at the same time but does not keep it."""
+    return error is not None and error.kind.value in TRANSIENT_KINDS
 
 
 def check_boxes(source: str, model: str | None) -> ModuleError | None:
@@ -218,24 +187,24 @@ def inspect_module(
     wrong and how to fix it. The worker's reply is checked against :data:`REPORT_SCHEMA`
     before it becomes a report (error kind ``untrusted`` when it does not match).
     ``on_queued(position)`` hears the job's place in the sandbox's line (0: it starts).
+    Every call runs a job: the page keeps reports (components/modules/state.py).
     """
     model = (model or "").strip() or None
     error = check_boxes(source, model)
     if error is not None:
         return ModuleReport(model=model or "", error=error)
-    key = (source, model)
-
-    def compute() -> ModuleReport:
-        value, error = _run(source, {"model": model}, timeout_s, session_id, on_queued)
-        if error is None:
-            try:
-                return ModuleReport.from_dict(value)
-            except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
-                LOG.warning("module room: the sandbox's result was refused: %s", str(exc)[:300])
-                error = ModuleError(ErrorKind.UNTRUSTED, params=_sandbox_params(timeout_s))
-        return ModuleReport(model=model or "", error=error)
-
-    return REPORTS.get_or_compute_once(key, compute, keep=_worth_keeping)
+    job = run_room_job(
+        INSPECT,
+        {"model": model},
+        source=source,
+        reader=ModuleReport.from_dict,
+        session_id=session_id,
+        timeout_s=timeout_s,
+        on_queued=on_queued,
+    )
+    if job.failure is None:
+        return job.value
+    return ModuleReport(model=model or "", error=_failure_error(job.failure, timeout_s))
 
 
 TRAIN_TIMEOUT_S = 5.0  # a 500-step MLP run with every value recorded takes well under 1 s
@@ -256,8 +225,6 @@ def train_contained(
     :data:`TRACE_LIMITS`. Never raises: ``.value`` is the trace, ``.refused`` the engine's
     coded refusal (a :class:`TrainingError` value and its parameters), ``.failure`` why the
     sandbox gave no result (a limit, a full line, a reply outside the type)."""
-    from torchatlas.sandboxed import run_room_job
-
     params = {
         "model": str(model_key),
         "lr": float(lr),
@@ -286,9 +253,7 @@ def uninitialised_memory(
     heap may hold another visitor's data), address-like words masked, beside a fresh
     ``nn.Linear(3, 4)``. ``run`` replaces :func:`~torchatlas.sandboxed.run_room_job` (tests).
     Never raises: without the sandbox, ``failure`` says why."""
-    if run is None:
-        from torchatlas.sandboxed import run_room_job as run
-    job = run(
+    job = (run or run_room_job)(
         MEMORY,
         {},
         MemoryValues,

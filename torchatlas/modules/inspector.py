@@ -31,6 +31,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from torchatlas.modelcode import ModelCodeError, build_on_meta, find_model, user_files_of
 from torchatlas.modules.report import (
     MAX_FINDINGS,
     MAX_LIST_ITEMS,
@@ -522,34 +523,19 @@ def _facts(
 def inspect_namespace(namespace: dict[str, Any], *, model: str | None = None) -> dict[str, Any]:
     """Job ``modules.inspect``: the report for the model the pasted source defines, as a dict.
     Never raises: every failure is an error code and parameters in the report."""
-    # The shape explorer's rules for finding and building a pasted model (its limits too).
-    from torchatlas.shapes.analysis import (
-        AnalysisError,
-        build_on_meta,
-        find_model,
-        user_files_of,
-    )
-
+    # The rules for finding and building a pasted model, shared with the shape explorer.
     started = time.perf_counter()
     try:
         user_files = user_files_of(namespace)
         target, args, kwargs, label = find_model(namespace, model, user_files)
         built = build_on_meta(target, args, kwargs, label, user_files)
-    except AnalysisError as exc:
-        shape_error = exc.error
-        kinds = {kind.value for kind in ErrorKind}
-        kind = shape_error.kind.value
-        error = ModuleError(
-            ErrorKind(kind) if kind in kinds else ErrorKind.INTERNAL,
-            params={
-                key: value
-                for key, value in shape_error.params.items()
-                if isinstance(value, str | int | float | bool)
-            },
-            line=shape_error.line,
-        )
-        if kind not in kinds:
-            error = ModuleError(ErrorKind.INTERNAL, params={"detail": kind})
+    except ModelCodeError as exc:  # every ModelCode is one of this room's codes too
+        params = {
+            key: value
+            for key, value in exc.params.items()
+            if isinstance(value, str | int | float | bool)
+        }
+        error = ModuleError(ErrorKind(exc.code.value), params=params, line=exc.line)
         return ModuleReport(model=model or "", error=error).to_dict()
     except Exception as exc:
         return ModuleReport(

@@ -101,7 +101,8 @@ class ErrorKind(StrEnum):
     NOT_A_MODULE = "not_a_module"
     INSPECT_ERROR = "inspect_error"  # the model built, but walking it raised
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandbox.pool.ERROR_KINDS).
+    # What the sandbox itself reports (torchatlas.sandboxed.FAILURE_KINDS: FAILURE_CODES maps
+    # each to one of these).
     REFUSED = "refused"
     SYNTAX = "syntax"
     CODE_ERROR = "code_error"
@@ -114,38 +115,6 @@ class ErrorKind(StrEnum):
     UNTRUSTED = "untrusted"
     JOB_ERROR = "job_error"
     UNAVAILABLE = "unavailable"
-
-
-SANDBOX_KINDS = frozenset(
-    {
-        ErrorKind.REFUSED,
-        ErrorKind.SYNTAX,
-        ErrorKind.CODE_ERROR,
-        ErrorKind.TIMEOUT,
-        ErrorKind.MEMORY,
-        ErrorKind.CRASHED,
-        ErrorKind.OUTPUT_TOO_LARGE,
-        ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS,
-        ErrorKind.UNTRUSTED,
-        ErrorKind.JOB_ERROR,
-        ErrorKind.UNAVAILABLE,
-    }
-)
-# Outcomes of the moment: shared with whoever asked at the same time, never kept in a cache.
-TRANSIENT_KINDS = frozenset(
-    {
-        ErrorKind.TIMEOUT,
-        ErrorKind.MEMORY,
-        ErrorKind.CRASHED,
-        ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS,
-        ErrorKind.UNTRUSTED,
-        ErrorKind.JOB_ERROR,
-        ErrorKind.UNAVAILABLE,
-        ErrorKind.INTERNAL,
-    }
-)
 
 
 def _plain(value: Any) -> Any:

@@ -14,11 +14,10 @@ the job :func:`analyze_namespace`; the JSON that comes back becomes a :class:`Sh
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torchatlas.cache import BoundedCache
+from torchatlas.sandboxed import FAILURE_KINDS, TRANSIENT_KINDS, JobFailure, run_room_job
 from torchatlas.shapes.analysis import (
     DTYPES,
     AnalysisError,
@@ -33,7 +32,6 @@ from torchatlas.shapes.analysis import (
 from torchatlas.shapes.jobs import ANALYZE, JOBS, WHY_META, register_jobs
 from torchatlas.shapes.report import (
     REPORT_SCHEMA,
-    SANDBOX_KINDS,
     WHY_META_SCHEMA,
     Constraint,
     DeviceMove,
@@ -53,6 +51,7 @@ from torchatlas.shapes.report import (
 
 __all__ = [
     "DTYPES",
+    "FAILURE_CODES",
     "JOBS",
     "REPORT_SCHEMA",
     "WHY_META_SCHEMA",
@@ -78,11 +77,10 @@ __all__ = [
     "parse_constructor",
     "parse_shapes",
     "register_jobs",
+    "transient",
     "why_meta",
     "why_meta_namespace",
 ]
-
-LOG = logging.getLogger(__name__)
 
 
 def _params(
@@ -97,78 +95,33 @@ def _params(
     }
 
 
-def _sandbox_params(timeout_s: float, detail: str = "", lines: int = 1) -> dict[str, Any]:
-    """What the texts of the sandbox's kinds need: the time limit, the number of refused
-    lines, and the sandbox's own English message as a detail."""
-    return {"timeout": f"{timeout_s:g}", "lines": lines, "detail": detail}
+# Each kind of sandbox failure (torchatlas.sandboxed.FAILURE_KINDS) as this room's code: the
+# page's words for it are the room's (shapes.errors.<code>), about pasted model code.
+FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE_KINDS}
 
 
-def _sandbox_error(error: Any, timeout_s: float) -> ShapeError:
-    """The sandbox's error as the room's: its kind selects our translated text; its English
-    message is kept only as a detail, which the page shows beside that text."""
-    kind = getattr(error, "kind", ErrorKind.UNAVAILABLE.value)
-    kind = ErrorKind(kind) if kind in SANDBOX_KINDS else ErrorKind.JOB_ERROR
+def _failure_error(failure: JobFailure, timeout_s: float) -> ShapeError:
+    """The sandbox's failure as the room's error: its kind selects our translated text; the
+    sandbox's English message is kept only as a detail, which the page shows beside it. The
+    texts need the time limit and the number of refused lines."""
     refusals = [
-        RefusedLine(r.line, r.col, RefusalCode.of(r.code), r.message)
-        for r in getattr(error, "refusals", []) or []
+        RefusedLine(refusal.line, refusal.col, RefusalCode.of(refusal.code), refusal.detail)
+        for refusal in failure.refusals
     ]
     lines = max(1, len({refusal.line for refusal in refusals}))
     return ShapeError(
-        kind,
-        params=_sandbox_params(timeout_s, str(getattr(error, "message", "") or error), lines),
-        line=getattr(error, "line", None),
-        col=getattr(error, "col", None),
+        FAILURE_CODES.get(failure.kind, ErrorKind.JOB_ERROR),
+        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
+        line=failure.line,
+        col=failure.col,
         refusals=refusals,
     )
 
 
-def _untrusted(exc: Exception, timeout_s: float) -> ShapeError:
-    """A reply outside its schema: named for the server log, never echoed to the page."""
-    LOG.warning("shape explorer: the sandbox's result was refused: %s", str(exc)[:300])
-    return ShapeError(ErrorKind.UNTRUSTED, params=_sandbox_params(timeout_s))
-
-
-def _run(
-    source: str,
-    job: str,
-    params: dict[str, Any],
-    timeout_s: float,
-    session_id: str | None,
-    on_queued: Callable[[int], None] | None = None,
-) -> tuple[dict[str, Any] | None, ShapeError | None]:
-    """The job's JSON result from the sandbox, or why there is none."""
-    try:
-        from torchatlas import sandbox
-        from torchatlas.sandboxed import shared_pool
-
-        run_job = sandbox.run_job
-        shared_pool()  # the process-wide pool runs only registered jobs, every room's at once
-    except (ImportError, AttributeError) as exc:
-        detail = f"{type(exc).__name__}: {exc}"
-        return None, ShapeError(ErrorKind.UNAVAILABLE, params=_sandbox_params(timeout_s, detail))
-    extra = {"on_queued": on_queued} if on_queued is not None else {}
-    result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
-    if not result.ok or result.value is None:
-        return None, _sandbox_error(result.error, timeout_s)
-    return result.value, None
-
-
-# Reports shared by every caller in this process, keyed by everything that decides them: a
-# class analysing the same preset at once runs it once, and later presses are answered at once.
-REPORT_CACHE_BYTES = 64 << 20
-REPORTS: BoundedCache[tuple[Any, ...], ShapeReport] = BoundedCache(REPORT_CACHE_BYTES)
-# Outcomes of the moment (a full line, a loaded server's timeout, a crash, an unreadable reply)
-# are shared with whoever asked at the same time but not kept: the next press may succeed.
-TRANSIENT_KINDS = frozenset(
-    {
-        ErrorKind.TIMEOUT, ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
-    }
-)  # fmt: skip
-
-
-def _worth_keeping(report: ShapeReport) -> bool:
-    return report.error is None or report.error.kind not in TRANSIENT_KINDS
+def transient(error: ShapeError | None) -> bool:
+    """Whether ``error`` is a failure of the moment (torchatlas.sandboxed.TRANSIENT_KINDS): a
+    cache shares it with whoever asked at the same time but does not keep it."""
+    return error is not None and error.kind.value in TRANSIENT_KINDS
 
 
 def explore(
@@ -184,29 +137,26 @@ def explore(
 ) -> ShapeReport:
     """Each layer's shapes, params and FLOPs for the model ``source`` defines, on meta.
 
-    ``source`` runs only inside the sandbox. Never raises for bad code or bad inputs: the
-    report's ``error`` says what went wrong and how to fix it. The sandbox's reply is checked
-    against :data:`REPORT_SCHEMA` before it becomes a report (error kind ``untrusted`` when it
-    does not match). ``on_queued(position)`` is called while the job waits in line (1 = next,
-    0 = it starts), so a page can say "queued, 3rd in line".
+    ``source`` runs only inside the sandbox (:func:`torchatlas.sandboxed.run_room_job`). Never
+    raises for bad code or bad inputs: the report's ``error`` says what went wrong and how to
+    fix it. The sandbox's reply is checked against :data:`REPORT_SCHEMA` before it becomes a
+    report (error kind ``untrusted`` when it does not match). ``on_queued(position)`` is
+    called while the job waits in line (1 = next, 0 = it starts), so a page can say "queued,
+    3rd in line". Every call runs a job: the page keeps reports (components/shapes/state.py).
     """
     try:
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
     except AnalysisError as exc:
         return ShapeReport(error=exc.error)
     params = {**_params(shapes, dtypes, model), "symbolic": bool(symbolic)}
-    key = (source, tuple(map(tuple, shapes)), tuple(dtypes), model or None, bool(symbolic))
-
-    def analyse() -> ShapeReport:
-        value, error = _run(source, ANALYZE, params, timeout_s, session_id, on_queued)
-        if error is None:
-            try:
-                return ShapeReport.from_dict(value)
-            except (TypeError, KeyError, ValueError) as exc:  # SchemaError is a ValueError
-                error = _untrusted(exc, timeout_s)
-        return ShapeReport(model=model or "", input_shapes=shapes, input_dtypes=dtypes, error=error)
-
-    return REPORTS.get_or_compute_once(key, analyse, keep=_worth_keeping)
+    job = run_room_job(
+        ANALYZE, params, source=source, reader=ShapeReport.from_dict, session_id=session_id,
+        timeout_s=timeout_s, on_queued=on_queued,
+    )  # fmt: skip
+    if job.failure is None:
+        return job.value
+    error = _failure_error(job.failure, timeout_s)
+    return ShapeReport(model=model or "", input_shapes=shapes, input_dtypes=dtypes, error=error)
 
 
 def why_meta(
@@ -225,11 +175,10 @@ def why_meta(
         shapes, dtypes = validate_inputs(input_shapes, input_dtypes)
     except AnalysisError as exc:
         return WhyMetaReport(error=exc.error)
-    params = _params(shapes, dtypes, model)
-    value, error = _run(source, WHY_META, params, timeout_s, session_id, on_queued)
-    if error is None:
-        try:
-            return WhyMetaReport.from_dict(value)
-        except (TypeError, KeyError, ValueError) as exc:
-            error = _untrusted(exc, timeout_s)
-    return WhyMetaReport(error=error)
+    job = run_room_job(
+        WHY_META, _params(shapes, dtypes, model), source=source, reader=WhyMetaReport.from_dict,
+        session_id=session_id, timeout_s=timeout_s, on_queued=on_queued,
+    )  # fmt: skip
+    if job.failure is None:
+        return job.value
+    return WhyMetaReport(error=_failure_error(job.failure, timeout_s))

@@ -14,11 +14,8 @@ in the translation tables.
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import functools
 import inspect
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,8 +24,17 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+from torch.nn.parameter import UninitializedParameter
 
+from torchatlas import modelcode
+from torchatlas.modelcode import (
+    MAX_MODEL_CHARS,
+    DeviceLog,
+    KeepOnHome,
+    ModelCodeError,
+    user_files_of,
+    user_line_of,
+)
 from torchatlas.shapes.hints import attribute_path, explain_layer_failure, shapes_text
 from torchatlas.shapes.report import (
     Constraint,
@@ -41,13 +47,11 @@ from torchatlas.shapes.report import (
 )
 from torchatlas.shapes.symbolic import SymbolicInputs, dim_names
 from torchatlas.shapes.trace import (
-    DeviceLog,
-    KeepOnHome,
     ShapeTracer,
     TraceRow,
+    device_moves,
     named_tensors_in,
     tensors_in,
-    user_line_of,
 )
 
 DTYPES: dict[str, torch.dtype] = {
@@ -69,7 +73,6 @@ MAX_SIZE = 2**40  # meta tensors cost nothing, but sizes must still fit in int64
 MAX_ROWS = 3000  # deeper levels are folded away beyond this, so the JSON stays small
 MAX_REAL_PARAMS = 40_000_000  # "why meta?" builds the model for real only below this
 MAX_REAL_INPUT_BYTES = 64 * 2**20
-_BUILDERS_WITH_WEIGHTS = ("weights", "pretrained", "weights_backbone")
 
 
 class AnalysisError(Exception):
@@ -84,9 +87,7 @@ def _fail(kind: ErrorKind, line: int | None = None, **params: Any) -> AnalysisEr
     return AnalysisError(ShapeError(kind=kind, params=params, line=line))
 
 
-def _detail(exc: BaseException) -> str:
-    """An exception as PyTorch or Python wrote it: a detail the page shows beside our text."""
-    return f"{type(exc).__name__}: {exc}"
+_detail = modelcode.detail
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -125,7 +126,6 @@ def validate_inputs(
 # because shared links and scripts reach the parsers without the boxes' own limits.
 MAX_SHAPES_CHARS = 500
 MAX_DTYPES_CHARS = 200
-MAX_MODEL_CHARS = 500
 
 # Single character classes with one quantifier: every match attempt is one forward scan.
 _OPENER = re.compile(r"[\(\[]")
@@ -199,232 +199,39 @@ def meta_inputs(shapes: list[list[int]], dtypes: list[str]) -> list[torch.Tensor
 
 
 # ---------------------------------------------------------------------------- the model
+@contextlib.contextmanager
+def _as_shape_error() -> Iterator[None]:
+    """A pasted model that cannot be found or built (:mod:`torchatlas.modelcode`) as this
+    room's error: the code's value is the same here, and the page has its text."""
+    try:
+        yield
+    except ModelCodeError as exc:
+        raise _fail(ErrorKind(exc.code.value), exc.line, **exc.params) from None
+
+
 def parse_constructor(
     text: str, *, max_chars: int | None = MAX_MODEL_CHARS
 ) -> tuple[str, list[Any], dict[str, Any]]:
-    """``"ResNetGenerator(3, 3, n_blocks=6)"`` → name, literal args, literal kwargs (no eval).
-
-    Text longer than ``max_chars`` is refused (``model_too_long``) before it is parsed."""
-    check_length(text, max_chars, ErrorKind.MODEL_TOO_LONG)
-    # Deep nesting makes Python's parser give up with RecursionError or MemoryError (its own
-    # stack, not the process's memory): that is a malformed call like any other.
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text) from None
-    if isinstance(node, ast.Name):
-        return node.id, [], {}
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text)
-    try:
-        args = [ast.literal_eval(arg) for arg in node.args]
-        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text) from None
-    if any(kw.arg is None for kw in node.keywords):  # **kwargs
-        raise _fail(ErrorKind.BAD_CONSTRUCTOR, text=text)
-    return node.func.id, args, kwargs
-
-
-def is_user_module_class(value: Any) -> bool:
-    return (
-        isinstance(value, type)
-        and issubclass(value, nn.Module)
-        and not (value.__module__ or "").startswith(("torch", "torchvision"))
-    )
-
-
-def user_files_of(namespace: dict[str, Any]) -> frozenset[str]:
-    """Filenames of code compiled from the pasted source (not files on disk)."""
-    files: set[str] = set()
-
-    def add(function: Any) -> None:
-        code = getattr(function, "__code__", None)
-        if code is not None and not os.path.exists(code.co_filename):
-            files.add(code.co_filename)
-
-    for value in namespace.values():
-        if inspect.isfunction(value):
-            add(value)
-        elif is_user_module_class(value):
-            for attribute in vars(value).values():
-                add(attribute)
-                add(getattr(attribute, "fget", None))
-    return frozenset(files)
-
-
-def _user_def_line(function: Any, user_files: frozenset[str]) -> int | None:
-    """The ``def`` line of ``function`` when the pasted source defines it (None otherwise)."""
-    code = getattr(getattr(function, "__func__", function), "__code__", None)
-    if code is not None and code.co_filename in user_files:
-        return code.co_firstlineno
-    return None
-
-
-def _method_line(owner: type, name: str, user_files: frozenset[str]) -> int | None:
-    """The line of the first ``name`` method in ``owner``'s MRO, if the pasted source has it."""
-    for klass in getattr(owner, "__mro__", ()):
-        if name in vars(klass):
-            return _user_def_line(vars(klass)[name], user_files)
-    return None
-
-
-def _signature_text(name: str, target: Any) -> str:
-    try:
-        return f"{name}{inspect.signature(target)}"
-    except (TypeError, ValueError):
-        return f"{name}(…)"
+    """:func:`torchatlas.modelcode.parse_constructor`, its refusal as this room's error."""
+    with _as_shape_error():
+        return modelcode.parse_constructor(text, max_chars=max_chars)
 
 
 def find_model(
     namespace: dict[str, Any], model: str | None, user_files: frozenset[str] = frozenset()
 ) -> tuple[Callable[..., Any], list[Any], dict[str, Any], str]:
-    """The callable that builds the model, its arguments, and a label for it."""
-    if model and model.strip():
-        name, args, kwargs = parse_constructor(model)
-        target = namespace.get(name)
-        if target is None or not callable(target) or name.startswith("_"):
-            available = [key for key, value in namespace.items() if is_user_module_class(value)]
-            raise _fail(ErrorKind.MODEL_NOT_FOUND, name=name, available=", ".join(available) or "—")
-        label = model.strip()
-    else:
-        classes = [(key, value) for key, value in namespace.items() if is_user_module_class(value)]
-        if not classes:
-            raise _fail(ErrorKind.NO_MODULE)
-        name, target = classes[-1]
-        args, kwargs = [], {}
-        label = f"{name}()"
-    for key in _BUILDERS_WITH_WEIGHTS:
-        if kwargs.get(key) not in (None, False):
-            raise _fail(ErrorKind.WEIGHTS_NOT_NEEDED, argument=key)
-    try:
-        inspect.signature(target).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise _fail(
-            ErrorKind.CONSTRUCTOR_ARGS,
-            # Point at the ``def __init__`` (or builder ``def``) whose arguments are missing.
-            line=(
-                _method_line(target, "__init__", user_files)
-                if isinstance(target, type)
-                else _user_def_line(target, user_files)
-            ),
-            signature=_signature_text(name, target),
-            example=_example_call(name, target),
-            detail=str(exc),
-        ) from None
-    except ValueError:  # builtins without a signature: let the call itself decide
-        pass
-    return target, args, kwargs, label
-
-
-def _example_call(name: str, target: Any) -> str:
-    try:
-        parameters = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return f"{name}(…)"
-    required = [
-        f"{parameter.name}=…"
-        for parameter in parameters
-        if parameter.default is inspect.Parameter.empty
-        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
-    ]
-    return f"{name}({', '.join(required)})"
-
-
-# The in-place initialisers of torch.nn.init (kaiming_normal_, uniform_, zeros_, ...).
-META_INIT_FUNCTIONS = tuple(
-    name
-    for name in dir(nn.init)
-    if name.endswith("_") and not name.startswith("_") and callable(getattr(nn.init, name))
-)
-
-
-@contextlib.contextmanager
-def meta_initialisers_skipped() -> Iterator[None]:
-    """Initialisers return meta tensors untouched while a model is built.
-
-    A meta tensor has no values, so initialising one computes nothing a shape summary can
-    use, yet it costs most of a model's construction (each init op goes through the
-    dispatcher, for every parameter). Real tensors are still initialised, so a notebook
-    thread building a real model meanwhile is unaffected.
-    """
-
-    def skip_on_meta(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def initialise(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
-                return tensor
-            return original(tensor, *args, **kwargs)
-
-        return initialise
-
-    saved = {name: getattr(nn.init, name) for name in META_INIT_FUNCTIONS}
-    try:
-        for name, original in saved.items():
-            setattr(nn.init, name, skip_on_meta(original))
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(nn.init, name, original)
+    """:func:`torchatlas.modelcode.find_model`, its refusal as this room's error."""
+    with _as_shape_error():
+        return modelcode.find_model(namespace, model, user_files)
 
 
 def build_on_meta(
     target: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], label: str,
     user_files: frozenset[str] = frozenset(), moves: DeviceLog | None = None,
 ) -> nn.Module:  # fmt: skip
-    """The model built on meta; device moves and placements in its ``__init__``
-    (``.to(device)``, ``.cuda()``, ``device="cuda"``) stay on meta, noted in ``moves``."""
-    moves = moves if moves is not None else DeviceLog(user_files)
-    try:
-        with meta_initialisers_skipped(), torch.device("meta"), KeepOnHome(moves):
-            built = target(*args, **kwargs)
-    except Exception as exc:
-        raise _fail(
-            ErrorKind.CONSTRUCTOR_ERROR,
-            line=user_line_of(exc, user_files),
-            model=label,
-            detail=_detail(exc),
-        ) from None
-    if not isinstance(built, nn.Module):
-        raise _fail(ErrorKind.NOT_A_MODULE, model=label, got=type(built).__name__)
-    _real_tensors_to_meta(built)
-    return built
-
-
-def _real_tensors_to_meta(model: nn.Module) -> None:
-    """Tensors the model holds that were made with data despite ``torch.device("meta")``, now
-    on meta, ties kept (one meta tensor per real one).
-
-    The legacy constructors (``torch.FloatTensor(3, 2)``, as in the classic from-scratch
-    linear layer) ignore the default device, and so does a tensor made outside the class: on
-    the CPU beside meta parameters, the forward pass would stop at the first op mixing them.
-    Only where data lives changes; shapes, dtypes, requires_grad and sharing stay.
-    """
-    converted: dict[int, torch.Tensor] = {}
-
-    def on_meta(tensor: torch.Tensor) -> torch.Tensor:
-        if id(tensor) not in converted:
-            moved = tensor.detach().to("meta")
-            if isinstance(tensor, nn.Parameter):
-                moved = nn.Parameter(moved, requires_grad=tensor.requires_grad)
-            converted[id(tensor)] = moved
-        return converted[id(tensor)]
-
-    def real(value: Any) -> bool:
-        return (
-            isinstance(value, torch.Tensor)
-            and not isinstance(value, UninitializedParameter | UninitializedBuffer)
-            and not value.is_meta
-        )
-
-    for module in model.modules():
-        for table in (module._parameters, module._buffers):
-            for name, tensor in table.items():
-                if real(tensor):
-                    table[name] = on_meta(tensor)
-        for name, value in list(vars(module).items()):
-            if real(value):
-                object.__setattr__(module, name, on_meta(value))
+    """:func:`torchatlas.modelcode.build_on_meta`, its refusal as this room's error."""
+    with _as_shape_error():
+        return modelcode.build_on_meta(target, args, kwargs, label, user_files, moves)
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -476,7 +283,7 @@ class _Draft:
             error=self.error,
             elapsed_s=elapsed_s,
             output_names=self.output_names,
-            device_moves=self.moves.moves(),
+            device_moves=device_moves(self.moves),
             unmaterialised_params=self.unmaterialised_params,
         )
 
@@ -523,7 +330,7 @@ def _check_forward_arguments(
         ]
         raise _fail(
             ErrorKind.INPUTS_MISMATCH,
-            line=_method_line(type(model), "forward", user_files),  # the def line
+            line=modelcode.method_line(type(model), "forward", user_files),  # the def line
             signature=f"forward{signature}",
             expected=len(parameters),
             got=count,

@@ -98,7 +98,8 @@ class ErrorKind(StrEnum):
     FORWARD_ERROR = "forward_error"
     COMPARISON_ERROR = "comparison_error"  # "why meta?" stopped
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandbox.pool.ERROR_KINDS).
+    # What the sandbox itself reports (torchatlas.sandboxed.FAILURE_KINDS: FAILURE_CODES maps
+    # each to one of these).
     REFUSED = "refused"
     SYNTAX = "syntax"
     CODE_ERROR = "code_error"
@@ -111,15 +112,6 @@ class ErrorKind(StrEnum):
     UNTRUSTED = "untrusted"
     JOB_ERROR = "job_error"
     UNAVAILABLE = "unavailable"
-
-
-SANDBOX_KINDS = frozenset(
-    {
-        ErrorKind.REFUSED, ErrorKind.SYNTAX, ErrorKind.CODE_ERROR, ErrorKind.TIMEOUT,
-        ErrorKind.MEMORY, ErrorKind.CRASHED, ErrorKind.OUTPUT_TOO_LARGE, ErrorKind.BUSY,
-        ErrorKind.TOO_MANY_JOBS, ErrorKind.UNTRUSTED, ErrorKind.JOB_ERROR, ErrorKind.UNAVAILABLE,
-    }
-)  # fmt: skip
 
 
 class RefusalCode(StrEnum):

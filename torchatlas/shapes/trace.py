@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import traceback
 import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -33,8 +32,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
+from torchatlas.modelcode import MOVE_CALLS, DeviceLog, op_label
 from torchatlas.shapes.report import (
-    MAX_MOVES,
     DeviceMove,
     LayerRow,
     MoveKind,
@@ -145,23 +144,6 @@ _LIBRARY_MODULES = frozenset({"builtins"})
 _LIBRARY_PREFIXES = ("torch.", "torchvision.", "typing", "collections", "functools", "numpy")
 
 
-def op_label(func: Callable[..., Any]) -> str:
-    """A readable name for a torch function: torch.cat, F.interpolate, Tensor.view, Tensor.T."""
-    name = getattr(func, "__name__", None) or repr(func)
-    qualname = getattr(func, "__qualname__", "") or ""
-    module = getattr(func, "__module__", None) or ""
-    if name == "__get__":  # a property such as Tensor.T or Tensor.mT
-        owner = getattr(func, "__self__", None)
-        return f"Tensor.{getattr(owner, '__name__', 'attribute')}"
-    if qualname.startswith(("TensorBase.", "Tensor.")):
-        return f"Tensor.{name}"
-    if module.startswith("torch.nn.functional") or module == "torch._C._nn":
-        return f"F.{name}"
-    if module.startswith("torch"):
-        return f"torch.{name}"
-    return name
-
-
 def is_builtin_layer(module: nn.Module) -> bool:
     """Layers that ship with torch.nn: their internal calls are the layer, not separate rows."""
     return type(module).__module__.startswith("torch.nn.")
@@ -174,125 +156,12 @@ def _unique_parameters(module: nn.Module) -> list[nn.Parameter]:
 
 
 # ---------------------------------------------------------------------------- devices
-_MOVES = {
-    torch.Tensor.to: "Tensor.to",
-    torch.Tensor.cuda: "Tensor.cuda",
-    torch.Tensor.cpu: "Tensor.cpu",
-}
-_MODULE_FILE = nn.Module._apply.__code__.co_filename  # torch/nn/modules/module.py
-_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "to_empty", "xpu", "mps", "ipu"})
-_META = torch.device("meta")
-
-
-def _device_of(value: Any) -> torch.device | None:
-    """``value`` as a device: "cuda:1", 0 (a CUDA index, as torch reads it), a device."""
-    if value is None:
-        return None
-    try:
-        return value if isinstance(value, torch.device) else torch.device(value)
-    except (RuntimeError, TypeError, ValueError):
-        return None  # torch's own call will say what is wrong with it
-
-
-@dataclass
-class DeviceLog:
-    """Where the model's code sends tensors, while the analysis keeps them all on meta.
-
-    A device move (``.to(device)``, ``.cuda()``, ``.cpu()``, ``model.to(device)``) or a tensor
-    created for a device (``torch.zeros(…, device="cuda")``) changes where data would live,
-    never a shape. On meta there is no data to move, and a real device must never be
-    reached from the sandbox, so each such call is rewritten to stay on meta (any dtype
-    conversion it asks for still happens) and noted: the report says where the tensors
-    would have gone.
-    """
-
-    user_files: frozenset[str] = frozenset()
-    phase: MovePhase = MovePhase.BUILD
-    # Where tensors stay: meta for the analysis; the CPU where "why meta?" runs a real model.
-    home: torch.device = _META
-    counts: dict[tuple[MoveKind, MovePhase, str, str, int | None, str], int] = field(
-        default_factory=dict
-    )
-
-    def moves(self) -> list[DeviceMove]:
-        return [
-            DeviceMove(kind, phase, call, device, line, layer, count)
-            for (kind, phase, call, device, line, layer), count in self.counts.items()
-        ]
-
-    def _note(self, kind: MoveKind, label: str, device: torch.device, layer: str) -> None:
-        line, call = None, label
-        frame = sys._getframe(2)
-        while frame is not None:
-            code = frame.f_code
-            if code.co_filename == _MODULE_FILE and code.co_name in _MODULE_MOVES:
-                call = f"Module.{code.co_name}"  # model.to(device): one call, many tensors
-            if code.co_filename in self.user_files:
-                line = frame.f_lineno
-                break
-            frame = frame.f_back
-        key = (kind, self.phase, call, str(device), line, layer)
-        if key in self.counts or len(self.counts) < MAX_MOVES:
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-    def redirect(
-        self, func: Callable[..., Any], args: tuple, kwargs: dict, layer: str = ""
-    ) -> tuple[Callable[..., Any], tuple, dict]:
-        """The call to make instead of ``func(*args, **kwargs)`` so that it stays on meta."""
-        label = _MOVES.get(func)
-        if label is not None:
-            return self._redirect_move(func, label, args, kwargs, layer)
-        device = _device_of(kwargs.get("device"))
-        if device is None or device.type in ("meta", self.home.type):
-            return func, args, kwargs
-        self._note(MoveKind.CREATE, op_label(func), device, layer)
-        return func, args, {**kwargs, "device": self.home}
-
-    def _redirect_move(
-        self, func: Callable[..., Any], label: str, args: tuple, kwargs: dict, layer: str
-    ) -> tuple[Callable[..., Any], tuple, dict]:
-        tensor = args[0] if args else None
-        if not isinstance(tensor, torch.Tensor):
-            return func, args, kwargs
-        options = dict(kwargs)
-        copy = bool(options.pop("copy", False))
-        if func is torch.Tensor.to:
-            try:
-                device, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **options)
-            except (TypeError, RuntimeError, ValueError):
-                return func, args, kwargs  # torch's own call raises its own error
-        elif func is torch.Tensor.cuda:
-            index = options.get("device", args[1] if len(args) > 1 else None)
-            device = torch.device("cuda", index) if isinstance(index, int) else (
-                _device_of(index) or torch.device("cuda")
-            )  # fmt: skip
-            dtype, memory_format = None, options.get("memory_format")
-        else:
-            device, dtype, memory_format = torch.device("cpu"), None, options.get("memory_format")
-        if device is None or device.type == "meta" or device.type == tensor.device.type:
-            return func, args, kwargs  # nothing leaves the analysis's own devices
-        if device.type == "cpu" and self.home.type == "meta" and tensor.device.type != "meta":
-            return func, args, kwargs  # a real CPU tensor staying on the CPU
-        self._note(MoveKind.MOVE, label, device, layer)
-        rewritten: dict[str, Any] = {"device": self.home, "dtype": dtype, "copy": copy}
-        if memory_format is not None:
-            rewritten["memory_format"] = memory_format
-        return torch.Tensor.to, (tensor,), rewritten
-
-
-class KeepOnHome(TorchFunctionMode):
-    """While it is active, every device move or placement stays on ``log.home`` (meta for the
-    analysis), noted in the :class:`DeviceLog`."""
-
-    def __init__(self, log: DeviceLog) -> None:
-        super().__init__()
-        self.log = log
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
-        kwargs = kwargs or {}
-        if func in _MOVES or kwargs.get("device") is not None:
-            func, args, kwargs = self.log.redirect(func, args, kwargs)
-        return func(*args, **kwargs)
+def device_moves(log: DeviceLog) -> list[DeviceMove]:
+    """The moves ``log`` noted (:class:`torchatlas.modelcode.DeviceLog`), as the report's rows."""
+    return [
+        DeviceMove(MoveKind(kind), MovePhase(phase), call, device, line, layer, count)
+        for (kind, phase, call, device, line, layer), count in log.counts.items()
+    ]
 
 
 @dataclass(slots=True)
@@ -574,14 +443,14 @@ class ShapeTracer:
             # The function mode also plays torch.device("meta") (factories without a device
             # land on meta): one Python mode per torch call instead of two.
             stack.enter_context(_RecordFunctions(self))
-            self.moves.phase = MovePhase.FORWARD
+            self.moves.phase = MovePhase.FORWARD.value
             try:
                 return self.model(*inputs)
             except BaseException:
                 self._mark_failure()
                 raise
             finally:
-                self.moves.phase = MovePhase.BUILD
+                self.moves.phase = MovePhase.BUILD.value
                 if self.size_of is int:  # the symbolic pass only adds formulas
                     self.count_parameters()
 
@@ -607,7 +476,7 @@ class _RecordFunctions(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
-        if func in _MOVES or kwargs.get("device") is not None:
+        if func in MOVE_CALLS or kwargs.get("device") is not None:
             tracer = self.tracer
             layer = tracer._names.get(id(tracer._modules_on_stack[-1]), "") if (
                 tracer._modules_on_stack
@@ -722,12 +591,3 @@ def eval_batch_norm_on_meta(
         running_mean.new_empty((channels,), dtype=computation),
         running_var.new_empty((channels,), dtype=computation),
     )
-
-
-def user_line_of(exc: BaseException, user_files: frozenset[str]) -> int | None:
-    """The deepest line of the pasted source in the traceback of ``exc``."""
-    line = None
-    for frame_summary in traceback.extract_tb(exc.__traceback__):
-        if frame_summary.filename in user_files:
-            line = frame_summary.lineno
-    return line
