@@ -130,53 +130,11 @@ def collect_periodically() -> None:
         trim()
 
 
-def _warm_default_classifier() -> None:
-    from torchatlas.classify import DEFAULT_MODEL, SAMPLES, classify, images, sample_bytes
-
-    first = next(iter(SAMPLES))
-    classify([images.look(sample_bytes(first))], model=DEFAULT_MODEL, topk=5)
-
-
-def _warm_default_shape_analysis() -> None:
-    from torchatlas.presets import DEFAULT_PRESET, PRESETS, preset_source
-    from torchatlas.shapes import explore, parse_shapes
-    from torchatlas.shapes.analysis import parse_dtypes
-
-    preset = PRESETS[DEFAULT_PRESET]
-    # The shape explorer analyses this preset when a visitor opens it: the report is then
-    # in the shared cache, so that first analysis is answered at once.
-    explore(
-        preset_source(preset.file),
-        parse_shapes(preset.shapes),
-        input_dtypes=parse_dtypes(preset.dtypes) or None,
-        model=preset.model,
-    )
-
-
-# Until the classify and shapes rooms register their own warm-ups (components/<room>/state.py,
-# ``@upkeep.warm_up("classify")`` / ``("shapes")``), the server runs these in their place, so
-# the app stays warm meanwhile. A room's own registration always wins.
-FALLBACK_WARM_UPS: dict[str, Callable[[], object]] = {
-    "classify": _warm_default_classifier,
-    "shapes": _warm_default_shape_analysis,
-}
-
-
 def warm_rooms() -> list[str]:
-    """Run every room's registered warm-up (the rooms are imported first, which registers
-    them), and a fallback for a room that registered none; the names of those that failed."""
+    """Run every room's registered warm-up (importing the rooms registers them: the default
+    classifier, the shape explorer's default analysis); the names of those that failed."""
     import_rooms()
-    registered = upkeep.registered_warm_ups()
-    failed = upkeep.run_warm_ups()
-    for name, fallback in FALLBACK_WARM_UPS.items():
-        if name in registered:
-            continue
-        try:
-            fallback()
-        except Exception:  # the room's page reports its own errors
-            _LOG.warning("warm: the %s warm-up failed", name, exc_info=True)
-            failed.append(name)
-    return failed
+    return upkeep.run_warm_ups()
 
 
 def warm_slow_parts() -> None:

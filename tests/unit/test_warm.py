@@ -96,32 +96,9 @@ def test_warm_runs_every_registered_warm_up_once(registry: dict) -> None:
     assert ran == ["classify", "shapes", "autograd"]
 
 
-def test_a_room_without_a_warm_up_of_its_own_gets_the_fallback(
-    registry: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Until the classify and shapes rooms register theirs, the server still warms them."""
+def test_a_failing_warm_up_does_not_keep_the_others_cold(registry: dict) -> None:
     from components import upkeep
 
-    ran: list[str] = []
-    monkeypatch.setattr(
-        warm,
-        "FALLBACK_WARM_UPS",
-        {
-            name: (lambda name=name: ran.append(f"fallback {name}"))
-            for name in warm.FALLBACK_WARM_UPS
-        },
-    )
-    upkeep.warm_up("shapes")(lambda: ran.append("room shapes"))
-    warm.warm_rooms()
-    assert sorted(ran) == ["fallback classify", "room shapes"]
-
-
-def test_a_failing_warm_up_does_not_keep_the_others_cold(
-    registry: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from components import upkeep
-
-    monkeypatch.setattr(warm, "FALLBACK_WARM_UPS", {})
     ran: list[str] = []
 
     def broken() -> None:
@@ -133,7 +110,13 @@ def test_a_failing_warm_up_does_not_keep_the_others_cold(
     assert ran == ["shapes"]
 
 
-def test_the_fallbacks_are_only_for_rooms_that_exist() -> None:
-    from components.rooms import built_rooms
+def test_the_rooms_with_a_slow_first_visit_register_their_warm_ups() -> None:
+    """warm.py no longer knows any room: the classify and shapes rooms register theirs when
+    their state module is imported (as import_rooms does)."""
+    import components.classify.state
+    import components.shapes.state  # noqa: F401
+    from components import upkeep
 
-    assert set(warm.FALLBACK_WARM_UPS) <= {room.key for room in built_rooms()}
+    assert {"classify", "shapes"} <= set(upkeep.registered_warm_ups())
+    source = (ROOT / "components" / "warm.py").read_text()
+    assert "torchatlas.classify" not in source and "torchatlas.shapes" not in source
