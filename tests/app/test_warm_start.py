@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from components import warm
+from components.shapes.state import REPORTS
 from tests.app.apptest import open_page
-from torchatlas.shapes import REPORTS
 
 
 def test_the_default_analysis_is_ready_before_the_first_visitor() -> None:
