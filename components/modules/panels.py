@@ -8,14 +8,12 @@ table, figure and code cell comes from ``draw``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from components.contained import failure_card, guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
+from components.kit.code_editor import CodeEditor
 from components.modules import draw, state
 from components.theme import palette
 from torchatlas.modules import (
@@ -81,57 +79,43 @@ def side_by_side() -> None:
 
 
 # ---------------------------------------------------------------- the inspector
-def _queue_reporter(slot: DeltaGenerator) -> Callable[[int], None]:
-    def report(position: int) -> None:
-        if position > 0:
-            slot.info(t("modules.queued", place=position), icon=":material/hourglass_top:")
-        else:
-            slot.empty()
+def _editor() -> CodeEditor:
+    return CodeEditor(
+        source_key=state.SOURCE,
+        label=t("modules.inspect.code"),
+        help=t("modules.inspect.code_help"),
+        height=EDITOR_HEIGHT,
+        form_key="modules_form",
+        run_label=t("modules.inspect.run"),
+        run_icon=":material/search:",
+        run_key="modules_inspect",
+        preset_key=state.PRESET,
+        preset_label=t("modules.inspect.preset"),
+        preset_options=tuple(state.preset_labels()),
+        on_preset=state.on_preset_change,
+    )
 
-    return report
+
+def _queued(place: int) -> str:
+    return t("modules.queued", place=place)
+
+
+def _model_box() -> None:
+    st.text_input(
+        t("modules.inspect.model"),
+        key=state.MODEL,
+        max_chars=state.MAX_MODEL_CHARS,
+        help=t("modules.inspect.model_help"),
+    )
 
 
 def inspector() -> None:
     st.header(t("modules.inspect.header"), anchor=False)
     st.markdown(t("modules.inspect.lead"))
-    st.selectbox(
-        t("modules.inspect.preset"),
-        list(state.preset_labels()),
-        key=state.PRESET,
-        on_change=state.on_preset_change,
-    )
-    st.markdown(
-        f"<style>.st-key-{state.SOURCE} textarea {{font-family: 'Source Code Pro', ui-monospace, "
-        "monospace; font-size: 0.85rem; line-height: 1.45}</style>",
-        unsafe_allow_html=True,
-    )
-    with st.form("modules_form", border=False):
-        st.text_area(
-            t("modules.inspect.code"),
-            key=state.SOURCE,
-            height=EDITOR_HEIGHT,
-            max_chars=state.MAX_SOURCE_CHARS,
-            help=t("modules.inspect.code_help"),
-        )
-        st.text_input(
-            t("modules.inspect.model"),
-            key=state.MODEL,
-            max_chars=state.MAX_MODEL_CHARS,
-            help=t("modules.inspect.model_help"),
-        )
-        submitted = st.form_submit_button(
-            t("modules.inspect.run"),
-            type="primary",
-            icon=":material/search:",
-            key="modules_inspect",
-        )
+    editor = _editor()
+    submitted, _ = editor.form(fields=_model_box)
     if submitted or state.needs_inspection():
-        place = st.empty()
-        try:
-            with st.spinner(t("modules.inspect.running")):
-                state.inspect(on_queued=_queue_reporter(place))
-        finally:
-            place.empty()
+        editor.run(state.inspect, running=t("modules.inspect.running"), queued=_queued)
     inspection = state.last_inspection()
     _report(inspection.report, (inspection.source, inspection.model))
     with st.expander(t("modules.inspect.code_title"), icon=":material/code:"):
@@ -278,9 +262,7 @@ def _training() -> None:
         on_change=state.save_to_url,
         help=t("modules.training.forget_help"),
     )
-    place = st.empty()
-    job = state.trace_job(on_queued=_queue_reporter(place))
-    place.empty()
+    job = _editor().run(state.trace_job, queued=_queued)
     if job.value is None:
         with st.container(border=True, key="modules_train_failed"):
             if job.refused is not None:

@@ -15,6 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from components.format import format_bytes, format_count
 from components.i18n import language, t
+from components.kit.code_editor import CodeEditor
 from components.shapes import draw, state
 from components.theme import is_dark, palette
 from torchatlas.shapes import ShapeError, ShapeReport
@@ -49,65 +50,52 @@ def link_warning() -> None:
 
 
 # ---------------------------------------------------------------- editor
+def _editor() -> CodeEditor:
+    return CodeEditor(
+        source_key=state.SOURCE,
+        label=t("shapes.editor.code"),
+        help=t("shapes.editor.code_help"),
+        height=EDITOR_HEIGHT,
+        form_key="shapes_form",
+        run_label=t("shapes.editor.run"),
+        preset_key=state.PRESET,
+        preset_label=t("shapes.editor.preset"),
+        preset_options=tuple(state.preset_labels()),
+        on_preset=state.on_preset_change,
+        beside=True,
+    )
+
+
+def _boxes() -> None:
+    """The model, shapes and dtypes boxes and the formulas toggle, in the editor's form."""
+    model_column, shapes_column, dtypes_column = st.columns([2, 2, 1])
+    model_column.text_input(
+        t("shapes.editor.model"), key=state.MODEL, max_chars=state.MAX_MODEL_CHARS,
+        help=t("shapes.editor.model_help"),
+    )  # fmt: skip
+    shapes_column.text_input(
+        t("shapes.editor.shapes"), key=state.SHAPES, max_chars=state.MAX_SHAPES_CHARS,
+        help=t("shapes.editor.shapes_help"),
+    )  # fmt: skip
+    dtypes_column.text_input(
+        t("shapes.editor.dtypes"), key=state.DTYPES, max_chars=state.MAX_DTYPES_CHARS,
+        help=t("shapes.editor.dtypes_help"),
+    )  # fmt: skip
+    st.toggle(
+        t("shapes.editor.symbolic"), key=state.SYMBOLIC, help=t("shapes.editor.symbolic_help")
+    )
+
+
 def editor() -> tuple[bool, DeltaGenerator]:
     """The preset picker and the form; whether it was submitted, and the empty place beside
     the editor where :func:`listing` draws the code after the analysis."""
-    st.selectbox(
-        t("shapes.editor.preset"),
-        options=list(state.preset_labels()),
-        key=state.PRESET,
-        on_change=state.on_preset_change,
-    )
-    # Code in a monospace font, so indentation lines up (Streamlit bundles Source Code Pro).
-    st.markdown(
-        f"<style>.st-key-{state.SOURCE} textarea {{font-family: 'Source Code Pro', ui-monospace, "
-        "monospace; font-size: 0.85rem; line-height: 1.45}</style>",
-        unsafe_allow_html=True,
-    )
-    with st.form("shapes_form", border=False):
-        code_column, listing_column = st.columns(2)
-        code_column.text_area(
-            t("shapes.editor.code"),
-            key=state.SOURCE,
-            height=EDITOR_HEIGHT,
-            max_chars=state.MAX_SOURCE_CHARS,
-            help=t("shapes.editor.code_help"),
-        )
-        listing_slot = listing_column.empty()  # filled after the analysis, with its marks
-        model_column, shapes_column, dtypes_column = st.columns([2, 2, 1])
-        model_column.text_input(
-            t("shapes.editor.model"), key=state.MODEL, max_chars=state.MAX_MODEL_CHARS,
-            help=t("shapes.editor.model_help"),
-        )  # fmt: skip
-        shapes_column.text_input(
-            t("shapes.editor.shapes"), key=state.SHAPES, max_chars=state.MAX_SHAPES_CHARS,
-            help=t("shapes.editor.shapes_help"),
-        )  # fmt: skip
-        dtypes_column.text_input(
-            t("shapes.editor.dtypes"), key=state.DTYPES, max_chars=state.MAX_DTYPES_CHARS,
-            help=t("shapes.editor.dtypes_help"),
-        )  # fmt: skip
-        st.toggle(
-            t("shapes.editor.symbolic"), key=state.SYMBOLIC, help=t("shapes.editor.symbolic_help")
-        )
-        submitted = st.form_submit_button(
-            t("shapes.editor.run"), type="primary", icon=":material/play_arrow:"
-        )
+    submitted, listing_slot = _editor().form(fields=_boxes)
+    assert listing_slot is not None  # the editor has a place beside the code
     return submitted, listing_slot
 
 
-def queue_reporter(slot: DeltaGenerator, lang: str) -> Callable[[int], None]:
-    """``on_queued`` for the engine: while the job waits for a worker, ``slot`` says where it
-    is in line ("Queued: 3rd in line"); once it starts (position 0) the slot is emptied.
-    Called in the script's own thread, so it may write to the page."""
-
-    def report(position: int) -> None:
-        if position > 0:
-            slot.info(draw.queue_text(position, lang), icon=":material/hourglass_top:")
-        else:
-            slot.empty()
-
-    return report
+def _queued(lang: str) -> Callable[[int], str]:
+    return lambda position: draw.queue_text(position, lang)
 
 
 def analysis(submitted: bool) -> None:
@@ -115,12 +103,7 @@ def analysis(submitted: bool) -> None:
     sandbox's line, the student sees its place, then the result."""
     if not (submitted or state.needs_analysis()):
         return
-    place = st.empty()
-    try:
-        with st.spinner(t("shapes.running")):
-            state.analyse(on_queued=queue_reporter(place, language()))
-    finally:
-        place.empty()
+    _editor().run(state.analyse, running=t("shapes.running"), queued=_queued(language()))
 
 
 def listing(slot: DeltaGenerator) -> None:
@@ -327,14 +310,13 @@ def why_panel(source: str, report: ShapeReport) -> None:
         t("shapes.why.run"), icon=":material/timer:", disabled=report.error is not None
     )
     if pressed:
-        place = st.empty()
-        try:
-            with st.spinner(t("shapes.why.running")):
-                state.compare_real_and_meta(
-                    state.Analysis(source, report), on_queued=queue_reporter(place, lang)
-                )
-        finally:
-            place.empty()
+        _editor().run(
+            lambda on_queued: state.compare_real_and_meta(
+                state.Analysis(source, report), on_queued=on_queued
+            ),
+            running=t("shapes.why.running"),
+            queued=_queued(lang),
+        )
     outcome = state.last_comparison()
     if outcome is None:
         return
