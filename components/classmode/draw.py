@@ -41,11 +41,16 @@ def link(base: str, **query: str) -> str:
     return f"{base}?{urlencode(query)}"
 
 
-def qr_svg(url: str, palette: Palette, scale: int = 10) -> str:
-    """The join link as an SVG QR code in the theme's colours (dark modules on a light
-    square in both themes: phone cameras read dark-on-light most reliably)."""
-    code = segno.make(url, error="m")
-    return code.svg_inline(scale=scale, dark="#111111", light="#ffffff", border=2)
+def qr_svg(url: str, scale: int = 10) -> str:
+    """The join link as an SVG QR code that scales to its box (a viewBox). Dark modules on
+    white in both themes, with the quiet zone: phone cameras read that most reliably."""
+    svg = segno.make(url, error="m").svg_inline(
+        scale=scale, dark="#111111", light="#ffffff", border=3
+    )
+    head = svg[: svg.index(">")]
+    width = head.split('width="')[1].split('"')[0]
+    height = head.split('height="')[1].split('"')[0]
+    return svg.replace("<svg ", f'<svg viewBox="0 0 {width} {height}" ', 1)
 
 
 def code_html(code: str, caption: str, palette: Palette) -> str:
@@ -58,25 +63,6 @@ def code_html(code: str, caption: str, palette: Palette) -> str:
         f"'Consolas',monospace;font-weight:800;font-size:clamp(3.5rem,11vw,9.5rem);"
         f'letter-spacing:0.06em;color:{palette.text}">{spaced}</div></div>'
     )
-
-
-def qr_html(svg: str) -> str:
-    """The QR SVG, scaled to its column (up to 420 px wide) through a viewBox."""
-    scalable = svg.replace(
-        "<svg ", f'<svg style="width:100%;height:auto" viewBox="0 0 {_size(svg)}" ', 1
-    )
-    return (
-        "<div data-testid='classmode-qr' style='display:flex;justify-content:center'>"
-        f"<div style='width:min(100%,420px)'>{scalable}</div></div>"
-    )
-
-
-def _size(svg: str) -> str:
-    """The ``width height`` of a segno SVG (for a viewBox that lets it scale)."""
-    head = svg[: svg.index(">")]
-    width = head.split('width="')[1].split('"')[0]
-    height = head.split('height="')[1].split('"')[0]
-    return f"{width} {height}"
 
 
 def option_labels(options: Sequence[str], lang: str) -> list[str]:

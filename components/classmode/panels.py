@@ -108,19 +108,21 @@ def _student_bar(who: Role, page: str) -> None:
         name = draw.plain(me.nickname) if me is not None else "—"
         st.caption(t("classmode.student.bar", code=current.code, name=name))
         st.markdown(f"**{draw.plain(_step_line(current, lesson))}**")
-        wandered = current.room in ROOMS and (
-            page != current.room or state.room_fields_now(page) != current.fields()
-        )
-        if wandered and st.button(
-            t("classmode.student.back"),
-            key="classmode_back",
-            type="primary",
-            icon=":material/undo:",
-        ):
-            state.follow(current, who)
+        if current.room in ROOMS:
+            # Shown in the class's room too: a room writes its own fields into the address
+            # bar as the student explores, so "back" means the teacher's state, not the page.
+            away = page != current.room
+            if st.button(
+                t("classmode.student.back"),
+                key="classmode_back",
+                type="primary" if away else "secondary",
+                icon=":material/undo:",
+            ):
+                state.follow(current, who)
         step = state.step_of(current)
         if step is not None and step.question is not None and current.asked:
-            _student_question(who, current, lesson, me)
+            with st.container(key="classmode_question"):
+                _student_question(who, current, lesson, me)
         elif step is not None:
             with st.expander(t("classmode.student.read_step")):
                 st.markdown(step.text[language()])
@@ -397,8 +399,8 @@ def _teacher_page(who: Role) -> None:
             f"word-break:break-all'>{draw.html_text(join_url)}</div>",
             unsafe_allow_html=True,
         )
-    with right:
-        st.html(draw.qr_html(draw.qr_svg(join_url, colours)))
+    with right, st.container(key="classmode_qr", horizontal_alignment="center"):
+        st.image(draw.qr_svg(join_url), width=420)
     st.markdown(f"### {draw.plain(_step_line(current, lesson))}")
     row = st.container(horizontal=True, key="classmode_page_moves")
     if lesson is not None:

@@ -9,6 +9,7 @@ another server" where a test needs the teacher's side without a second page.
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import re
@@ -19,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bench.harness import new_session
-from components.classmode import state
+from components.classmode import draw, state
 from tests.app.apptest import rendered_text
 from tests.app.hostile import Heartbeat, Visit, open_page_once, rss_mb
 from torchatlas.classmode import ALPHABET, ClassStore
@@ -91,9 +92,15 @@ def test_start_shows_the_code_the_qr_and_the_join_link() -> None:
     assert re.fullmatch(f"[{ALPHABET}]{{6}}", code)
     html = _html(at)
     assert f"{code[:3]}&#8201;{code[3:]}" in html  # the projected code, spaced
-    assert "classmode-qr" in html and "<svg" in html and "<path" in html
     join = [m.value for m in at.markdown if "classmode-join-url" in m.value]
     assert join and f"class={code}" in join[0]
+    # The QR is the join link's own code (an SVG image; AppTest runs without a browser URL).
+    qr = at.image[0].proto.imgs[0].url
+    assert qr.startswith("data:image/svg+xml;base64,")
+    shown = base64.b64decode(qr.split(",", 1)[1]).decode()
+    modules = re.compile(r'class="qrline"[^>]* d="([^"]+)"')
+    expected = modules.search(draw.qr_svg(f"/class?class={code}")).group(1)
+    assert modules.search(shown).group(1) == expected
     # The key drives the class: it is in the session and the private expander only, never
     # in the address bar of a projected screen.
     assert key not in json.dumps(dict(at.query_params))
