@@ -102,6 +102,9 @@ class Figures:
     peak_pss: int | None = None
     server_tracebacks: int = 0
     aborted: str | None = None
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 0)
+    load_before: float = field(default_factory=lambda: os.getloadavg()[0])
+    load_after: float | None = None
 
 
 def p95(values: Sequence[float]) -> float:
@@ -163,6 +166,10 @@ def format_figures(fig: Figures) -> str:
             f"  memory         PSS baseline {fig.baseline_pss / 1e6:.0f} MB, "
             f"peak {fig.peak_pss / 1e6:.0f} MB"
         )
+    lines.append(
+        f"  machine        {fig.cpus} CPUs; 1-min load average {fig.load_before:.1f} before,"
+        f" {fig.load_after if fig.load_after is None else round(fig.load_after, 1)} after"
+    )
     lines.append(f"  errors         {len(fig.errors)}")
     lines += [f"    {e}" for e in fig.errors[:10]]
     if fig.aborted:
@@ -232,7 +239,7 @@ def database(kind: str, folder: Path):  # type: ignore[no-untyped-def]
     if kind == "sqlite":
         yield f"sqlite:///{folder / 'classes.sqlite3'}", {"ATLAS_DATA_DIR": str(folder)}
         return
-    from tests.postgres import postgres_cluster
+    from bench.postgres import postgres_cluster
 
     with postgres_cluster() as url:
         yield url, {"ATLAS_DATABASE_URL": url}
@@ -789,6 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: everything started was stopped", file=sys.stderr)
         return 130
+    fig.load_after = os.getloadavg()[0]
     print(format_figures(fig), flush=True)
     missed = check_goals(fig)
     print("goals of issue 25:", "all met" if not missed else f"{len(missed)} missed")
