@@ -49,6 +49,7 @@ import contextlib
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -102,6 +103,9 @@ class Figures:
     peak_pss: int | None = None
     server_tracebacks: int = 0
     aborted: str | None = None
+    # server CPU (ms) per student in each phase of a step, polling included: where time goes
+    phase_cpu_ms: dict[str, list[float]] = field(default_factory=dict)
+    server_pid: int | None = None
     cpus: int = field(default_factory=lambda: os.cpu_count() or 0)
     load_before: float = field(default_factory=lambda: os.getloadavg()[0])
     load_after: float | None = None
@@ -128,6 +132,23 @@ def check_goals(fig: Figures) -> list[str]:
     if fig.level == "app" and (fig.peak_pss is None or fig.peak_pss > GOALS["peak_pss_bytes"]):
         missed.append(f"peak PSS {fig.peak_pss}, goal ≤ {GOALS['peak_pss_bytes']:.0f}")
     return missed
+
+
+class PhaseClock:
+    """Server CPU time per student between marks (``fig.phase_cpu_ms[name]``)."""
+
+    def __init__(self, fig: Figures, students: int) -> None:
+        self.fig, self.students = fig, max(1, students)
+        self.last = tree_cpu_s(fig.server_pid) if fig.server_pid else 0.0
+
+    def mark(self, name: str) -> None:
+        if not self.fig.server_pid:
+            return
+        now = tree_cpu_s(self.fig.server_pid)
+        if name != "between":
+            per = 1000 * (now - self.last) / self.students
+            self.fig.phase_cpu_ms.setdefault(name, []).append(per)
+        self.last = now
 
 
 def _s(values: Sequence[float]) -> str:
@@ -165,6 +186,11 @@ def format_figures(fig: Figures) -> str:
         lines.append(
             f"  memory         PSS baseline {fig.baseline_pss / 1e6:.0f} MB, "
             f"peak {fig.peak_pss / 1e6:.0f} MB"
+        )
+    for name, values in fig.phase_cpu_ms.items():
+        lines.append(
+            f"  server CPU     {name}: {statistics.median(values):.0f} ms per student per step"
+            " (median over steps, polling included)"
         )
     lines.append(
         f"  machine        {fig.cpus} CPUs; 1-min load average {fig.load_before:.1f} before,"
@@ -474,6 +500,7 @@ async def lesson_step(
 ) -> None:
     total = len(lesson.steps)
     step = lesson.step(number)
+    clock = PhaseClock(fig, len(pupils))
     epochs = {p.index: p.epoch for p in pupils}
     versions_before = max(commits.seen, default=0)
     pressed = time.perf_counter()
@@ -495,6 +522,7 @@ async def lesson_step(
             fig.follow_commit_s.append(seconds - (committed - pressed))
 
     await asyncio.gather(*(follow(p) for p in pupils))
+    clock.mark("follow")
     log(f"step {number} ({step.room}): followed, p95 {_s(fig.follow_s[-len(pupils) :])}")
     if step.question is None:
         return
@@ -505,6 +533,7 @@ async def lesson_step(
     if problem:
         fig.errors.append(f"step {number}: the teacher's page: {problem}")
         return
+    clock.mark("between")
     asked = time.perf_counter()
     await press(teacher, "classmode_ask")
     presses: list[float] = []
@@ -557,6 +586,7 @@ async def lesson_step(
             fig.errors.append(f"step {number}, student {p.index}, answer: {problem}")
 
     await asyncio.gather(*(answer(p) for p in pupils))
+    clock.mark("ask_and_answer")
     limit = time.monotonic() + STEP_TIMEOUT_S
     while len(presses) not in count_times and time.monotonic() < limit:
         await asyncio.sleep(0.02)
@@ -575,6 +605,7 @@ async def lesson_step(
     if problem:
         fig.errors.append(f"step {number}: no reveal button: {problem}")
         return
+    clock.mark("between")
     revealed = time.perf_counter()
     await press(teacher, "classmode_reveal")
 
@@ -586,6 +617,7 @@ async def lesson_step(
         fig.reveal_s.append(seconds or 0.0)
 
     await asyncio.gather(*(verdict(p) for p in pupils))
+    clock.mark("reveal")
     log(
         f"step {number}: {len(presses)} answers, tally p95 {_s(fig.tally_s[-len(presses) :])},"
         f" reveal p95 {_s(fig.reveal_s[-len(pupils) :])}"
@@ -611,7 +643,7 @@ def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
         try:
             log(f"starting the server on {server.url} ({args.database})")
             server.start(args.deadline)
-            args.server_pid = server.pid
+            args.server_pid = fig.server_pid = server.pid
             asyncio.run(warm(server.url))
             time.sleep(2)
             fig.baseline_pss = TreePss(server).settled()
