@@ -607,3 +607,53 @@ def test_migrations_run_once_when_replicas_start_together(db_url: str) -> None:
         assert conn.execute(select(schema.schema.c.version)).scalars().all() == [schema.VERSION]
     for engine in engines:
         engine.dispose()
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def test_secrets_are_stored_only_as_digests(db_url: str) -> None:
+    """The database holds SHA-256 digests of keys and clients, never the keys themselves."""
+    import hashlib
+
+    from sqlalchemy import create_engine, text
+
+    from torchatlas.classmode import db
+
+    store = ClassStore(db_url)
+    teacher = store.start(LESSON, "en", client="203.0.113.7")
+    pupil = store.join(teacher.code, "Ann", client="198.51.100.9")
+    engine = create_engine(db.normalise(db_url))
+    with engine.connect() as conn:
+        dump = " ".join(
+            str(value)
+            for table in ("classmode_classes", "classmode_students", "classmode_attempts")
+            for row in conn.execute(text(f"SELECT * FROM {table}"))  # our own table names
+            for value in row
+        )
+    engine.dispose()
+    for secret in (teacher.teacher_key, pupil.student_key, "203.0.113.7", "198.51.100.9"):
+        assert secret not in dump
+        assert hashlib.sha256(secret.encode()).hexdigest() in dump
+
+
+def test_the_default_database_is_a_sqlite_file_in_the_data_folder(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from torchatlas.classmode import db
+
+    folder = tmp_path / "nested" / "data"
+    monkeypatch.delenv("ATLAS_DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(folder))
+    store = ClassStore()  # created on first use: no set-up step
+    teacher = store.start(None, "en", client="t")
+    assert (folder / "classes.sqlite3").is_file()
+    assert ClassStore().state(teacher.code).code == teacher.code
+    from sqlalchemy import text
+
+    with db.engine_for(store.url).connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+    monkeypatch.setenv("ATLAS_DATABASE_URL", "postgres://u@h:5/d")
+    assert db.default_url() == "postgres://u@h:5/d"
+    assert db.normalise(db.default_url()) == "postgresql+psycopg://u@h:5/d"
+    assert db.normalise("postgresql://u@h/d") == "postgresql+psycopg://u@h/d"
+    assert db.normalise("postgresql+psycopg://u@h/d") == "postgresql+psycopg://u@h/d"
