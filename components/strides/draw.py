@@ -108,12 +108,8 @@ class ReadyHtml(str):
         return str(self)
 
 
-def cell_colour(cell: int, cells: int, dark: bool) -> str:
-    """A hue sweep over the storage: order stays visible, neighbours stay apart."""
-    return _hsl(cell / max(cells - 1, 1), dark)
-
-
 def _hsl(fraction: float, dark: bool) -> str:
+    """A hue sweep over the storage: order stays visible, neighbours stay apart."""
     return f"hsl({205 - 185 * fraction:.0f},70%,{32 if dark else 82}%)"
 
 

@@ -1,8 +1,9 @@
 """The strides room's panels, in page order: setup, step picker, explorer, facts and history,
 then the tabs (code, write-through, byte lens, quiz).
 
-Widgets and ``st.*`` output only: session keys, the URL and every engine call go through
-``state``; figures, HTML and the small text pieces come from ``draw``. Panels take the
+Widgets and ``st.*`` output only: session keys, the link and every engine call go through
+``state``, which also builds (and keeps) the figures and HTML, asked once per picture; errors
+are shown with the kit's error card; the small text pieces come from ``draw``. Panels take the
 engine's frozen dataclasses (:class:`~torchatlas.strides.Step` and friends). They live here
 rather than in views/strides.py because Streamlit compiles the page file on every rerun.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
-from components.contained import failure_card
 from components.i18n import t
+from components.kit.error_card import error_card, error_text
+from components.kit.predict_reveal import predict_reveal
 from components.strides import state
 from components.strides.draw import (
     MAX_DRAWN,
@@ -28,7 +29,6 @@ from components.strides.draw import (
     unravel,
 )
 from components.strides.state import Room
-from components.theme import is_dark
 from components.widgets import keep_values
 from torchatlas.sandboxed import RoomJob
 from torchatlas.strides import (  # types and limits only: engine calls go through state
@@ -39,13 +39,12 @@ from torchatlas.strides import (  # types and limits only: engine calls go throu
     MAX_OPS,
     MAX_SHAPE_TEXT,
     START_DTYPES,
-    OpParseError,
     Step,
     StepError,
     StridesError,
 )
 from torchatlas.strides.examples import EXAMPLES
-from torchatlas.strides.quiz import MAX_ANSWER_TEXT, Question, QuestionKind
+from torchatlas.strides.quiz import CHOICES, Question
 
 OP_TEMPLATES = (
     ".t()", ".transpose(0, 1)", ".permute(1, 0)", "[1:, ::2]", "[..., 0]", "[None]",
@@ -61,12 +60,8 @@ OP_TEMPLATES = (
 # --------------------------------------------------------------------------- text pieces
 
 
-def error_text(error: StepError | StridesError) -> str:
-    return t(f"strides.errors.{error.code}", **error.params)
-
-
 def show_step_error(error: StepError) -> None:
-    st.error(error_text(error), icon=":material/block:")
+    error_card(error.as_error())
     if error.torch_message:
         st.caption(t("strides.errors.pytorch_said", message=error.torch_message))
 
@@ -76,9 +71,9 @@ def show_outcome_problem(outcome: RoomJob[Any]) -> None:
     sandbox's failure (time, memory, a busy server …) as the shared card."""
     if outcome.refused is not None:
         code, params = outcome.refused
-        st.error(t(f"strides.errors.{code}", **params), icon=":material/block:")
+        error_card(StridesError(code, **params))
     elif outcome.failure is not None:
-        failure_card(outcome.failure)
+        error_card(outcome.failure)
 
 
 def step_label(step: Step) -> str:
@@ -131,11 +126,10 @@ def formula_text(step: Step, element: tuple[int, ...], cell: int) -> str:
 def setup() -> Room:
     """The setup box (shape, dtype, example menu, op chain, op picker) and the chain it
     holds; a refused shape or chain is explained and ends the run."""
-    state.initial_state()
+    state.start()
+    state.LINK.notice()
     # The write and quiz tabs' inputs are drawn only while their tab is open.
-    keep_values((WRITE_TEXT_KEY,), prefixes=("strides_quiz_answer",))
-    for key, params in state.take_link_notices():
-        st.warning(t(key, **params), icon=":material/link_off:")
+    keep_values((WRITE_TEXT_KEY,), prefixes=(state.QUIZ_PREFIX,))
     with st.container(border=True):
         # A wrapping flex row, not st.columns: three fewer blocks on every rerun, and on a
         # phone shape and dtype share a line while the example picker wraps below them.
@@ -170,10 +164,11 @@ def setup() -> Room:
             accept_new_options=True,
             on_change=state.add_op,
         )
+    state.write_link()  # the boxes as typed: a link restores even a refused shape
     try:
         room = state.read_room()
     except StridesError as problem:
-        st.error(error_text(problem), icon=":material/block:")
+        error_card(problem)
         st.stop()
     except state.ChainUnavailable as missing:
         show_outcome_problem(missing.outcome)
@@ -200,10 +195,11 @@ def step_picker(room: Room) -> int:
         format_func=lambda i: step_label(ok_steps[i]),
         key=state.STEP_KEY,
         required=True,
+        on_change=state.step_picked,
+        args=(last,),
     )
-    picked = int(shown if shown is not None else last)
-    state.write_step_url(picked)
-    return picked
+    state.write_link()  # a new chain asks for its last step
+    return int(shown if shown is not None else last)
 
 
 # --------------------------------------------------------------------------- explorer fragment
@@ -215,19 +211,8 @@ def explorer(chain: state.Chain, steps: list[Step], shown: int) -> None:
     other. Reruns alone on a click."""
     step = steps[shown]
     assert step.size is not None and step.numel is not None and step.storage_cells is not None
-    dark = is_dark()
-    drawable = (
-        step.storage_indices is not None
-        and step.storage_values is not None
-        and step.numel <= MAX_DRAWN
-        and step.storage_cells <= MAX_DRAWN
-    )
-    focus_element, cell = state.resolve_selection(step, steps)
-    lit_elements: set[int] = set()
-    if drawable and cell is not None:
-        indices = state.flat_indices(chain, step.index)
-        assert indices is not None
-        lit_elements = set(np.flatnonzero(indices == cell).tolist())
+    view = state.explorer_view(chain, steps, shown)
+    drawable, focus_element, cell, lit_elements = view.drawable, view.focus, view.cell, view.lit
 
     left, right = st.columns([1, 1], gap="medium")
     with left:
@@ -241,7 +226,7 @@ def explorer(chain: state.Chain, steps: list[Step], shown: int) -> None:
         st.markdown(heading_markdown(t("strides.storage.title"), storage_caption, kind_text(step)))
         if drawable:
             st.plotly_chart(
-                state.cached_storage_figure(chain, step.index, cell, dark),
+                view.storage,
                 key=state.STORAGE_CHART,
                 on_select=lambda: state.chart_clicked(state.STORAGE_CHART, "cell", step.index),
                 selection_mode="points",
@@ -254,9 +239,7 @@ def explorer(chain: state.Chain, steps: list[Step], shown: int) -> None:
         st.markdown(heading_markdown(t("strides.tensor.title"), tensor_caption))
         if drawable:
             st.plotly_chart(
-                state.cached_tensor_figure(
-                    chain, step.index, frozenset(lit_elements), focus_element, dark
-                ),
+                view.tensor,
                 key=state.TENSOR_CHART,
                 on_select=lambda: state.chart_clicked(state.TENSOR_CHART, "element", step.index),
                 selection_mode="points",
@@ -323,7 +306,7 @@ def _typing(step: Step) -> None:
         problem = state.typed_problem()
         if problem:
             code, params = problem
-            typed_left.caption(t(f"strides.errors.{code}", **params))
+            typed_left.caption(error_text(StridesError(code, **params)))
         typed_right.number_input(
             t("strides.explore.type_cell", last=max(step.storage_cells - 1, 0)),
             min_value=0,
@@ -351,21 +334,7 @@ def facts_and_history(room: Room, shown: int) -> None:
             f"### {t('strides.facts.title')}\n\n{facts_markdown(step)}\n\n:gray[:small[{note}]]"
         )
     with history:
-        labels = {
-            "start": t("strides.kind.start"),
-            "same": t("strides.kind.same"),
-            "view": t("strides.kind.view"),
-            "copy": t("strides.kind.copy"),
-            "op": t("strides.history.op"),
-            "size": t("strides.facts.size"),
-            "stride": t("strides.facts.stride"),
-            "offset": t("strides.facts.offset"),
-            "storage": t("strides.facts.storage"),
-            "footprint": t("strides.history.footprint"),
-            "caption": t("strides.history.caption"),
-            "title": t("strides.history.title"),
-        }
-        st.html(state.cached_history(room.chain, tuple(sorted(labels.items())), shown, is_dark()))
+        st.html(state.history_view(room, shown))
 
 
 # --------------------------------------------------------------------------- tabs
@@ -512,14 +481,11 @@ def _question_code(question: Question) -> tuple[str, str]:
     return "\n".join(code_lines), name
 
 
-CHOICES = {QuestionKind.VIEW_OR_COPY: ["view", "copy"], QuestionKind.VIEW_WORKS: ["yes", "no"]}
-
-
 @st.fragment
 def quiz_panel() -> None:
     st.caption(t("strides.quiz.caption"))
-    seed = state.quiz_seed()
-    outcome = state.cached_question(seed, state.quiz_dtype())
+    seed, dtype = state.quiz_seed(), state.quiz_dtype()
+    outcome = state.cached_question(seed, dtype)
     if not outcome.ok:
         show_outcome_problem(outcome)
         return
@@ -534,63 +500,34 @@ def quiz_panel() -> None:
     prompt_params = {"name": name, "op": question.ops[-1]}
     if question.element is not None:
         prompt_params["element"] = f"{name}{format_index(question.element)}"
-    st.markdown(t(f"strides.quiz.kinds.{question.kind}", **prompt_params))
-    answer_key = f"strides_quiz_answer_{seed}"
-    if question.kind in CHOICES:
-        answer = st.radio(
-            t("strides.quiz.answer"),
-            CHOICES[question.kind],
-            index=None,
-            format_func=lambda o: t(f"strides.quiz.choices.{o}"),
-            horizontal=True,
-            key=answer_key,
-        )
-    else:
-        answer = st.text_input(
-            t("strides.quiz.answer"),
-            key=answer_key,
-            max_chars=MAX_ANSWER_TEXT,
-            placeholder=t(f"strides.quiz.placeholder.{question.kind}"),
-        )
-    check, next_question = st.columns([1, 1])
-    checked = check.button(
-        t("strides.quiz.check"), key=f"strides_quiz_check_{seed}", type="primary"
+    words = {word: t(f"strides.quiz.choices.{word}") for word in CHOICES.get(question.kind, ())}
+    predict_reveal(
+        state.quiz_key(seed, dtype),
+        prompt=t(f"strides.quiz.kinds.{question.kind}", **prompt_params),
+        grade=lambda given: state.grade_answer(item, given, words),
+        options=tuple(words.values()),
+        explain=lambda grade: _torch_says(item),
+        placeholder=t(f"strides.quiz.placeholder.{question.kind}") if not words else "",
     )
-    if next_question.button(t("strides.quiz.next"), key=f"strides_quiz_next_{seed}"):
+    if st.button(t("strides.quiz.next"), key=f"strides_next_question_{seed}"):
         state.next_question(seed)
         st.rerun()
-    if checked:
-        _quiz_verdict(item, answer)
 
 
-def _quiz_verdict(item: state.QuizItem, answer: str | None) -> None:
-    question = item.question
-    if not answer:
-        st.warning(t("strides.quiz.no_answer"))
-        return
-    try:
-        result = state.grade_answer(item, str(answer))
-    except OpParseError as problem:  # answer_too_long
-        st.warning(error_text(problem))
-        return
-    expected = result.expected
-    if question.kind in CHOICES:
-        expected = t(f"strides.quiz.choices.{expected}")
-    if result.correct:
-        st.success(t("strides.quiz.right", expected=expected), icon=":material/check:")
-    else:
-        st.error(t("strides.quiz.wrong", expected=expected), icon=":material/close:")
-    last = result.steps[-1]
+def _torch_says(item: state.QuizItem) -> None:
+    """What PyTorch reports for the question's last tensor (or its own words, when it
+    refused the op)."""
+    last = item.steps[-1]
     if last.error is not None:
         st.caption(t("strides.errors.pytorch_said", message=last.error.torch_message or ""))
-    else:
-        view_or_copy = "view" if last.is_view else "copy"
-        st.caption(
-            t(
-                "strides.quiz.torch_says",
-                size=tuple_text(last.size or ()),
-                stride=tuple_text(last.stride or ()),
-                offset=last.storage_offset,
-                kind=t(f"strides.quiz.choices.{view_or_copy}"),
-            )
+        return
+    view_or_copy = "view" if last.is_view else "copy"
+    st.caption(
+        t(
+            "strides.quiz.torch_says",
+            size=tuple_text(last.size or ()),
+            stride=tuple_text(last.stride or ()),
+            offset=last.storage_offset,
+            kind=t(f"strides.quiz.choices.{view_or_copy}"),
         )
+    )

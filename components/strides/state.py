@@ -1,22 +1,25 @@
-"""The strides room's state: its session keys, its URL, and its cached engine calls.
+"""The strides room's state: its session keys, its link, its cached engine calls and the
+ready-to-show pictures the panels ask for.
 
-Every session key starts with ``strides_``; the URL keys are ``s_shape``, ``s_dtype``,
-``s_ops`` (one per op), ``s_seed`` and ``s_step``, read on a session's first run and written
-when they change, so a link restores the room (``lang`` and other rooms' keys are never
-touched). Numbers in a link are read with :func:`components.contained.link_int` (ASCII whole
-numbers in range); anything else keeps the default and says so.
+Every session key starts with ``strides_``. The link is declared once in
+:data:`torchatlas.strides.link.LINK` (``s_shape``, ``s_dtype``, ``s_ops`` one value per line
+of the chain box, ``s_seed``, ``s_step``) and read, written and told about by the kit
+(:class:`components.kit.link_state.RoomLink`): a field that does not parse keeps its default
+and the page names it; ``lang`` and other rooms' names are never touched.
 
 The chain itself (and every description of it, a write-through, a quiz question) runs in a
 sandbox job (:mod:`torchatlas.strides.jobs`): one job per chain gives every step, so clicking
 through steps starts none; its checked result is kept in :data:`ROOM_CACHE`.
 
-Everything the room keeps between reruns lives in :data:`ROOM_CACHE`, one process-wide cache
-bounded by bytes (:mod:`torchatlas.cache`): its keys are what visitors type or share, so an
-entry-count bound would let a few heavy chains take gigabytes. Each entry is measured when
-it is stored. Lookups stay cheap on the hot path (one lock, one dict), unlike
-``st.cache_data``, which hashes every argument and unpickles a copy on each call. Values are
-shared read-only across sessions: nobody mutates them (the flat index arrays are read-only
-to hold everyone to that).
+Everything the room keeps between reruns (results, figures, HTML) lives in
+:data:`ROOM_CACHE`, one process-wide cache bounded by bytes (:mod:`torchatlas.cache`): its
+keys are what visitors type or share, so an entry-count bound would let a few heavy chains
+take gigabytes. Each entry is measured when it is stored. Lookups stay cheap on the hot
+path (one lock, one dict), unlike ``st.cache_data``, which hashes every argument and
+unpickles a copy on each call. Values are shared read-only across sessions: nobody mutates
+them (the flat index arrays are read-only to hold everyone to that). The panels ask once
+per picture (:func:`explorer_view`, :func:`history_view`); this module builds it with
+``draw`` in the reader's theme and language.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from components.contained import link_int, session_id
+from components.contained import session_id
+from components.i18n import language
+from components.kit.link_state import RoomLink
 from components.strides.draw import (
     MAX_DRAWN,
     ReadyHtml,
@@ -39,15 +44,15 @@ from components.strides.draw import (
     tensor_figure,
     unravel,
 )
-from components.theme import DARK, LIGHT
+from components.theme import DARK, LIGHT, is_dark
 from torchatlas.cache import BoundedCache
+from torchatlas.i18n import translate
+from torchatlas.quiz import Grade
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
 from torchatlas.strides import (
-    MAX_CHAIN_TEXT,
     MAX_OP_TEXT,
     MAX_OPS,
-    MAX_SHAPE_TEXT,
     START_DTYPES,
     OpParseError,
     Step,
@@ -75,27 +80,28 @@ from torchatlas.strides.jobs import (
     wire_limits,
     with_refused,
 )
+from torchatlas.strides.link import DEFAULT, LAST_STEP
+from torchatlas.strides.link import LINK as LINK_SPEC
 from torchatlas.strides.parser import parse_write, write_to_json
-from torchatlas.strides.quiz import Grade, grade_steps
+from torchatlas.strides.quiz import grade_steps
 from torchatlas.strides.writes import WriteResult
 
 # --------------------------------------------------------------------------- keys
 
-SHAPE_KEY, DTYPE_KEY, OPS_KEY = "strides_shape", "strides_dtype", "strides_ops"
-STEP_KEY, SELECTION_KEY, SEED_KEY = "strides_step", "strides_selection", "strides_seed"
+LINK = RoomLink(LINK_SPEC)
+SHAPE_KEY, DTYPE_KEY = LINK.key("s_shape"), LINK.key("s_dtype")
+OPS_KEY = LINK.key("s_ops")  # the chain box's text (the link's ops, one per line)
+SEED_KEY = LINK.key("s_seed")
+LINK_STEP_KEY = LINK.key("s_step")  # the step asked for (the link's, or the visitor's pick)
+STEP_KEY, SELECTION_KEY = "strides_step", "strides_selection"  # the picker; a selection
 TENSOR_CHART, STORAGE_CHART = "strides_tensor_chart", "strides_storage_chart"
 PANEL_KEY = "strides_panel"
 EXAMPLE_KEY, ADD_OP_KEY = "strides_example", "strides_add_op"
-LINK_BROKEN_KEY = "strides_link_broken"
 SIGNATURE_KEY = "strides_signature"  # the chain the step picker was last set for
 WRITE_RESULT_KEY = "strides_write_result"  # the write last applied, and to which chain
 TYPED_ELEMENT_KEY, TYPED_CELL_KEY = "strides_typed_element", "strides_typed_cell"
 TYPED_PROBLEM_KEY = "strides_typed_problem"
-URL_SHAPE, URL_DTYPE, URL_OPS, URL_SEED = "s_shape", "s_dtype", "s_ops", "s_seed"
-URL_STEP = "s_step"
-LINK_STEP_KEY = "strides_link_step"  # the step a shared link asks for, until the chain is read
-MAX_SEED = 999_999_999
-DEFAULT = EXAMPLES["transpose_contiguous"]
+QUIZ_PREFIX = "strides_quiz_"
 
 Chain = tuple[tuple[int, ...], str, tuple[str, ...]]  # (shape, dtype, ops): a cache key
 
@@ -137,75 +143,36 @@ class Room:
         return "strides.setup.inexact", {"dtype": self.dtype, "limit": limit}
 
 
-# --------------------------------------------------------------------------- URL and setup
+# --------------------------------------------------------------------------- link and setup
 
 
-def _link_values(query: Any) -> tuple[str, str, str] | None:
-    """Shape, dtype and op chain text of a shared link, or None when it carries more than
-    this room ever writes into a link (then none of it is used)."""
-    shape = query.get(URL_SHAPE, "")
-    ops = "\n".join(op for op in query.get_all(URL_OPS)[:MAX_OPS] if op.strip())
-    if len(shape) > MAX_SHAPE_TEXT or len(ops) > MAX_CHAIN_TEXT:
-        return None
-    dtype = query.get(URL_DTYPE, DEFAULT.dtype)
-    return shape, dtype if dtype in START_DTYPES else DEFAULT.dtype, ops
+def start() -> None:
+    """Every run, before the widgets: on a session's first run the link's values (the kit);
+    its ops become the chain box's lines. Values a test or an earlier run set are kept."""
+    if LINK.start() is None:
+        return
+    ops = st.session_state.get(OPS_KEY)
+    if isinstance(ops, tuple | list):
+        st.session_state[OPS_KEY] = "\n".join(ops)
 
 
-def initial_state() -> None:
-    """First run of a session: a shared link's state, else the default example. Keys a test
-    or an earlier run already set are kept."""
-    query = st.query_params
-    shape, dtype, ops = ", ".join(map(str, DEFAULT.shape)), DEFAULT.dtype, "\n".join(DEFAULT.ops)
-    notices: list[tuple[str, dict[str, Any]]] = []
-    if URL_SHAPE in query and SHAPE_KEY not in st.session_state:
-        shared = _link_values(query)
-        if shared is None:
-            notices.append(("strides.link_broken", {}))
-        else:
-            shape, dtype, ops = shared
-        step = query.get(URL_STEP)
-        if step is not None:
-            picked = link_int(step, low=0, high=MAX_OPS)
-            if picked is None:
-                notices.append(("strides.link_number", {"key": URL_STEP}))
-            else:
-                st.session_state[LINK_STEP_KEY] = picked
-    st.session_state.setdefault(SHAPE_KEY, shape)
-    st.session_state.setdefault(DTYPE_KEY, dtype)
-    st.session_state.setdefault(OPS_KEY, ops)
-    if SEED_KEY not in st.session_state:
-        seed = query.get(URL_SEED)
-        value = None if seed is None else link_int(seed, low=0, high=MAX_SEED)
-        if seed is not None and value is None:
-            notices.append(("strides.link_number", {"key": URL_SEED}))
-        st.session_state[SEED_KEY] = 1 if value is None else value
-    if notices:
-        st.session_state[LINK_BROKEN_KEY] = notices
+def ops_of(text: str) -> tuple[str, ...]:
+    """The chain box's lines as the link carries them: every non-empty line as typed (the
+    parser strips and reads them when the chain runs), the first :data:`MAX_OPS`."""
+    return tuple(line for line in text.split("\n") if line)[:MAX_OPS]
 
 
-def take_link_notices() -> list[tuple[str, dict[str, Any]]]:
-    """Why parts of this session's shared link were not used (told once): translation keys
-    and their parameters."""
-    return list(st.session_state.pop(LINK_BROKEN_KEY, None) or [])
+def link_values() -> dict[str, Any]:
+    """The room's state in its link's terms (what :meth:`RoomLink.write` puts in the address
+    bar): the boxes as typed, the seed, and the step asked for."""
+    values = LINK.values()
+    values["s_ops"] = ops_of(str(st.session_state.get(OPS_KEY, "")))
+    return values
 
 
-def write_url(shape_text: str, dtype: str, ops: list[str] | tuple[str, ...]) -> None:
-    """Keep only this room's keys in sync; never touch the others (``lang``)."""
-    query = st.query_params
-    wanted: dict[str, Any] = {
-        URL_SHAPE: shape_text.replace(" ", ""),
-        URL_DTYPE: dtype,
-        URL_SEED: str(st.session_state[SEED_KEY]),
-    }
-    for key, value in wanted.items():
-        if query.get(key) != value:
-            query[key] = value
-    ops = list(ops)
-    if query.get_all(URL_OPS) != ops:
-        if ops:
-            query[URL_OPS] = ops
-        elif URL_OPS in query:
-            del query[URL_OPS]
+def write_link() -> None:
+    """Keep the address bar in step with the room (only its own names; ``lang`` untouched)."""
+    LINK.write(link_values())
 
 
 class ChainUnavailable(Exception):
@@ -215,12 +182,6 @@ class ChainUnavailable(Exception):
     def __init__(self, outcome: RoomJob[Any]) -> None:
         super().__init__(outcome.failure.kind if outcome.failure else "refused")
         self.outcome = outcome
-
-
-def write_step_url(step: int) -> None:
-    """The step shown, in the link (so a shared link opens on it)."""
-    if st.query_params.get(URL_STEP) != str(step):
-        st.query_params[URL_STEP] = str(step)
 
 
 def read_room() -> Room:
@@ -233,7 +194,6 @@ def read_room() -> Room:
     shape = parse_shape(shape_text)
     all_ops = parse_chain(str(st.session_state[OPS_KEY]))
     ops = tuple(all_ops[:MAX_OPS])
-    write_url(shape_text, dtype, ops)
     outcome = chain_job(shape, dtype, ops)
     if outcome.value is None:
         raise ChainUnavailable(outcome)
@@ -241,16 +201,31 @@ def read_room() -> Room:
 
 
 def shown_step(room: Room) -> int:
-    """Set the step picker for this chain: its last step when the chain changed, or when the
-    remembered step is no longer one of it. Forgets a write made on another chain."""
+    """Set the step picker for this chain: on the session's first chain, the step asked for
+    (a link's; past the end: the last); on a changed chain, its last step; and the last one
+    when the remembered step is no longer one of it. Forgets a write made on another chain.
+    Returns the chain's last step."""
+    state = st.session_state
     last = len(room.ok_steps) - 1
-    if st.session_state.get(SIGNATURE_KEY) != room.chain:
-        st.session_state[SIGNATURE_KEY] = room.chain
-        st.session_state[STEP_KEY] = st.session_state.pop(LINK_STEP_KEY, last)
-        st.session_state.pop(WRITE_RESULT_KEY, None)
-    if st.session_state.get(STEP_KEY) not in range(last + 1):
-        st.session_state[STEP_KEY] = last
+    if state.get(SIGNATURE_KEY) != room.chain:
+        if SIGNATURE_KEY in state:  # another chain than the one the link asked about
+            state[LINK_STEP_KEY] = LAST_STEP
+        state[SIGNATURE_KEY] = room.chain
+        asked = state.get(LINK_STEP_KEY, LAST_STEP)
+        state[STEP_KEY] = min(asked if isinstance(asked, int) else LAST_STEP, last)
+        state.pop(WRITE_RESULT_KEY, None)
+    if state.get(STEP_KEY) not in range(last + 1):
+        state[STEP_KEY] = last
     return last
+
+
+def step_picked(last: int) -> None:
+    """The step picker's callback: the step picked is the one the link asks for (the last
+    step as the link's "last", so a longer chain later still opens on its end)."""
+    picked = st.session_state.get(STEP_KEY)
+    st.session_state[LINK_STEP_KEY] = (
+        picked if isinstance(picked, int) and picked < last else (LAST_STEP)
+    )
 
 
 def load_example(key: str | None = None) -> None:
@@ -387,10 +362,20 @@ def quiz_dtype() -> str:
     return dtype if dtype in START_DTYPES else DEFAULT.dtype
 
 
-def grade_answer(item: QuizItem, answer: str) -> Grade:
+def quiz_key(seed: int, dtype: str) -> str:
+    """The kit's predict-then-reveal key of the question for ``seed`` in ``dtype``."""
+    return f"{QUIZ_PREFIX}{seed}_{dtype}"
+
+
+def grade_answer(item: QuizItem, answer: str, shown: dict[str, str] | None = None) -> Grade:
     """Graded against the question's chain as live torch ran it (in the question's job).
-    Raises OpParseError (``answer_too_long``)."""
-    return grade_steps(item.question, item.steps, answer)
+    ``shown`` maps the choices' words to the page's (the reader's language): the answer comes
+    in those, and the grade is told in them. Raises OpParseError (``answer_too_long``)."""
+    shown = shown or {}
+    words = {text: word for word, text in shown.items()}
+    grade = grade_steps(item.question, item.steps, words.get(answer, answer))
+    return Grade(grade.correct, shown.get(grade.expected, grade.expected),
+                 shown.get(grade.given, grade.given))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- cached engine calls
@@ -471,14 +456,25 @@ def cached_write(
     )
 
 
-def cached_history(
-    chain: Chain, labels: tuple[tuple[str, str], ...], shown: int, dark: bool
-) -> ReadyHtml:
-    def build() -> ReadyHtml:
-        steps = [step for step in cached_steps(*chain) if step.error is None]
-        return ReadyHtml(history_html(steps, dict(labels), shown, DARK if dark else LIGHT, dark))
+def history_view(room: Room, shown: int) -> ReadyHtml:
+    """The op history's HTML for this chain and step, in the reader's language and theme,
+    built once and kept."""
+    chain, dark, lang = room.chain, is_dark(), language()
 
-    return ROOM_CACHE.get_or_compute(("history", chain, labels, shown, dark), build)
+    def build() -> ReadyHtml:
+        labels = {name: translate(f"strides.{key}", lang) for name, key in HISTORY_LABELS.items()}
+        steps = [step for step in cached_steps(*chain) if step.error is None]
+        return ReadyHtml(history_html(steps, labels, shown, DARK if dark else LIGHT, dark))
+
+    return ROOM_CACHE.get_or_compute(("history", chain, shown, dark, lang), build)
+
+
+HISTORY_LABELS = {
+    "start": "kind.start", "same": "kind.same", "view": "kind.view", "copy": "kind.copy",
+    "op": "history.op", "size": "facts.size", "stride": "facts.stride",
+    "offset": "facts.offset", "storage": "facts.storage", "footprint": "history.footprint",
+    "caption": "history.caption", "title": "history.title",
+}  # fmt: skip
 
 
 def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> RoomJob[QuizItem | None]:
@@ -540,3 +536,52 @@ def cached_storage_figure(chain: Chain, index: int, cell: int | None, dark: bool
         return _serialised(storage_figure(step, lit, cell, DARK if dark else LIGHT, dark))
 
     return ROOM_CACHE.get_or_compute(("storage_figure", chain, index, cell, dark), build)
+
+
+@dataclass(frozen=True)
+class ExplorerView:
+    """The explorer for one step, ready to show: the selection resolved on it (the focused
+    element, the lit cell and every element reading that cell) and the two figures (None
+    when the step is too large to draw cell by cell)."""
+
+    focus: int | None
+    cell: int | None
+    lit: frozenset[int]
+    storage: go.Figure | None
+    tensor: go.Figure | None
+
+    @property
+    def drawable(self) -> bool:
+        return self.storage is not None
+
+
+def drawable(step: Step) -> bool:
+    """Whether ``step`` is drawn cell by cell (its lists travelled, and it is small)."""
+    return (
+        step.storage_indices is not None
+        and step.storage_values is not None
+        and (step.numel or 0) <= MAX_DRAWN
+        and (step.storage_cells or 0) <= MAX_DRAWN
+    )
+
+
+def explorer_view(chain: Chain, steps: list[Step], shown: int) -> ExplorerView:
+    """The explorer of step ``shown``: the selection carried onto it, and its figures in the
+    page's theme (each figure built once per step, selection and theme, and kept)."""
+    step = steps[shown]
+    focus, cell = resolve_selection(step, steps)
+    if not drawable(step):
+        return ExplorerView(focus, cell, frozenset(), None, None)
+    lit: frozenset[int] = frozenset()
+    if cell is not None:
+        indices = flat_indices(chain, step.index)
+        assert indices is not None
+        lit = frozenset(np.flatnonzero(indices == cell).tolist())
+    dark = is_dark()
+    return ExplorerView(
+        focus,
+        cell,
+        lit,
+        cached_storage_figure(chain, step.index, cell, dark),
+        cached_tensor_figure(chain, step.index, lit, focus, dark),
+    )

@@ -9,9 +9,10 @@ from streamlit.testing.v1 import AppTest
 from components.strides.state import CACHE_BYTES, ROOM_CACHE
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.cache import deep_size
+from torchatlas.i18n import translate
 from torchatlas.strides import MAX_CHAIN_TEXT, MAX_INDEX_TEXT, MAX_OP_TEXT, MAX_SHAPE_TEXT
 from torchatlas.strides.examples import EXAMPLES
-from torchatlas.strides.quiz import MAX_ANSWER_TEXT, make_question
+from torchatlas.strides.quiz import MAX_ANSWER_TEXT, grade, make_question
 
 
 def chart_specs(at: AppTest) -> list[dict]:
@@ -46,7 +47,7 @@ def test_chain_edits_update_steps_and_url() -> None:
     assert not at.exception
     text = rendered_text(at)
     assert "| size | `(3,)` |" in text and "| storage_offset | `6` |" in text
-    assert at.query_params["s_shape"] == "4,6"
+    assert at.query_params["s_shape"] == "4, 6"  # as typed
     assert at.query_params["s_ops"] == ["[1:, ::2]", "[..., 0]"]
     assert "lang" not in at.query_params
 
@@ -144,19 +145,40 @@ def test_write_through_panel() -> None:
     assert "refers to a single memory location" in rendered_text(at)
 
 
+def _reveal(at: AppTest, key: str) -> None:
+    next(b for b in at.button if b.proto.form_id == f"{key}_form").click().run()
+
+
 def test_quiz_grades_with_live_torch() -> None:
-    at = open_page("views/strides.py", strides_panel="Predict, then reveal", strides_seed=3)
-    assert not at.exception
-    check = next(b for b in at.button if b.label == "Check")
-    quiz_choices = [radio for radio in at.radio if radio.key != "lang"]  # not the sidebar's
-    if quiz_choices:
-        quiz_choices[0].set_value(quiz_choices[0].options[0])
-    else:
-        at.text_input(key="strides_quiz_answer_3").set_value("0")
-    check.click().run()
-    assert not at.exception
-    assert at.success or at.error  # graded either way, with PyTorch's answer
-    assert "PyTorch" in rendered_text(at) or at.error
+    """Each kind of question, predicted right and wrong: the verdict is torch's answer, as
+    PyTorch computes it for the question's chain, with what PyTorch reports below."""
+    for seed in (1, 2, 5, 9):  # new_stride, view_or_copy, view_works, which_cell
+        question = make_question(seed)
+        right = grade(question, "").expected
+        key = f"strides_quiz_{seed}_float32"
+        for answer in (right, "7, 7, 7"):
+            at = open_page("views/strides.py", strides_panel="Predict, then reveal",
+                           strides_seed=seed)  # fmt: skip
+            assert not at.exception
+            words = ("view", "copy", "yes", "no")
+            choices = {translate(f"strides.quiz.choices.{w}"): w for w in words}
+            if question.kind in ("view_or_copy", "view_works"):
+                radio = at.radio(key=f"{key}_given")
+                shown = list(radio.options)  # as the page shows them
+                words = [choices[text] for text in shown]
+                picked = words.index(right) if answer == right else 1 - words.index(right)
+                radio.set_value(picked)
+                expected = translate(f"strides.quiz.choices.{right}")
+            else:
+                at.text_input(key=f"{key}_given").input(answer)
+                expected = right
+            _reveal(at, key)
+            assert not at.exception
+            if answer == right:
+                assert at.success[0].value == translate("kit.reveal.right", expected=expected)
+            else:
+                assert f"torch says **{expected}**" in at.error[0].value
+            assert "PyTorch" in rendered_text(at)
 
 
 def test_korean_page() -> None:
@@ -200,13 +222,14 @@ def test_text_boxes_carry_their_limits() -> None:
     assert at.text_input(key="strides_typed_element").proto.max_chars == MAX_INDEX_TEXT
     seed = next(s for s in range(1, 100) if make_question(s).kind in ("new_stride", "which_cell"))
     at = open_page("views/strides.py", strides_panel="Predict, then reveal", strides_seed=seed)
-    answer = at.text_input(key=f"strides_quiz_answer_{seed}")
+    key = f"strides_quiz_{seed}_float32"
+    answer = at.text_input(key=f"{key}_given")
     assert answer.proto.max_chars == MAX_ANSWER_TEXT
-    at.session_state[f"strides_quiz_answer_{seed}"] = "1, " * 100  # past the box, by script
+    at.session_state[f"{key}_given"] = "1, " * 100  # past the box, by script
     at.run()
-    next(b for b in at.button if b.label == "Check").click().run()
-    assert not at.exception  # the box cut it to its limit; grade() refuses longer ones itself
-    assert at.success or at.error
+    _reveal(at, key)
+    assert not at.exception  # the box cut it to its limit (grade() refuses longer ones)
+    assert "torch says" in at.error[0].value
 
 
 def test_typed_index_is_read_within_its_box() -> None:
@@ -226,12 +249,18 @@ def _shared(query: dict[str, object]) -> AppTest:
     return at
 
 
-def test_a_link_holding_more_than_the_room_writes_is_not_used() -> None:
-    for query in ({"s_shape": "2," * 100, "s_ops": [".t()"]},
-                  {"s_shape": "3,4", "s_ops": [".t()" * 100] * 24}):  # fmt: skip
-        at = _shared(query)
-        assert "holds more than this room ever puts in a link" in at.warning[0].value
-        assert at.session_state["strides_ops"] == "\n".join(EXAMPLES["transpose_contiguous"].ops)
+def test_a_link_field_holding_more_than_the_room_writes_is_not_used() -> None:
+    """Each field is read on its own: the one holding more than the room ever writes keeps
+    its default and is named; the others are used."""
+    default = EXAMPLES["transpose_contiguous"]
+    at = _shared({"s_shape": "2," * 100, "s_ops": [".t()"]})
+    assert translate("kit.link.broken", fields="s_shape") in [i.value for i in at.info]
+    assert at.session_state["strides_shape"] == "3, 4"
+    assert at.session_state["strides_ops"] == ".t()"
+    at = _shared({"s_shape": "3,4", "s_ops": [".t()" * 100] * 24})
+    assert translate("kit.link.broken", fields="s_ops") in [i.value for i in at.info]
+    assert at.session_state["strides_shape"] == "3,4"
+    assert at.session_state["strides_ops"] == "\n".join(default.ops)
 
 
 def test_heavy_shared_links_stay_within_the_byte_budget() -> None:

@@ -12,9 +12,10 @@ Errors carry a code and parameters (:mod:`torchatlas.strides.errors`); their Eng
 <ErrorCode.VIEW_INCOMPATIBLE: 'view_incompatible'>
 
 Modules, each importing only those above it: ``limits`` and ``dtypes`` (the room's bounds
-and dtypes), ``errors`` (codes, exceptions, PyTorch's refusals explained), ``parser`` (the
-allow-listed op parser), ``trace`` (the chain, step by step), ``writes`` (write-through),
-``quiz`` and ``examples``.
+and dtypes), ``errors`` (codes and exceptions), ``parser`` (the allow-listed op parser),
+``explain`` (PyTorch's refusals explained), ``trace`` (the chain, step by step), ``writes``
+(write-through), ``quiz``, ``examples``, ``link`` (the room's shared link) and ``jobs`` (the
+sandbox jobs).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A question stores only its inputs (shape, ops, element); :func:`grade` runs the chain again
 and compares the student's answer with what PyTorch reports, so no answer is ever stored or
-hard-coded.
+hard-coded. The grade is the kit's (:mod:`torchatlas.quiz`): a pick among :data:`CHOICES`
+for the view/copy and will-it-work questions, typed numbers read as integers otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from torchatlas.quiz import MAX_ANSWER_CHARS, Grade, grade_choice, grade_text
 from torchatlas.strides.errors import ErrorCode, OpParseError
 from torchatlas.strides.trace import Step, trace
 
@@ -26,10 +28,15 @@ class QuestionKind(StrEnum):
 
 
 KINDS = tuple(QuestionKind)
+# The questions answered by picking one of a few words (the page shows them translated).
+CHOICES: dict[QuestionKind, tuple[str, ...]] = {
+    QuestionKind.VIEW_OR_COPY: ("view", "copy"),
+    QuestionKind.VIEW_WORKS: ("yes", "no"),
+}
 MAX_TRIES = 60
-# The longest answer graded: a stride of rank ≤ 4 or a cell number needs far less. Longer
-# answers are refused before they are read.
-MAX_ANSWER_TEXT = 60
+# The longest answer graded, the kit's answer box's (a stride of rank ≤ 4 or a cell number
+# needs far less). Longer answers are refused before they are read.
+MAX_ANSWER_TEXT = MAX_ANSWER_CHARS
 MAX_ANSWER_DIGITS = 20
 
 
@@ -47,14 +54,6 @@ class Question:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Grade:
-    correct: bool
-    expected: str
-    given: str
-    steps: list[Step]
 
 
 def _random_shape(rng: random.Random) -> tuple[int, ...]:
@@ -190,12 +189,18 @@ def grade_steps(
     than ``max_chars`` like :func:`grade`."""
     if max_chars is not None and len(answer) > max_chars:
         raise OpParseError(ErrorCode.ANSWER_TOO_LONG, length=f"{len(answer):,}", limit=max_chars)
-    steps = list(steps)
-    right = expected(question, steps)
-    given = answer.strip().lower()
-    if question.kind in (QuestionKind.NEW_STRIDE, QuestionKind.WHICH_CELL):
-        parsed = _parse_ints(given)
-        correct = parsed is not None and parsed == _parse_ints(right)
-    else:
-        correct = given == right
-    return Grade(correct=correct, expected=right, given=answer.strip(), steps=steps)
+    right = expected(question, list(steps))
+    options = CHOICES.get(question.kind)
+    if options is not None:
+        given = answer.strip().lower()
+        return grade_choice(options, options.index(given) if given in options else -1, right)
+    return grade_text(answer, right, read=_read_ints)
+
+
+def _read_ints(text: str) -> tuple[int, ...]:
+    """A typed stride or cell as integers (``"(3, 1)"``, ``"3,1"``, ``"[3 1]"``); a
+    ValueError (a wrong answer) for anything else."""
+    parsed = _parse_ints(text)
+    if parsed is None:
+        raise ValueError(text[:20])
+    return parsed

@@ -22,10 +22,10 @@ from torchatlas.strides.errors import (
     OpParseError,
     ShapeInputError,
     StepError,
-    explain_safely,
     from_parse_error,
     too_large,
 )
+from torchatlas.strides.explain import explain_safely
 from torchatlas.strides.limits import (
     FOOTPRINT_BINS,
     MAX_CHAIN_TEXT,

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from torchatlas.strides.errors import OpParseError, StepError, explain, from_parse_error
+from torchatlas.strides.errors import OpParseError, StepError, from_parse_error
+from torchatlas.strides.explain import explain
 from torchatlas.strides.limits import MAX_LISTED, MAX_OP_TEXT
 from torchatlas.strides.parser import OpKind, ParsedOp, ParsedWrite, parse_write
 from torchatlas.strides.trace import run_chain
