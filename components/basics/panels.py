@@ -4,24 +4,26 @@ predict-then-reveal question.
 
 Widgets and ``st.*`` output only: engine calls and session keys go through ``state``; every
 picture and table comes from ``draw``. Each section is a fragment, so typing in one reruns
-only it; the URL follows the inputs (``state.write_url``).
+only it; the URL follows the inputs (``state.write_link``). Questions go through the kit's
+``predict_reveal``; errors through its ``error_card``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from components.basics import draw, state
-from components.contained import failure_card, guarded
+from components.contained import guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
+from components.kit.error_card import error_card
+from components.kit.predict_reveal import predict_reveal
 from components.theme import palette
 from torchatlas.basics import (  # types only
     DTYPES,
     SAVE_DTYPES,
     BasicsError,
+    BasicsValueError,
     Broadcast,
     EinsumPlan,
     IndexResult,
@@ -30,6 +32,7 @@ from torchatlas.basics import (  # types only
     SaveReport,
 )
 from torchatlas.basics.quiz import COPY, ERROR_CHOICE, VIEW, Section
+from torchatlas.links import QueryValue
 
 ICONS = {
     Section.TYPES: ":material/category:",
@@ -43,10 +46,7 @@ ICONS = {
 def _error(exc: BasicsError | state.NoResult) -> None:
     """The room's refusal (the cause and the fix, translated), or why the sandbox job has no
     result."""
-    if isinstance(exc, state.NoResult):
-        failure_card(exc.failure)
-        return
-    st.warning(t(f"basics.errors.{exc.code}", **exc.params), icon=":material/error:")
+    error_card(exc.failure if isinstance(exc, state.NoResult) else exc, warning=True)
 
 
 def _torch_said(message: str) -> None:
@@ -54,26 +54,25 @@ def _torch_said(message: str) -> None:
     st.code(message, language="text", wrap_lines=True)
 
 
-def _strides_link(query: dict[str, Any] | None, label_key: str, key: str) -> None:
+def _strides_link(query: dict[str, QueryValue] | None, label_key: str) -> None:
+    """A link into the strides room with its state filled in (None: nothing to link)."""
     if query is None:
         return
     st.page_link(
-        state.STRIDES_PAGE,
+        state.strides_page(),
         label=t(label_key),
         icon=":material/grid_on:",
         query_params=query,
         width="content",
     )
-    del key  # links carry no widget state; the name documents where the link sits
 
 
 def setup() -> Section:
     """First-run state, the link notice, the intro and the section picker."""
-    state.initial_state()
+    state.start()
     state.keep_values()
     st.markdown(t("basics.intro"))
-    if state.take_link_broken():
-        st.info(t("basics.link_broken"))
+    state.notice()
     st.segmented_control(
         t("basics.section_label"),
         options=[s.value for s in Section],
@@ -108,7 +107,7 @@ def types() -> None:
     _promotion_table()
     _creation()
     quiz(Section.TYPES)
-    state.write_url(Section.TYPES)
+    state.write_link()
 
 
 def _promotion_explorer() -> None:
@@ -119,36 +118,36 @@ def _promotion_explorer() -> None:
             st.selectbox(
                 t("basics.types.left"),
                 list(DTYPES),
-                key="basics_left",
+                key=state.LEFT_KEY,
                 on_change=state.dtype_changed,
                 args=("left",),
             )
-            st.text_input(t("basics.types.value"), key="basics_left_value", max_chars=40)
+            st.text_input(t("basics.types.value"), key=state.LEFT_VALUE_KEY, max_chars=40)
         with middle:
             st.segmented_control(
                 t("basics.types.op"),
                 ["add", "mul"],
                 format_func=lambda o: {"add": "+", "mul": "*"}[o],
                 required=True,
-                key="basics_op",
+                key=state.OP_KEY,
             )
         with right:
             kind = st.selectbox(
                 t("basics.types.right_kind"),
                 [k.value for k in OperandKind],
                 format_func=lambda k: t(f"basics.types.kinds.{k}"),
-                key="basics_right_kind",
+                key=state.RIGHT_KIND_KEY,
                 on_change=state.dtype_changed,
                 args=("right",),
             )
             st.selectbox(
                 t("basics.types.right"),
                 list(state.right_choices(kind)),
-                key="basics_right",
+                key=state.RIGHT_KEY,
                 on_change=state.dtype_changed,
                 args=("right",),
             )
-            st.text_input(t("basics.types.value"), key="basics_right_value", max_chars=40)
+            st.text_input(t("basics.types.value"), key=state.RIGHT_VALUE_KEY, max_chars=40)
         try:
             found = state.current_promotion()
         except (BasicsError, state.NoResult) as exc:
@@ -216,14 +215,14 @@ def broadcasting() -> None:
     for column, (name, shapes) in zip(columns, BROADCAST_EXAMPLES.items(), strict=True):
         column.button(
             t(f"basics.broadcast.examples.{name}"),
-            key=f"basics_broadcast_example_{name}",
+            key=f"{state.BROADCAST_EXAMPLE_PREFIX}{name}",
             on_click=state.set_values,
-            kwargs={"shapes": shapes},
+            args=({state.SHAPES_KEY: shapes},),
             width="stretch",
         )
     st.text_input(
         t("basics.broadcast.shapes"),
-        key="basics_shapes",
+        key=state.SHAPES_KEY,
         max_chars=200,
         help=t("basics.broadcast.shapes_help"),
     )
@@ -231,11 +230,11 @@ def broadcasting() -> None:
         found = state.current_broadcast()
     except (BasicsError, state.NoResult) as exc:
         _error(exc)
-        state.write_url(Section.BROADCASTING)
+        state.write_link()
         return
     _broadcast_result(found)
     quiz(Section.BROADCASTING)
-    state.write_url(Section.BROADCASTING)
+    state.write_link()
 
 
 def _broadcast_result(found: Broadcast) -> None:
@@ -262,7 +261,6 @@ def _broadcast_result(found: Broadcast) -> None:
                 _strides_link(
                     state.expand_link(operand.shape, found.result),
                     "basics.broadcast.see_in_strides",
-                    f"basics_strides_link_{number}",
                 )
         return
     st.error(
@@ -293,9 +291,9 @@ def _broadcast_result(found: Broadcast) -> None:
     shapes = [fix.new_shape if i == fix.operand else s for i, s in enumerate(found.shapes)]
     st.button(
         t("basics.broadcast.apply_fix"),
-        key="basics_apply_fix",
+        key=state.APPLY_FIX_KEY,
         on_click=state.set_values,
-        kwargs={"shapes": " ".join(draw.shape_text(s) for s in shapes)},
+        args=({state.SHAPES_KEY: " ".join(draw.shape_text(s) for s in shapes)},),
     )
 
 
@@ -308,6 +306,10 @@ EINSUM_EXAMPLES = {
     "trace": ("ii->i", "(4, 4)"),
     "transpose": ("ij->ji", "(2, 3)"),
     "chain": ("ij,jk,kl->il", "(2, 3) (3, 4) (4, 5)"),
+}
+EINSUM_TARGETS = {
+    name: {state.EQUATION_KEY: equation, state.EINSUM_SHAPES_KEY: shapes}
+    for name, (equation, shapes) in EINSUM_EXAMPLES.items()
 }
 
 
@@ -322,14 +324,15 @@ def einsum() -> None:
         index=None,
         placeholder=t("basics.einsum.examples_placeholder"),
         format_func=lambda k: t(f"basics.einsum.examples.{k}"),
-        key="basics_einsum_example",
-        on_change=_load_einsum_example,
+        key=state.EINSUM_EXAMPLE_KEY,
+        on_change=state.load_example,
+        args=(state.EINSUM_EXAMPLE_KEY, EINSUM_TARGETS),
     )
     left, right = st.columns([1, 1])
-    left.text_input(t("basics.einsum.equation"), key="basics_equation", max_chars=80)
+    left.text_input(t("basics.einsum.equation"), key=state.EQUATION_KEY, max_chars=80)
     right.text_input(
         t("basics.einsum.shapes"),
-        key="basics_einsum_shapes",
+        key=state.EINSUM_SHAPES_KEY,
         max_chars=200,
         help=t("basics.broadcast.shapes_help"),
     )
@@ -337,7 +340,7 @@ def einsum() -> None:
         plan = state.current_einsum()
     except (BasicsError, state.NoResult) as exc:
         _error(exc)
-        state.write_url(Section.EINSUM)
+        state.write_link()
         return
     if not plan.ok:
         st.error(t("basics.einsum.refused"), icon=":material/close:")
@@ -345,15 +348,7 @@ def einsum() -> None:
     else:
         _einsum_plan(plan)
     quiz(Section.EINSUM)
-    state.write_url(Section.EINSUM)
-
-
-def _load_einsum_example() -> None:
-    name = st.session_state.get("basics_einsum_example")
-    if name in EINSUM_EXAMPLES:
-        equation, shapes = EINSUM_EXAMPLES[name]
-        state.set_values(equation=equation, einsum_shapes=shapes)
-    st.session_state["basics_einsum_example"] = None
+    state.write_link()
 
 
 def _einsum_plan(plan: EinsumPlan) -> None:
@@ -401,24 +396,25 @@ def indexing() -> None:
     st.header(t("basics.index.header"), anchor=False)
     st.markdown(t("basics.index.lesson"))
     shape_column, expression_column = st.columns([1, 2])
-    shape_column.text_input(t("basics.index.shape"), key="basics_index_shape", max_chars=60)
+    shape_column.text_input(t("basics.index.shape"), key=state.INDEX_SHAPE_KEY, max_chars=60)
     expression_column.text_input(
         t("basics.index.expression"),
-        key="basics_index",
+        key=state.INDEX_KEY,
         max_chars=120,
         help=t("basics.index.expression_help"),
     )
     st.pills(
         t("basics.index.examples"),
         list(INDEX_EXAMPLES),
-        key="basics_index_example",
-        on_change=_load_index_example,
+        key=state.INDEX_EXAMPLE_KEY,
+        on_change=state.load_example,
+        args=(state.INDEX_EXAMPLE_KEY, {text: {state.INDEX_KEY: text} for text in INDEX_EXAMPLES}),
     )
     try:
         result = state.current_index()
     except (BasicsError, state.NoResult) as exc:
         _error(exc)
-        state.write_url(Section.INDEXING)
+        state.write_link()
         return
     if not result.ok:
         st.error(t("basics.index.refused"), icon=":material/close:")
@@ -426,14 +422,7 @@ def indexing() -> None:
     else:
         _index_result(result)
     quiz(Section.INDEXING)
-    state.write_url(Section.INDEXING)
-
-
-def _load_index_example() -> None:
-    chosen = st.session_state.get("basics_index_example")
-    if chosen:
-        st.session_state["basics_index"] = chosen
-    st.session_state["basics_index_example"] = None
+    state.write_link()
 
 
 def _index_result(result: IndexResult) -> None:
@@ -466,7 +455,7 @@ def _index_result(result: IndexResult) -> None:
         "  \n".join(f"**{label}**: `{value}`" for label, value in draw.index_facts(result, lang))
     )
     st.code(result.code, language="python")
-    _strides_link(state.index_link(result), "basics.index.see_in_strides", "basics_index_link")
+    _strides_link(state.index_link(result), "basics.index.see_in_strides")
 
 
 # ======================================================================= saving
@@ -478,18 +467,18 @@ def saving() -> None:
     st.header(t("basics.save.header"), anchor=False)
     st.markdown(t("basics.save.lesson"))
     first, second, third = st.columns([2, 2, 1])
-    first.text_input(t("basics.save.shape"), key="basics_save_shape", max_chars=60)
-    second.text_input(t("basics.save.view"), key="basics_save_view", max_chars=120)
-    third.selectbox("dtype", list(SAVE_DTYPES), key="basics_save_dtype")
+    first.text_input(t("basics.save.shape"), key=state.SAVE_SHAPE_KEY, max_chars=60)
+    second.text_input(t("basics.save.view"), key=state.SAVE_VIEW_KEY, max_chars=120)
+    third.selectbox("dtype", list(SAVE_DTYPES), key=state.SAVE_DTYPE_KEY)
     try:
         report = state.current_save()
     except (BasicsError, state.NoResult) as exc:
         _error(exc)
-        state.write_url(Section.SAVING)
+        state.write_link()
         return
     _save_report(report)
     quiz(Section.SAVING)
-    state.write_url(Section.SAVING)
+    state.write_link()
 
 
 def _save_report(report: SaveReport) -> None:
@@ -511,7 +500,7 @@ def _save_report(report: SaveReport) -> None:
         )
     elif not report.view_is_view:
         st.info(t("basics.save.not_a_view", view=report.view_expression))
-    _strides_link(state.save_link(report), "basics.save.see_in_strides", "basics_save_link")
+    _strides_link(state.save_link(report), "basics.save.see_in_strides")
     bars = (
         t("basics.save.bar_full"),
         t("basics.save.bar_view"),
@@ -524,62 +513,37 @@ def _save_report(report: SaveReport) -> None:
     st.markdown(state.save_text(report, language()))
     hdf = report.hdf5
     if hdf.error_code is not None:
-        st.warning(
-            t(
-                f"basics.errors.{hdf.error_code}",
-                dtype=report.dtype,
-                torch_message=hdf.torch_message or "",
-            ),
-            icon=":material/warning:",
+        error = BasicsValueError(
+            hdf.error_code, dtype=report.dtype, torch_message=hdf.torch_message or ""
         )
+        error_card(error, warning=True)
 
 
 # ======================================================================= quiz
 
 
 def quiz(section: Section) -> None:
-    """Predict, then reveal: a question drawn from a seed, graded by torch."""
+    """Predict, then reveal: a question drawn from a seed, graded by torch when revealed."""
     with st.container(border=True):
-        right, answered = state.score(section)  # the reveal's callback has already scored
         st.subheader(t("basics.quiz.header"), anchor=False)
-        st.caption(t("basics.quiz.score", right=right, answered=answered))
+        score = st.empty()  # above the question, filled once this run's reveal is graded
         seed = state.quiz_seed(section)
         question = state.question(section, seed)
-        st.markdown(t(f"basics.quiz.prompt.{section}"))
-        st.code(question.code, language="python")
-        answer = st.radio(
-            t("basics.quiz.answer"),
-            list(question.choices),
-            index=None,
-            format_func=_choice_text,
-            horizontal=True,
-            key=f"basics_quiz_answer_{section}_{seed}",
+        shown = tuple(_choice_text(choice) for choice in question.choices)
+        predict_reveal(
+            state.quiz_key(section, seed),
+            prompt=f"{t(f'basics.quiz.prompt.{section}')}\n\n```python\n{question.code}\n```",
+            grade=lambda given: state.grade_prediction(section, seed, given, shown),
+            options=shown,
         )
-        check, next_one = st.columns(2)
-        check.button(
-            t("basics.quiz.check"),
-            key=f"basics_quiz_check_{section}",
-            type="primary",
-            on_click=state.reveal,
-            args=(section, seed, answer),
-        )
-        next_one.button(
+        right, answered = state.score(section)
+        score.caption(t("basics.quiz.score", right=right, answered=answered))
+        st.button(
             t("basics.quiz.next"),
-            key=f"basics_quiz_next_{section}",
+            key=f"{state.QUIZ_NEXT_PREFIX}{section}",
             on_click=state.next_question,
             args=(section,),
         )
-        revealed = state.revealed(section, seed)
-        if revealed is None:
-            return
-        if revealed == state.NO_ANSWER:
-            st.warning(t("basics.quiz.no_answer"))
-            return
-        expected = _choice_text(revealed.expected)
-        if revealed.correct:
-            st.success(t("basics.quiz.right", expected=expected), icon=":material/check:")
-        else:
-            st.error(t("basics.quiz.wrong", expected=expected), icon=":material/close:")
 
 
 def _choice_text(choice: str) -> str:

@@ -1,9 +1,10 @@
-"""The basics room's state: its session keys, its URL, and its cached engine calls.
+"""The basics room's state: its link, its session keys, and its cached engine calls.
 
-Every session key starts with ``basics_``; every URL key with ``b_`` (``b_sec`` the section,
-then one per input, listed in :data:`FIELDS`). A shared link's values are read on a session's
-first run; the URL follows the inputs on every run, holding only what differs from the
-defaults, and never touches other keys (``lang``, other rooms').
+Every session key starts with ``basics_``; the link (``torchatlas/basics/link.py``: ``b_sec``
+the section, then one field per input) is read on a session's first run through the kit
+(:data:`LINK`); the URL follows the inputs on every run, holding only what differs from the
+defaults, and never touches other keys (``lang``, other rooms'). Links into the strides room
+go through :func:`torchatlas.rooms.link_into` (this room never imports another).
 
 Every computation whose sizes, values or structure a visitor chooses (a promotion's operand
 values, shapes, an einsum, an index, the saving demo) runs as a sandbox job
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -43,16 +43,13 @@ from components.basics.draw import (
     promotion_notes as promotion_notes_text,
 )
 from components.contained import session_id
+from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
-from components.strides.state import URL_DTYPE as STRIDES_DTYPE
-from components.strides.state import URL_OPS as STRIDES_OPS
-from components.strides.state import URL_SHAPE as STRIDES_SHAPE
 from components.theme import Palette
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.basics import (
     DEFAULT_VALUES,
     DTYPES,
-    SAVE_DTYPES,
     SCALAR_TYPES,
     BasicsValueError,
     Broadcast,
@@ -74,143 +71,94 @@ from torchatlas.basics import (
     parse_value,
     promotion_table,
 )
+from torchatlas.basics import link as basics_link
 from torchatlas.basics.limits import MAX_EINSUM_TEXT, MAX_REAL_ELEMENTS, MAX_SAVE_ELEMENTS
-from torchatlas.basics.quiz import Grade, Question, Section, grade, make_question
+from torchatlas.basics.quiz import Question, Section, grade, make_question
 from torchatlas.basics.shapes import check_footprint
 from torchatlas.cache import BoundedCache
+from torchatlas.links import QueryValue
+from torchatlas.quiz import Grade
+from torchatlas.rooms import link_into, link_of
 from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
-from torchatlas.strides.limits import MAX_ELEMENTS as STRIDES_MAX_ELEMENTS
+from torchatlas.shown_tensors import MAX_SHOWN_ELEMENTS
 
 SECTIONS = tuple(Section)
-STRIDES_PAGE = "views/strides.py"
 
 
-@dataclass(frozen=True)
-class Field:
-    key: str  # session key
-    url: str  # URL key
-    default: str
-    choices: tuple[str, ...] = ()  # a closed set (a link's other values fall back)
-    max_chars: int = 200
-
-
-FIELDS: dict[str, Field] = {
-    field.key: field
-    for field in (
-        Field("basics_section", "b_sec", Section.TYPES.value, tuple(s.value for s in Section)),
-        Field("basics_left", "b_l", "int8", tuple(DTYPES)),
-        Field("basics_left_value", "b_lv", "100", max_chars=40),
-        Field("basics_right_kind", "b_rk", OperandKind.SCALAR.value, tuple(OperandKind)),
-        Field("basics_right", "b_r", "int", (*DTYPES, *SCALAR_TYPES)),
-        Field("basics_right_value", "b_rv", "1000", max_chars=40),
-        Field("basics_op", "b_op", Op.ADD.value, tuple(Op)),
-        Field("basics_shapes", "b_shapes", "(2, 3, 5, 5) (3, 1, 1)"),
-        Field("basics_equation", "b_eq", "...chw,c->...hw", max_chars=80),
-        Field("basics_einsum_shapes", "b_es", "(2, 3, 5, 5) (3,)"),
-        Field("basics_index_shape", "b_ishape", "3, 4", max_chars=60),
-        Field("basics_index", "b_ix", "x[1:, ::2]", max_chars=120),
-        Field("basics_save_shape", "b_sshape", "1000, 4", max_chars=60),
-        Field("basics_save_view", "b_sv", "x[:2]", max_chars=120),
-        Field("basics_save_dtype", "b_sdt", "float32", SAVE_DTYPES),
-    )
-}
-SECTION_KEY = "basics_section"
-LINK_BROKEN_KEY = "basics_link_broken"
-
-
-def _valid(field: Field, value: str) -> bool:
-    if field.choices:
-        return value in field.choices
-    # Every number, shape, equation and index this room writes is ASCII: a link with "²" or
-    # "①" (digits to str.isdigit, not to int) was not written by it
-    return len(value) <= field.max_chars and value.isascii()
-
-
-READY_KEY = "basics_ready"
-WRITTEN_KEY = "basics_url_written"
-# Each section's inputs: a section's run can change only these (and the section itself).
-SECTION_FIELDS: dict[str, tuple[str, ...]] = {
-    Section.TYPES: ("basics_left", "basics_left_value", "basics_right_kind", "basics_right",
-                    "basics_right_value", "basics_op"),
-    Section.BROADCASTING: ("basics_shapes",),
-    Section.EINSUM: ("basics_equation", "basics_einsum_shapes"),
-    Section.INDEXING: ("basics_index_shape", "basics_index"),
-    Section.SAVING: ("basics_save_shape", "basics_save_view", "basics_save_dtype"),
-}  # fmt: skip
-
-
-def initial_state() -> None:
-    """First run of a session: a shared link's values, else the defaults. Keys a test or an
-    earlier run already set are kept; a link's value that this room would never write (too
-    long, not one of the choices) is dropped and the reader told once. Later runs pay one
-    session-state read here (each read takes locks and walks the widget state)."""
-    if READY_KEY in st.session_state:
-        return
-    query = st.query_params
-    for field in FIELDS.values():
-        if field.key in st.session_state:
-            continue
-        value = field.default
-        if field.url in query:
-            shared = query.get(field.url, "")
-            if _valid(field, shared):
-                value = shared
-            else:
-                st.session_state[LINK_BROKEN_KEY] = True
-        st.session_state[field.key] = value
-    _fit_right_operand()
-    st.session_state.setdefault(TABLE_KIND_KEY, OperandKind.TENSOR.value)
-    st.session_state[READY_KEY] = True
-
-
+LINK = RoomLink(basics_link.LINK)
+SECTION_KEY = LINK.key("b_sec")
+LEFT_KEY, LEFT_VALUE_KEY, OP_KEY = LINK.key("b_l"), LINK.key("b_lv"), LINK.key("b_op")
+RIGHT_KIND_KEY, RIGHT_KEY, RIGHT_VALUE_KEY = LINK.key("b_rk"), LINK.key("b_r"), LINK.key("b_rv")
+SHAPES_KEY = LINK.key("b_shapes")
+EQUATION_KEY, EINSUM_SHAPES_KEY = LINK.key("b_eq"), LINK.key("b_es")
+INDEX_SHAPE_KEY, INDEX_KEY = LINK.key("b_ishape"), LINK.key("b_ix")
+SAVE_SHAPE_KEY, SAVE_VIEW_KEY = LINK.key("b_sshape"), LINK.key("b_sv")
+SAVE_DTYPE_KEY = LINK.key("b_sdt")
+# widgets that are not in the link
 TABLE_KIND_KEY = "basics_table_kind"
-QUIZ_ANSWER_PREFIX = "basics_quiz_answer_"
+BROADCAST_EXAMPLE_PREFIX = "basics_broadcast_example_"
+APPLY_FIX_KEY = "basics_apply_fix"
+EINSUM_EXAMPLE_KEY = "basics_einsum_example"
+INDEX_EXAMPLE_KEY = "basics_index_example"
+QUIZ_NEXT_PREFIX = "basics_quiz_next_"
+QUIZ_PREFIX = "basics_q_"  # each question's prediction, under its section and seed
+_DEFAULTS: dict[str, str] = {LINK.key(item.name): item.default for item in LINK.spec.fields}
+# Each section's inputs (session keys): a section's run can change only these.
+SECTION_FIELDS: dict[str, tuple[str, ...]] = {
+    section: tuple(LINK.key(name) for name in names)
+    for section, names in basics_link.SECTION_FIELDS.items()
+}
+
+
+def start() -> None:
+    """First run of a session: a shared link's values, else the defaults (keys a test or an
+    earlier run already set are kept; a value the room would never write keeps its default
+    and is named in the notice). Later runs do nothing."""
+    if LINK.start() is not None:
+        _fit_right_operand()
+    st.session_state.setdefault(TABLE_KIND_KEY, OperandKind.TENSOR.value)
+
+
+def notice() -> None:
+    """Say once which parts of the link were not used."""
+    LINK.notice()
 
 
 def keep_values() -> None:
     """Re-own every input of every section (and the quiz predictions) for this run: a
     section's widgets are drawn only while it is shown, and Streamlit forgets the value of a
     widget a run does not draw. Call on every full run, before any widget is drawn."""
-    keep_widget_values((*FIELDS, TABLE_KIND_KEY), prefixes=(QUIZ_ANSWER_PREFIX,))
+    keep_widget_values((*_DEFAULTS, TABLE_KIND_KEY), prefixes=(QUIZ_PREFIX,))
 
 
-def take_link_broken() -> bool:
-    return bool(st.session_state.pop(LINK_BROKEN_KEY, False))
-
-
-def write_url(shown: Section) -> None:
-    """Only this room's keys, only those that differ from the defaults, and only the shown
-    section's (no other section's inputs can change while it runs); the query string is
-    touched only when they changed since the last write."""
-    keys = (SECTION_KEY, *SECTION_FIELDS[shown])
-    values = tuple(str(st.session_state.get(key, FIELDS[key].default)) for key in keys)
-    written = st.session_state.get(WRITTEN_KEY)
-    if written == (keys, values):
-        return
-    st.session_state[WRITTEN_KEY] = (keys, values)
-    query = st.query_params
-    for key, value in zip(keys, values, strict=True):
-        field = FIELDS[key]
-        if value == field.default or not _valid(field, value):
-            if field.url in query:
-                del query[field.url]
-        elif query.get(field.url) != value:
-            query[field.url] = value
+def write_link() -> None:
+    """Keep the address bar in step with the inputs (only this room's names; each change is a
+    browser history entry, so only real changes are written)."""
+    LINK.write()
 
 
 def section() -> Section:
     value = st.session_state.get(SECTION_KEY) or Section.TYPES.value
-    return Section(value if value in FIELDS[SECTION_KEY].choices else Section.TYPES.value)
+    return Section(value if value in tuple(Section) else Section.TYPES.value)
 
 
 def value(key: str) -> str:
-    return str(st.session_state.get(key, FIELDS[key].default))
+    return str(st.session_state.get(key, _DEFAULTS[key]))
 
 
-def set_values(**values: str) -> None:
-    """An example button's callback: its inputs replace the boxes'."""
+def set_values(values: dict[str, str]) -> None:
+    """An example button's callback: its inputs (session key → text) replace the boxes'."""
     for key, text in values.items():
-        st.session_state[f"basics_{key}"] = text
+        st.session_state[key] = text
+
+
+def load_example(picker: str, targets: dict[str, dict[str, str]]) -> None:
+    """An examples picker's callback: the picked example's inputs replace the boxes', and the
+    picker empties (the same example can be picked again)."""
+    chosen = st.session_state.get(picker)
+    if chosen in targets:
+        set_values(targets[chosen])
+    st.session_state[picker] = None
 
 
 # --------------------------------------------------------------------------- types
@@ -222,17 +170,19 @@ def right_choices(kind: str) -> tuple[str, ...]:
 
 def _fit_right_operand() -> None:
     """A Python scalar has no torch dtype, a tensor no Python type: keep the pair valid."""
-    kind = value("basics_right_kind")
-    if value("basics_right") not in right_choices(kind):
-        st.session_state["basics_right"] = "int" if kind == OperandKind.SCALAR else "int64"
+    kind = value(RIGHT_KIND_KEY)
+    if value(RIGHT_KEY) not in right_choices(kind):
+        st.session_state[RIGHT_KEY] = "int" if kind == OperandKind.SCALAR else "int64"
 
 
 def dtype_changed(side: str) -> None:
     """A dtype or kind was picked: its operand's value becomes that dtype's example value."""
     if side == "right":
         _fit_right_operand()
-    dtype = value(f"basics_{side}")
-    st.session_state[f"basics_{side}_value"] = _value_text(DEFAULT_VALUES[dtype])
+    dtype_key, value_key = (
+        (LEFT_KEY, LEFT_VALUE_KEY) if side == "left" else (RIGHT_KEY, RIGHT_VALUE_KEY)
+    )
+    st.session_state[value_key] = _value_text(DEFAULT_VALUES[value(dtype_key)])
 
 
 def _value_text(number: object) -> str:
@@ -247,12 +197,12 @@ def current_promotion() -> Promotion:
     """The explorer's ``a ⊕ b``, computed in the sandbox. Raises BasicsError for a value the
     room or torch refuses, :class:`NoResult` when the job has no result."""
     params = {
-        "left": value("basics_left"),
-        "left_value": value("basics_left_value").strip(),
-        "right_kind": value("basics_right_kind"),
-        "right": value("basics_right"),
-        "right_value": value("basics_right_value").strip(),
-        "op": value("basics_op"),
+        "left": value(LEFT_KEY),
+        "left_value": value(LEFT_VALUE_KEY).strip(),
+        "right_kind": value(RIGHT_KIND_KEY),
+        "right": value(RIGHT_KEY),
+        "right_value": value(RIGHT_VALUE_KEY).strip(),
+        "op": value(OP_KEY),
     }
     # first wall, in the server: the text is read (no torch), the refusals are the room's own
     parse_value(params["left_value"])
@@ -297,7 +247,7 @@ def creation_text(lang: str) -> str:
 
 
 def current_broadcast() -> Broadcast:
-    shapes = parse_shapes(value("basics_shapes"))
+    shapes = parse_shapes(value(SHAPES_KEY))
     return run(jobs.BROADCAST, {"shapes": [list(shape) for shape in shapes]})
 
 
@@ -307,26 +257,38 @@ def aligned_picture(found: Broadcast, lang: str, colours: Palette) -> str:
     )
 
 
-def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, Any] | None:
-    """The strides room's URL state for ``torch.ones(shape).expand(result)``, when that room
-    can show it (it starts from at least one dimension and holds a bounded tensor)."""
-    if not shape or math.prod(result) > STRIDES_MAX_ELEMENTS:
+STRIDES = "strides"
+
+
+def strides_page() -> str:
+    """The strides room's page (what a link into it opens)."""
+    return link_of(STRIDES).script
+
+
+def _into_strides(shape: tuple[int, ...], dtype: str, op: str) -> dict[str, QueryValue]:
+    """The strides room's link for ``op`` on a ``shape`` tensor of ``dtype`` (its own field
+    names, from its declaration)."""
+    return link_into(
+        STRIDES, {"s_shape": ",".join(map(str, shape)), "s_dtype": dtype, "s_ops": (op,)}
+    )
+
+
+def expand_link(shape: tuple[int, ...], result: tuple[int, ...]) -> dict[str, QueryValue] | None:
+    """The strides room's link for ``torch.ones(shape).expand(result)``, when that room can
+    show it (it starts from at least one dimension and holds a tensor it can show)."""
+    if not shape or math.prod(result) > MAX_SHOWN_ELEMENTS:
         return None
-    return {
-        STRIDES_SHAPE: ",".join(map(str, shape)),
-        STRIDES_DTYPE: "float32",
-        STRIDES_OPS: [f".expand({', '.join(map(str, result))})"],
-    }
+    return _into_strides(shape, "float32", f".expand({', '.join(map(str, result))})")
 
 
 # --------------------------------------------------------------------------- einsum
 
 
 def current_einsum() -> EinsumPlan:
-    equation = value("basics_equation")
+    equation = value(EQUATION_KEY)
     if len(equation) > MAX_EINSUM_TEXT:
         raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
-    shapes = parse_shapes(value("basics_einsum_shapes"))
+    shapes = parse_shapes(value(EINSUM_SHAPES_KEY))
     return run(jobs.EINSUM, {"equation": equation, "shapes": [list(shape) for shape in shapes]})
 
 
@@ -346,14 +308,14 @@ def einsum_text(plan: EinsumPlan, lang: str) -> str:
 
 
 def index_shape() -> tuple[int, ...]:
-    shape = parse_shape(value("basics_index_shape"), max_elements=MAX_REAL_ELEMENTS)
+    shape = parse_shape(value(INDEX_SHAPE_KEY), max_elements=MAX_REAL_ELEMENTS)
     check_footprint(shape, MAX_REAL_ELEMENTS)
     return shape
 
 
 def current_index() -> IndexResult:
     shape = index_shape()
-    expression = value("basics_index")
+    expression = value(INDEX_KEY)
     parse_index_expression(expression)  # the room's own refusals, before any job
     return run(jobs.INDEX, {"shape": list(shape), "expression": expression})
 
@@ -372,26 +334,22 @@ def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, s
     return ROOM_CACHE.get_or_compute(key, build)
 
 
-def index_link(result: IndexResult) -> dict[str, Any] | None:
-    """The strides room's URL state for this index on ``arange(numel).reshape(shape)``."""
+def index_link(result: IndexResult) -> dict[str, QueryValue] | None:
+    """The strides room's link for this index on ``arange(numel).reshape(shape)``."""
     if result.strides_op is None or not result.shape or not result.ok:
         return None
-    return {
-        STRIDES_SHAPE: ",".join(map(str, result.shape)),
-        STRIDES_DTYPE: "int64",
-        STRIDES_OPS: [result.strides_op],
-    }
+    return _into_strides(result.shape, "int64", result.strides_op)
 
 
 # --------------------------------------------------------------------------- saving
 
 
 def current_save() -> SaveReport:
-    shape = parse_shape(value("basics_save_shape"), max_elements=MAX_SAVE_ELEMENTS)
+    shape = parse_shape(value(SAVE_SHAPE_KEY), max_elements=MAX_SAVE_ELEMENTS)
     check_footprint(shape, MAX_SAVE_ELEMENTS)
-    view = value("basics_save_view")
+    view = value(SAVE_VIEW_KEY)
     parse_index_expression(view)
-    dtype = value("basics_save_dtype")
+    dtype = value(SAVE_DTYPE_KEY)
     return run(jobs.SAVE, {"shape": list(shape), "view": view, "dtype": dtype})
 
 
@@ -415,15 +373,11 @@ def save_text(report: SaveReport, lang: str) -> str:
     return ROOM_CACHE.get_or_compute(key, lambda: save_markdown(report, lang))
 
 
-def save_link(report: SaveReport) -> dict[str, Any] | None:
-    """The strides room's URL state for the saved view: its storage is x's whole storage."""
-    if not report.view_is_view or math.prod(report.shape) > STRIDES_MAX_ELEMENTS:
+def save_link(report: SaveReport) -> dict[str, QueryValue] | None:
+    """The strides room's link for the saved view: its storage is x's whole storage."""
+    if not report.view_is_view or math.prod(report.shape) > MAX_SHOWN_ELEMENTS:
         return None
-    return {
-        STRIDES_SHAPE: ",".join(map(str, report.shape)),
-        STRIDES_DTYPE: report.dtype,
-        STRIDES_OPS: [report.view_expression.removeprefix("x")],
-    }
+    return _into_strides(report.shape, report.dtype, report.view_expression.removeprefix("x"))
 
 
 # --------------------------------------------------------------------------- quiz
@@ -437,35 +391,25 @@ def next_question(section: Section) -> None:
     st.session_state[f"basics_quiz_seed_{section}"] = quiz_seed(section) + 1
 
 
+def quiz_key(section: Section, seed: int) -> str:
+    """The question's name in this session (its prediction and verdict live under it)."""
+    return f"{QUIZ_PREFIX}{section}_{seed}"
+
+
 def question(section: Section, seed: int) -> Question:
     return ROOM_CACHE.get_or_compute(
         ("question", section, seed), lambda: make_question(section, seed)
     )
 
 
-NO_ANSWER = "no_answer"
-
-
-def reveal(section: Section, seed: int, given: str | None) -> None:
-    """The reveal button's callback: graded by torch before the page draws, so the score
-    above the question is already up to date; each question counts once, however often it
-    is revealed."""
-    key = f"basics_quiz_revealed_{section}"
-    if given is None:
-        st.session_state[key] = (seed, NO_ANSWER)
-        return
-    result = grade(question(section, seed), given)
-    st.session_state[key] = (seed, result)
+def grade_prediction(section: Section, seed: int, given: str, shown: tuple[str, ...]) -> Grade:
+    """Grade the picked option (``given``, one of ``shown``: the question's choices as the
+    page words them) by asking torch now; each question counts once in the score, however
+    often its verdict is shown."""
+    found = grade(question(section, seed), shown.index(given), shown)
     graded = st.session_state.setdefault("basics_graded", {})
-    graded.setdefault((str(section), seed), result.correct)
-
-
-def revealed(section: Section, seed: int) -> Grade | str | None:
-    """This question's revealed grade (or NO_ANSWER), None before a reveal."""
-    stored = st.session_state.get(f"basics_quiz_revealed_{section}")
-    if stored is None or stored[0] != seed:
-        return None
-    return stored[1]
+    graded.setdefault((str(section), seed), found.correct)
+    return found
 
 
 def score(section: Section) -> tuple[int, int]:

@@ -37,6 +37,16 @@ def _links(at: AppTest) -> list:
     return [element.proto for element in at.get("page_link")]
 
 
+def _strides_state(query_string: str) -> dict[str, object]:
+    """What the strides room reads from a link's query (its declaration: defaults that the
+    link leaves out included), for the fields a basics link sets."""
+    from torchatlas.strides.link import LINK
+
+    read = LINK.read(parse_qs(query_string, keep_blank_values=True))
+    assert not read.broken, read.broken
+    return {name: read.values[name] for name in ("s_shape", "s_dtype", "s_ops")}
+
+
 @pytest.mark.parametrize("lang", ["en", "ko"])
 @pytest.mark.parametrize("section", SECTIONS)
 def test_every_section_renders(section: str, lang: str) -> None:
@@ -140,8 +150,8 @@ def test_broadcast_error_fix_and_link_into_strides() -> None:
     assert translate("basics.broadcast.result", shape="(2, 3, 5, 5)") in _said(at)
     links = _links(at)
     assert len(links) == 1 and links[0].page == "strides"
-    query = parse_qs(links[0].query_string)
-    assert query == {"s_shape": ["3,1,1"], "s_dtype": ["float32"], "s_ops": [".expand(2, 3, 5, 5)"]}
+    opened = _strides_state(links[0].query_string)
+    assert opened == {"s_shape": "3,1,1", "s_dtype": "float32", "s_ops": (".expand(2, 3, 5, 5)",)}
 
 
 def test_einsum_examples_and_torch_refusal() -> None:
@@ -204,8 +214,8 @@ def test_saving_measures_the_whole_storage() -> None:
     text = rendered_text(at)
     assert "15.6 KiB" in at.warning[0].value  # 1000 × 4 float32: x's whole storage
     assert translate("basics.save.together_yes") in text
-    query = parse_qs(_links(at)[0].query_string)
-    assert query == {"s_shape": ["1000,4"], "s_dtype": ["float32"], "s_ops": ["[:2]"]}
+    opened = _strides_state(_links(at)[0].query_string)
+    assert opened == {"s_shape": "1000,4", "s_dtype": "float32", "s_ops": ("[:2]",)}
     at.selectbox(key="basics_save_dtype").set_value("bfloat16").run()
     assert "BFloat16" in at.warning[-1].value
 
@@ -226,9 +236,18 @@ def test_shared_link_restores_and_url_follows() -> None:
 def test_korean_link_and_refused_link_values() -> None:
     at = _open_link("ko", b_sec="saving", b_sdt="no_such_dtype", b_sv="x[" + "1" * 300 + "]")
     assert not at.exception
-    assert translate("basics.link_broken", "ko") in rendered_text(at)
+    assert translate("kit.link.broken", "ko", fields="b_sv, b_sdt") in rendered_text(at)
     assert at.selectbox(key="basics_save_dtype").value == "float32"
     assert translate("basics.save.header", "ko") in rendered_text(at)
+
+
+def _reveal(at: AppTest, section: str, seed: int, choice: str) -> None:
+    """Predict ``choice`` (one of the question's choices) and press the kit's Reveal."""
+    question = make_question(section, seed)
+    at.radio(key=f"basics_q_{section}_{seed}_given").set_value(question.choices.index(choice))
+    reveal = [b for b in at.button if b.label == translate("kit.reveal.button")]
+    assert len(reveal) == 1
+    reveal[0].click().run()
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -236,17 +255,16 @@ def test_quiz_is_graded_by_torch_and_scored(section: str) -> None:
     at = open_page("views/basics.py", basics_section=section)
     question = make_question(section, 1)
     right = answer(question)
-    radio = at.radio(key=f"basics_quiz_answer_{section}_1")
-    radio.set_value(right).run()
-    at.button(key=f"basics_quiz_check_{section}").click().run()
+    _reveal(at, section, 1, right)
     assert not at.exception
     assert at.success and "torch" in at.success[-1].value
     assert translate("basics.quiz.score", right=1, answered=1) in rendered_text(at)
+    at.run()  # the verdict stays, and the question counts once
+    assert at.success and translate("basics.quiz.score", right=1, answered=1) in rendered_text(at)
     at.button(key=f"basics_quiz_next_{section}").click().run()
     second = make_question(section, 2)
     wrong = next(choice for choice in second.choices if choice != answer(second))
-    at.radio(key=f"basics_quiz_answer_{section}_2").set_value(wrong).run()
-    at.button(key=f"basics_quiz_check_{section}").click().run()
+    _reveal(at, section, 2, wrong)
     assert at.error
     assert translate("basics.quiz.score", right=1, answered=2) in rendered_text(at)
 

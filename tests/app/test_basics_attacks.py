@@ -134,7 +134,7 @@ def test_digits_that_are_not_ascii_are_a_broken_link_with_defaults(
 ) -> None:
     visit = open_hostile_link(PAGE, {"b_sec": section, key: text})
     visit.assert_contained()
-    visit.assert_refused_with(_said("link_broken"))
+    visit.assert_refused_with(translate("kit.link.broken", "en", fields=key))
     assert "Nothing to read here" not in visit.said and "is not a number" not in visit.said
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.basics.state import FIELDS
 from tests.app.apptest import open_page
+from torchatlas.basics.link import LINK
 
-URL_KEYS = [field.url for field in FIELDS.values()]
+URL_KEYS = list(LINK.names)
 HOSTILE = st.sampled_from(
     [
         "", " ", "²", "①", "٣", "-0", "1e400", "nan", "-inf", str(2**64), str(-(2**70)),

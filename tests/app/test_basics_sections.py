@@ -95,11 +95,13 @@ def _no_reset_messages(at: AppTest) -> None:
 
 
 def _predict(at: AppTest, section: str) -> str | None:
-    radios = [r for r in at.radio if str(r.key).startswith(f"basics_quiz_answer_{section}_")]
+    """Pick a prediction (not revealed yet) in the section's question; its widget's key."""
+    radios = [r for r in at.radio if str(r.key).startswith(f"basics_q_{section}_")]
     if not radios:
         return None
-    seed = int(str(radios[0].key).rsplit("_", 1)[1])
-    radios[0].set_value(make_question(section, seed).choices[0]).run()
+    seed = int(str(radios[0].key).rsplit("_", 2)[1])
+    assert make_question(section, seed).choices  # the question the radio asks
+    radios[0].set_value(1).run()
     return radios[0].key
 
 

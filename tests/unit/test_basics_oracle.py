@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from components.basics.draw import promotion_notes
-from components.basics.state import FIELDS
 from torchatlas.basics import (
     DTYPES,
     BasicsValueError,
@@ -39,6 +38,7 @@ from torchatlas.basics import (
     serialize,
 )
 from torchatlas.basics.exact import complex_text, exact_text
+from torchatlas.basics.link import LINK
 from torchatlas.basics.quiz import COPY, ERROR_CHOICE, QUIZ_SECTIONS, VIEW, answer, make_question
 from torchatlas.i18n import translate
 
@@ -285,7 +285,9 @@ def test_value_text_past_64_bits_is_the_rooms_refusal() -> None:
 
 # ------------------------------------------------------------------ every section's default
 def _default(key: str) -> str:
-    return FIELDS[key].default
+    """The default of the input behind session key ``key`` (the link's declaration)."""
+    (name,) = [name for name in LINK.names if LINK.session_key(name) == key]
+    return LINK.field(name).default
 
 
 def test_types_default_against_torch() -> None:

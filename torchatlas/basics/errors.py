@@ -1,16 +1,17 @@
 """The basics room's refusals: a stable code and parameters, never a sentence.
 
 The text lives only in ``assets/translations/{en,ko}/basics.json`` under
-``basics.errors.<code>``: the page shows ``t(f"basics.errors.{error.code}", **error.params)``
-and ``str(error)`` is the same table's English, for a notebook. Where PyTorch itself refused,
-its exact words travel along as the parameter ``torch_message``.
+``basics.errors.<code>``: the page shows it with ``components.kit.error_card`` and
+``str(error)`` is the same table's English, for a notebook. Parameters are kept as text.
+Where PyTorch itself refused, its exact words travel along as the parameter
+``torch_message``.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from torchatlas.i18n import translate
+from torchatlas.errors import CodedError
 
 
 class ErrorCode(StrEnum):
@@ -42,13 +43,14 @@ class ErrorCode(StrEnum):
     NO_NUMPY_DTYPE = "no_numpy_dtype"
 
 
-class BasicsError(Exception):
+class BasicsError(CodedError):
     """Base of the room's errors; ``code`` and ``params`` are what a page translates."""
 
-    def __init__(self, code: ErrorCode, **params: object) -> None:
-        self.code = ErrorCode(code)
-        self.params: dict[str, str] = {name: str(value) for name, value in params.items()}
-        super().__init__(translate(f"basics.errors.{self.code}", "en", **self.params))
+    room = "basics"
+    codes = ErrorCode
+
+    def __init__(self, code: ErrorCode | str, **params: object) -> None:
+        super().__init__(code, **{name: str(value) for name, value in params.items()})
 
 
 class BasicsValueError(BasicsError, ValueError):

@@ -227,11 +227,6 @@ class Promotion:
         return f"{self.a.code} {OP_SYMBOLS[self.op]} {self.b.code}"
 
     @property
-    def kept_left_dtype(self) -> bool:
-        """The result kept the left tensor's dtype although the right operand was wider."""
-        return self.result_type == self.a.dtype
-
-    @property
     def difference(self) -> tuple[Fraction, Fraction | None] | None:
         """torch's value minus the exact one, exactly (None when either is missing)."""
         if self.got is None or self.exact is None:

@@ -1,7 +1,9 @@
 """Predict, then reveal: one question kind per section, drawn from a seed, graded by torch.
 
 A question keeps its inputs and its choices; :func:`answer` runs torch again to find which
-choice is right, so no answer is stored or hard-coded.
+choice is right, so no answer is stored or hard-coded; :func:`grade` grades a picked choice
+with the kit's :func:`torchatlas.quiz.grade_choice` (the page asks through
+``components.kit.predict_reveal``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -18,6 +21,7 @@ from torchatlas.basics.errors import BasicsValueError, ErrorCode
 from torchatlas.basics.indexing import index
 from torchatlas.basics.promotion import DTYPES, TABLE_COLUMNS, DTypeSpec, OperandKind
 from torchatlas.basics.saving import saved_bytes
+from torchatlas.quiz import Grade, grade_choice
 
 
 class Section(StrEnum):
@@ -58,13 +62,6 @@ class Question:
     operands: tuple[DTypeSpec, ...] = ()
     shapes: tuple[tuple[int, ...], ...] = ()
     text: str = ""  # an index expression or an einsum equation
-
-
-@dataclass(frozen=True)
-class Grade:
-    correct: bool
-    expected: str
-    given: str
 
 
 def _shape_args(shape: tuple[int, ...]) -> str:
@@ -209,8 +206,18 @@ def answer(question: Question) -> str:
     return question.choices[closer]
 
 
-def grade(question: Question, given: str) -> Grade:
-    if given not in question.choices:
-        raise BasicsValueError(ErrorCode.NOT_A_CHOICE, given=given[:40])
-    expected = answer(question)
-    return Grade(given == expected, expected, given)
+def grade(question: Question, picked: int | str, shown: Sequence[str] | None = None) -> Grade:
+    """Grade a prediction: ``picked`` is a choice's position (or the choice itself), graded
+    against torch's answer asked now. ``shown`` words the choices as the page shows them (the
+    grade then carries those words); by default the choices themselves."""
+    choices = question.choices
+    if isinstance(picked, str):
+        if picked not in choices:
+            raise BasicsValueError(ErrorCode.NOT_A_CHOICE, given=picked[:40])
+        picked = choices.index(picked)
+    if not 0 <= picked < len(choices):
+        raise BasicsValueError(ErrorCode.NOT_A_CHOICE, given=str(picked)[:40])
+    labels = tuple(choices if shown is None else shown)
+    if len(labels) != len(choices):
+        raise ValueError("one shown label per choice")
+    return grade_choice(labels, picked, labels[choices.index(answer(question))])
