@@ -657,3 +657,12 @@ def test_the_default_database_is_a_sqlite_file_in_the_data_folder(tmp_path, monk
     assert db.normalise(db.default_url()) == "postgresql+psycopg://u@h:5/d"
     assert db.normalise("postgresql://u@h/d") == "postgresql+psycopg://u@h/d"
     assert db.normalise("postgresql+psycopg://u@h/d") == "postgresql+psycopg://u@h/d"
+
+
+def test_an_unreachable_database_is_explained_not_raised_raw() -> None:
+    store = ClassStore("postgresql://nobody@127.0.0.1:1/none")  # building it asks nothing
+    started = time.monotonic()
+    refused(ErrorCode.UNAVAILABLE, lambda: store.state("ABCDEF"))
+    refused(ErrorCode.UNAVAILABLE, lambda: store.start(None, "en", client="t"))
+    assert time.monotonic() - started < 30
+    assert store.is_teacher("ABCDE0", "x" * 32) is False  # malformed: no database needed

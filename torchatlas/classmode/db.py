@@ -15,6 +15,7 @@ statements. Two things differ and are set here, not in the statements:
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -28,13 +29,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from torchatlas.classmode import schema
+from torchatlas.classmode.errors import ClassError, ErrorCode
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 30.0
 RETRIES = 6
+CONNECT_TIMEOUT_S = 5
 _IMMEDIATE = "classmode_immediate"
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
 _migrated: set[str] = set()
@@ -93,8 +97,28 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def engine_for(url: str) -> Engine:
-    """The process's Engine for ``url``, schema migrated (once per process and URL)."""
+    """The process's Engine for ``url``, schema migrated (once per process and URL);
+    :class:`ClassError` ``unavailable`` when the database cannot be opened (the cause is
+    logged: it is the server's configuration, not the visitor's doing)."""
     url = normalise(url)
+    try:
+        return _engine_for(url)
+    except ClassError:
+        raise
+    except Exception as error:
+        log.warning("class database %s unavailable: %r", _safe(url), error)
+        raise ClassError(ErrorCode.UNAVAILABLE) from error
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for a log line."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(an unreadable URL)"
+
+
+def _engine_for(url: str) -> Engine:
     with _lock:
         engine = _engines.get(url)
         if engine is None:
@@ -102,7 +126,13 @@ def engine_for(url: str) -> Engine:
                 engine = _sqlite_engine(url)
             else:
                 engine = create_engine(
-                    url, pool_pre_ping=True, pool_size=8, max_overflow=24, pool_timeout=60
+                    url,
+                    pool_pre_ping=True,  # a replica outlives a database restart
+                    pool_size=8,
+                    max_overflow=24,
+                    pool_timeout=60,
+                    # an unreachable host fails in seconds, not at the OS's TCP timeout
+                    connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
                 )
             _engines[url] = engine
         if url not in _migrated:
@@ -124,11 +154,20 @@ def write(
         try:
             with writer.begin() as conn:
                 return work(conn)
-        except retry_on:
+        except retry_on as error:
             if attempt == RETRIES - 1:
-                raise
+                _give_up(engine, error)
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _give_up(engine: Engine, error: BaseException) -> None:
+    """After the last retry: a database that stays locked or unreachable is ``unavailable``
+    (logged); anything else (a bug) propagates as it is."""
+    if isinstance(error, OperationalError):
+        log.warning("class database %s: %r", _safe(str(engine.url)), error)
+        raise ClassError(ErrorCode.UNAVAILABLE) from error
+    raise error
 
 
 def read(engine: Engine, work: Callable[[Connection], T]) -> T:
@@ -137,9 +176,9 @@ def read(engine: Engine, work: Callable[[Connection], T]) -> T:
         try:
             with engine.begin() as conn:
                 return work(conn)
-        except OperationalError:
+        except OperationalError as error:
             if attempt == RETRIES - 1:
-                raise
+                _give_up(engine, error)
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")
 

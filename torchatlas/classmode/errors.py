@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     BAD_NICKNAME = "bad_nickname"  # params: limit
     NO_SUCH_LESSON = "no_such_lesson"  # params: lesson
     NO_QUESTION = "no_question"  # params: step (the current step asks nothing)
+    UNAVAILABLE = "unavailable"  # the class database cannot be reached (logged for the admin)
 
 
 class ClassError(Exception):

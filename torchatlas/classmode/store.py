@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from torchatlas.classmode import clean
@@ -87,13 +87,21 @@ class ClassStore:
         self.url = normalise(url or default_url())
         self.clock = clock
         self.limits = limits
-        self._engine = engine_for(self.url)
+        self._engine_found: Engine | None = None
         # version() cache: code → (monotonic time read, version or None for no class)
         self._versions: dict[str, tuple[float, int | None]] = {}
         self._versions_lock = threading.Lock()
         self._fetching: dict[str, threading.Lock] = {}
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def _engine(self) -> Engine:
+        """Opened on first use, so building a store never fails: a database that cannot be
+        reached is the first call's ``unavailable`` (and the next call tries again)."""
+        if self._engine_found is None:
+            self._engine_found = engine_for(self.url)
+        return self._engine_found
 
     def _row(self, conn: Connection, code: str, lock: str | None = None) -> Row:
         query = select(classes).where(classes.c.code == code)
