@@ -335,7 +335,25 @@ async def wait_for(
         if problem:
             return None, problem
         await asyncio.sleep(0.01)
-    return None, f"not shown within {timeout_s:g} s"
+    return None, f"not shown within {timeout_s:g} s ({describe(student)})"
+
+
+def describe(student: Student) -> str:
+    """What the tab shows now, for a timeout's report."""
+    page = next((path for path, h in student.pages.items() if h == student.page_hash), "?")
+    buttons = [
+        n.widget_id.rsplit("-", 1)[-1] + (" (disabled)" if n.proto.disabled else "")
+        for n in student.find(kind="button")
+    ]
+    radios = [
+        f"{n.widget_id.rsplit('-', 1)[-1]}={student.current_value(n)!r}"
+        for n in student.find(kind="radio")
+    ]
+    return (
+        f"page {page}, runs {student.epoch}, running {student.running}, last status "
+        f"{student.last_status}, polling {sorted(student._auto)}, buttons {buttons}, "
+        f"radios {radios}"
+    )
 
 
 def _button(student: Student, key: str) -> Any:
