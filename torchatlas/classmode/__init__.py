@@ -21,16 +21,17 @@ made through a store updates that store's cache at once; another replica sees it
 the cache age.
 
 Details beyond the shared contract (the page follows these):
-- Errors: :class:`ClassError` ``code`` is an :class:`ErrorCode` (a ``StrEnum``); params are
-  strings. Three codes beyond the contract's list: ``no_such_lesson`` (start with an unknown
-  lesson id; param ``lesson``), ``no_question`` (ask on a step without a question, or in a
-  free class; param ``step``) and ``unavailable`` (the database cannot be reached or stays
-  locked after the retries; no params; the cause is logged for the admin). Any call may
-  raise ``unavailable``; ``ClassStore(...)`` itself never touches the database (it is
-  opened on first use), so ``st.cache_resource`` can build it safely. Other params:
-  ``too_many_classes``/``class_full``/``bad_nickname``: ``limit``; ``rate_limited``:
-  ``limit``, ``seconds``; ``bad_option``: ``options``; ``not_asked``/``already_revealed``:
-  ``step``; ``bad_place``: ``room``, ``field``.
+- Errors: :class:`ClassError` is the kit's ``torchatlas.errors.CodedError`` (``room`` =
+  "classmode", ``error.text(lang)``, ``error.key``); ``code`` is an :class:`ErrorCode` (a
+  ``StrEnum``); params are strings. Three codes beyond the contract's list:
+  ``no_such_lesson`` (start with an unknown lesson id; param ``lesson``), ``no_question``
+  (ask on a step without a question, or in a free class; param ``step``) and ``unavailable``
+  (the database cannot be reached or stays locked after the retries; no params; the cause is
+  logged for the admin). Any call may raise ``unavailable``; ``ClassStore(...)`` itself
+  never touches the database (it is opened on first use), so ``st.cache_resource`` can build
+  it safely. Other params: ``too_many_classes``/``class_full``/``bad_nickname``: ``limit``;
+  ``rate_limited``: ``limit``, ``seconds``; ``bad_option``: ``options``;
+  ``not_asked``/``already_revealed``: ``step``; ``bad_place``: ``room``, ``field``.
 - A new class is at step 0 with ``room == ""`` and an empty query: nothing to follow yet.
 - ``move``: ``step`` is 0..len(lesson steps) in a lesson class, 0..10000 in a free class;
   ``room`` one of ``torchatlas.lessons.ROOMS``; ``query`` keys are that room's link fields,

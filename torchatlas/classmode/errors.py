@@ -1,16 +1,16 @@
 """The errors class mode raises: a stable code and parameters, never a sentence.
 
 Their text lives in ``assets/translations/{en,ko}/classmode.json`` under
-``classmode.errors.<code>`` (the page's tables): the page shows
-``t(f"classmode.errors.{error.code}", **error.params)`` and ``str(error)`` is the same table's
-English (or the bare code while the table lacks the row), for a notebook or a log.
+``classmode.errors.<code>`` (the page's tables): the page shows ``error.text(lang)`` (or
+``t(f"classmode.errors.{error.code.value}", **error.params)``) and ``str(error)`` is the same
+table's English, for a notebook or a log. :class:`ClassError` is the kit's ``CodedError``.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from torchatlas.i18n import translate
+from torchatlas.errors import CodedError
 
 
 class ErrorCode(StrEnum):
@@ -31,10 +31,12 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "unavailable"  # the class database cannot be reached (logged for the admin)
 
 
-class ClassError(Exception):
-    """What a class-mode call refuses; ``code`` and ``params`` are what a page translates."""
+class ClassError(CodedError):
+    """What a class-mode call refuses: the kit's coded error (``torchatlas.errors``) with
+    class mode's table; ``params`` are strings (they come from links and limits)."""
 
-    def __init__(self, code: ErrorCode, **params: object) -> None:
-        self.code = ErrorCode(code)
-        self.params: dict[str, str] = {name: str(value) for name, value in params.items()}
-        super().__init__(translate(f"classmode.errors.{self.code}", "en", **self.params))
+    room = "classmode"
+    codes = ErrorCode
+
+    def __init__(self, code: ErrorCode | str, **params: object) -> None:
+        super().__init__(code, **{name: str(value) for name, value in params.items()})
