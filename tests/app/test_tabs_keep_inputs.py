@@ -41,12 +41,16 @@ def test_strides_write_and_quiz_inputs_survive_another_tab() -> None:
     assert at.text_input(key="strides_write_text").value == "fill_(7)"
     assert rendered_text(at) == written  # the write's result is shown again
     _tour(at, "strides_panel", quiz, quiz)
-    answers = [w for w in at.text_input if str(w.key).startswith("strides_quiz_answer")]
-    answers += [w for w in at.radio if str(w.key).startswith("strides_quiz_answer")]
+    # the quiz is the kit's predict-then-reveal: a prediction counts once revealed, and the
+    # revealed prediction and its verdict are what must survive the tour
+    answers = [w for w in at.text_input if str(w.key).startswith("strides_quiz_")]
+    answers += [w for w in at.radio if str(w.key).startswith("strides_quiz_")]
     assert answers, "the quiz tab shows an answer box"
     box = answers[0]
-    value = box.options[0] if hasattr(box, "options") else "(2, 3)"
-    box.set_value(value).run()
+    box.set_value(0 if box in at.radio else "(2, 3)")
+    form = str(box.key).removesuffix("_given") + "_form"
+    next(b for b in at.button if b.proto.form_id == form).click().run()
+    verdict = [m.value for m in (*at.success, *at.error)]
+    assert verdict, "the prediction was graded"
     _tour(at, "strides_panel", code, quiz)
-    kept = at.session_state[box.key]
-    assert kept == value
+    assert [m.value for m in (*at.success, *at.error)] == verdict
