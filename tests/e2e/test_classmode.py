@@ -1,0 +1,331 @@
+"""Class mode in real browsers: a teacher's projector page and three students' pages (one a
+phone) on servers of this module's own, each with its own data folder or database.
+
+- One class end to end: join by code and by the join link, follow two steps, answer, the live
+  tally counts the answers, reveal, a student reloads and keeps their answer; screenshots of
+  the projector view (1920×1080), a phone and the Korean page.
+- Restart: the server is killed with SIGKILL mid-class and started again on the same port and
+  data folder; the teacher comes back with the "resume" link, the students with their own
+  links, and the class, its step and every answer are there.
+- Replicas: two servers on one PostgreSQL; the teacher on one, students on both; the students
+  on the other replica follow and their answers reach the teacher's tally.
+
+Waits are Playwright ``expect()`` on what the page shows, never sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from bench.server import Server
+from components.lessons.draw import option_label
+from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from torchatlas.lessons import find
+
+LESSON = find("broadcasting")
+FOLLOW_TIMEOUT_MS = 15_000  # the page's promise is 2 s; a loaded CI machine gets slack
+PHONE = {"width": 390, "height": 844}
+PROJECTOR = {"width": 1920, "height": 1080}
+
+
+# --------------------------------------------------------------------------- servers
+
+# A browser that leaves mid-message is not a crash (as tests/e2e/conftest.py ignores it).
+DISCONNECTS = ("WebSocketDisconnect", "ClientDisconnected", "ConnectionClosed")
+
+
+@contextlib.contextmanager
+def running(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], log: Path) -> Iterator[Server]:
+    """A server of this module's own with class mode's storage set by ``env`` (the server
+    inherits this process's environment); its log must end without a page's traceback."""
+    with monkeypatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        if "ATLAS_DATABASE_URL" not in env:
+            patch.delenv("ATLAS_DATABASE_URL", raising=False)
+        server = Server(0, log)
+        server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        crashes = server.crashes(ignoring=DISCONNECTS)
+        assert not crashes, crashes[0][-4000:]
+
+
+def kill_and_restart(server: Server, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """SIGKILL to the server's whole process group (no shutdown of any kind), then the same
+    command on the same port and data: what a crashed and restarted host does."""
+    crashes = server.crashes(ignoring=DISCONNECTS)
+    assert not crashes, crashes[0][-4000:]
+    tree = server.remember_tree()  # sandbox workers may have left the group: kill them too
+    os.killpg(server.pid, signal.SIGKILL)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    assert server.process is not None
+    server.process.wait(timeout=30)
+    with monkeypatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        server.start()
+
+
+# --------------------------------------------------------------------------- people
+
+
+class Class:
+    """The browsers of one class: a teacher and students, each in a context of their own."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self.contexts: list = []
+
+    def open(self, url: str, viewport: dict | None = None, lang: str = "en") -> Page:
+        context = self.browser.new_context(
+            viewport=viewport or {"width": 1280, "height": 900},
+            locale="ko-KR" if lang == "ko" else "en-US",
+        )
+        self.contexts.append(context)
+        page = context.new_page()
+        page.goto(url)
+        wait_for_app(page)
+        return page
+
+    def close(self) -> None:
+        for context in self.contexts:
+            context.close()
+
+
+@pytest.fixture
+def people(browser: Browser) -> Iterator[Class]:
+    group = Class(browser)
+    yield group
+    group.close()
+
+
+def start_class(page: Page, lesson_title: str | None) -> tuple[str, str, str]:
+    """Start a class from the Class page; returns (code, join link, resume link)."""
+    if lesson_title is not None:
+        page.get_by_test_id("stSelectbox").first.click()
+        page.get_by_role("option", name=lesson_title).click()
+        wait_for_app(page)
+    page.get_by_role("button", name="Start the class").click()
+    code_box = page.get_by_test_id("classmode-code")
+    expect(code_box).to_be_visible(timeout=60_000)
+    wait_for_app(page)
+    code = re.sub(r"\W", "", code_box.inner_text())
+    assert re.fullmatch(r"[A-HJ-NP-Z2-9]{6}", code), code
+    join = page.get_by_test_id("classmode-join-url").inner_text().strip()
+    page.get_by_text("Resume on another device").click()
+    resume = page.locator("code", has_text="teacher=").first.inner_text().strip()
+    page.get_by_text("Resume on another device").click()  # closed again: never projected
+    expect(page.locator("code", has_text="teacher=")).to_be_hidden()
+    return code, join, resume
+
+
+def join_by_code(page: Page, code: str, nickname: str) -> str:
+    """Fill the join form; returns the student's own link (their address bar)."""
+    page.get_by_label("Class code").fill(code.lower())
+    page.get_by_label("Nickname (optional)").fill(nickname)
+    page.get_by_label("Nickname (optional)").press("Enter")
+    page.get_by_role("button", name="Join", exact=True).click()
+    expect(page.get_by_text(f"Class {code} · you are {nickname}")).to_be_visible(timeout=60_000)
+    wait_for_app(page)
+    assert "student=" in page.url
+    return page.url
+
+
+def press(page: Page, name: str) -> None:
+    page.get_by_role("button", name=name).first.click()
+    wait_for_app(page)
+
+
+def expect_room(page: Page, room: str) -> None:
+    expect(page).to_have_url(re.compile(rf"/{room}\?"), timeout=FOLLOW_TIMEOUT_MS)
+    wait_for_app(page)
+    assert_no_error(page)
+
+
+def answer(page: Page, option: int, step: int = 1) -> None:
+    radio = page.locator(".st-key-classmode_question [data-testid='stRadio']")
+    expect(radio).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    shown = option_label(LESSON.step(step).question.options[option], "en").replace("`", "")
+    radio.get_by_text(shown, exact=True).click()
+    wait_for_app(page)
+    page.locator(".st-key-classmode_question").get_by_role("button").click()
+    expect(page.get_by_text("Your answer:")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+
+
+def expect_tally(page: Page, joined: int, answered: int) -> None:
+    metrics = page.get_by_test_id("stMetric")
+    expect(metrics.filter(has_text="Joined").get_by_test_id("stMetricValue")).to_have_text(
+        str(joined), timeout=FOLLOW_TIMEOUT_MS
+    )
+    expect(metrics.filter(has_text="Answered").get_by_test_id("stMetricValue")).to_have_text(
+        str(answered), timeout=FOLLOW_TIMEOUT_MS
+    )
+
+
+# --------------------------------------------------------------------------- one class
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    env = {"ATLAS_DATA_DIR": str(tmp_path / "data")}
+    with running(monkeypatch, env, tmp_path / "server.log") as one:
+        yield one
+
+
+def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Class) -> None:
+    teacher = people.open(f"{server.url}/class", PROJECTOR)
+    code, join_link, _ = start_class(teacher, LESSON.title["en"])
+    assert join_link.endswith(f"/class?class={code}")
+    phone = people.open(f"{server.url}/class", PHONE)
+    join_by_code(phone, code, "Ada")
+    by_link = people.open(join_link)
+    expect(by_link.get_by_label("Class code")).to_have_value(code)
+    join_by_code(by_link, code, "Bo")
+    third = people.open(f"{server.url}/class")
+    join_by_code(third, code, "Cy")
+    students = [phone, by_link, third]
+    expect_tally(teacher, joined=3, answered=0)
+
+    # Step 1 (basics): the students' screens follow; the question opens; they answer.
+    started = time.monotonic()
+    press(teacher, "Start the lesson")
+    for page in students:
+        expect_room(page, "basics")
+    follow_s = time.monotonic() - started
+    press(teacher, "Open the question")
+    question = LESSON.step(1).question
+    wrong = next(i for i in range(len(question.options)) if i != question.answer)
+    picks = [question.answer, wrong, question.answer]
+    for page, pick in zip(students, picks, strict=True):
+        answer(page, pick)
+    expect_tally(teacher, joined=3, answered=3)
+    save_screenshot(phone, "classmode_phone")
+    save_screenshot(teacher, "classmode_teacher")
+
+    # A reload keeps the student's answer (their own link is in the address bar).
+    by_link.reload()
+    wait_for_app(by_link)
+    expect(by_link.get_by_text("Your answer:")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+
+    press(teacher, "Reveal the answer")
+    expect(phone.get_by_text("Right!")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    expect(by_link.get_by_text("Not this time")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    save_screenshot(teacher, "classmode_teacher_revealed")
+
+    # Step 2 is in another room: everyone follows.
+    press(teacher, "Next step")
+    for page in students:
+        expect_room(page, "strides")
+    assert_no_error(teacher)
+    print(f"students followed the first move in {follow_s:.1f} s")
+
+
+def test_korean_class_page(server: Server, people: Class) -> None:
+    teacher = people.open(f"{server.url}/class?lang=ko", PROJECTOR, lang="ko")
+    teacher.get_by_role("button", name="수업 시작하기").click()
+    expect(teacher.get_by_test_id("classmode-code")).to_be_visible(timeout=60_000)
+    wait_for_app(teacher)
+    code = re.sub(r"\W", "", teacher.get_by_test_id("classmode-code").inner_text())
+    student = people.open(f"{server.url}/class?lang=ko&class={code}", PHONE, lang="ko")
+    student.get_by_label("닉네임 (선택)").fill("민지")
+    student.get_by_label("닉네임 (선택)").press("Enter")
+    student.get_by_role("button", name="참여하기").click()
+    expect(student.get_by_text(f"수업 {code} · 내 이름: 민지")).to_be_visible(timeout=60_000)
+    expect(teacher.get_by_test_id("stMetricValue").first).to_have_text(
+        "1", timeout=FOLLOW_TIMEOUT_MS
+    )
+    save_screenshot(teacher, "classmode_ko")
+    save_screenshot(student, "classmode_phone_ko")
+
+
+# --------------------------------------------------------------------------- restart
+
+
+def test_a_class_survives_a_killed_server(
+    tmp_path: Path, people: Class, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"ATLAS_DATA_DIR": str(tmp_path / "data")}
+    with running(monkeypatch, env, tmp_path / "server.log") as server:
+        teacher = people.open(f"{server.url}/class", PROJECTOR)
+        code, _, resume = start_class(teacher, LESSON.title["en"])
+        students = [people.open(f"{server.url}/class") for _ in range(2)]
+        links = [join_by_code(page, code, name) for page, name in zip(students, "AB", strict=True)]
+        press(teacher, "Start the lesson")
+        for page in students:
+            expect_room(page, "basics")
+        press(teacher, "Open the question")
+        question = LESSON.step(1).question
+        for page in students:
+            answer(page, question.answer)
+        expect_tally(teacher, joined=2, answered=2)
+
+        kill_and_restart(server, monkeypatch, env)  # mid-class
+
+        teacher.goto(resume)
+        wait_for_app(teacher)
+        expect(teacher.get_by_text("Step 1 of 3")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+        expect_tally(teacher, joined=2, answered=2)
+        for page, link in zip(students, links, strict=True):
+            page.goto(link)
+            wait_for_app(page)
+            expect_room(page, "basics")
+            expect(page.get_by_text("Your answer:")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+        # The class goes on after the restart.
+        press(teacher, "Reveal the answer")
+        for page in students:
+            expect(page.get_by_text("Right!")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+
+
+# --------------------------------------------------------------------------- replicas
+
+
+def test_two_replicas_share_a_class(
+    tmp_path: Path, people: Class, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.postgres import missing_reason, postgres_cluster
+
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres_cluster() as url:
+        env = {"ATLAS_DATABASE_URL": url, "ATLAS_DATA_DIR": str(tmp_path / "unused")}
+        with (
+            running(monkeypatch, env, tmp_path / "one.log") as one,
+            running(monkeypatch, env, tmp_path / "two.log") as two,
+        ):
+            teacher = people.open(f"{one.url}/class", PROJECTOR)
+            code, _, _ = start_class(teacher, LESSON.title["en"])
+            here = people.open(f"{one.url}/class")
+            there = [people.open(f"{two.url}/class?class={code}") for _ in range(2)]
+            join_by_code(here, code, "One")
+            for number, page in enumerate(there):
+                join_by_code(page, code, f"Two{number}")
+            expect_tally(teacher, joined=3, answered=0)
+            press(teacher, "Start the lesson")
+            for page in [here, *there]:
+                expect_room(page, "basics")
+            press(teacher, "Open the question")
+            question = LESSON.step(1).question
+            for page in [here, *there]:
+                answer(page, question.answer)
+            expect_tally(teacher, joined=3, answered=3)
+            press(teacher, "Reveal the answer")
+            for page in there:
+                expect(page.get_by_text("Right!")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+            press(teacher, "Next step")
+            for page in there:
+                expect_room(page, "strides")

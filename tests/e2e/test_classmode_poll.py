@@ -1,0 +1,77 @@
+"""What an idle following student costs the server: the CPU time of its poll.
+
+A student's screen follows the teacher by a fragment that Streamlit reruns every
+``state.POLL_S`` seconds (the browser's timer asks for it); each run reads one cached version
+number and draws nothing. Here real Chromium students sit in a class with nothing happening,
+and the server process's CPU time over a window is compared with the same window with no
+student connected. The issue's budget: 60 idle students at most 25 % of one core, i.e.
+≤ 4.2 ms of server CPU per student per second (6.25 ms per 1.5 s poll).
+
+    python -m pytest tests/e2e/test_classmode_poll.py -s     # prints the figures
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser
+
+from components.classmode.state import POLL_S
+from tests.e2e.test_classmode import Class, join_by_code, running, start_class
+
+STUDENTS = 6
+WINDOW_S = 30.0
+BUDGET_MS_PER_STUDENT_S = 1000 * 0.25 / 60  # 60 students ≤ 25 % of one core
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_over(pid: int, seconds: float) -> float:
+    """The server's CPU seconds over a wall-clock window (a measurement: the window is the
+    point, nothing is being waited for)."""
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    return cpu_seconds(pid) - before
+
+
+@pytest.fixture
+def people(browser: Browser) -> Iterator[Class]:
+    group = Class(browser)
+    yield group
+    group.close()
+
+
+def test_an_idle_follower_costs_little(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: Class
+) -> None:
+    env = {"ATLAS_DATA_DIR": str(tmp_path / "data")}
+    with running(monkeypatch, env, tmp_path / "server.log") as server:
+        teacher = people.open(f"{server.url}/class")
+        code, _, _ = start_class(teacher, None)  # free mode: nothing to follow yet
+        teacher.context.close()  # the teacher's own tally poll is not a student's cost
+        for number in range(STUDENTS):
+            join_by_code(people.open(f"{server.url}/class"), code, f"S{number}")
+        following = server_cpu_over(server.pid, WINDOW_S)
+        for context in people.contexts:
+            if context.pages:
+                context.close()
+        people.contexts.clear()
+        alone = server_cpu_over(server.pid, WINDOW_S)
+    per_student_s_ms = 1000 * max(0.0, following - alone) / (STUDENTS * WINDOW_S)
+    per_poll_ms = per_student_s_ms * POLL_S
+    sixty = 60 * per_student_s_ms / 1000
+    print(
+        f"\nserver CPU over {WINDOW_S:.0f} s: {following:.2f} s with {STUDENTS} idle followers, "
+        f"{alone:.2f} s with none; per poll {per_poll_ms:.2f} ms; per student "
+        f"{per_student_s_ms:.2f} ms/s; 60 students ≈ {100 * sixty:.1f} % of one core"
+    )
+    assert per_student_s_ms <= BUDGET_MS_PER_STUDENT_S, per_student_s_ms
