@@ -383,3 +383,19 @@ def test_all_pairs_of_small_shapes_agree_with_torch() -> None:
         except RuntimeError:
             expected = None
         assert broadcast([first, second]).result == expected
+
+
+@pytest.mark.parametrize("section", QUIZ_SECTIONS)
+def test_a_grade_carries_the_choices_as_the_page_words_them(section) -> None:
+    """The kit shows a grade's words as they are: graded by position, torch's answer comes
+    back in the page's wording (``"a view"``, not the code ``"view"``), from torch now."""
+    from torchatlas.quiz import Grade
+
+    question = make_question(section, 3)
+    shown = tuple(f"<{choice}>" for choice in question.choices)
+    right = question.choices.index(answer(question))
+    assert grade(question, right, shown) == Grade(True, shown[right], shown[right])
+    wrong = (right + 1) % len(shown)
+    assert grade(question, wrong, shown) == Grade(False, shown[right], shown[wrong])
+    with pytest.raises(BasicsValueError):
+        grade(question, len(shown), shown)
