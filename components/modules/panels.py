@@ -32,11 +32,10 @@ EDITOR_HEIGHT = 340
 
 def intro() -> str:
     """The room's introduction and its section picker; returns the section to show."""
-    state.init()
+    state.start()
     state.keep_values()
     st.markdown(t("modules.intro"))
-    if state.take_link_broken():
-        st.warning(t("modules.link_broken"), icon=":material/link_off:")
+    state.notice()
     st.segmented_control(
         t("modules.sections.label"),
         state.SECTIONS,

@@ -1,9 +1,10 @@
 """The nn.Module room's state: session keys, the URL, and the cached engine calls.
 
-Every session key starts with ``modules_``; the URL keys are ``nn_*`` (preset, pasted code,
+Every session key starts with ``modules_``; the link (``nn_*``: section, preset, pasted code,
 model box, the training model, learning rate, steps, forgotten zero_grad, mode model, saved
-model). The URL is read once, when a session first opens the room, and written when a value
-changes, only the room's own keys.
+model) is declared in ``torchatlas/modules/link.py`` and read and written by the kit
+(:data:`LINK`): read once, when a session first opens the room, and written when a value
+changes, only the room's own names.
 
 Pasted code is inspected only in the sandbox (``torchatlas.modules.inspect_module``; its
 reports are shared between visitors here, :data:`REPORTS`). The training run the controls
@@ -26,18 +27,15 @@ import streamlit as st
 
 from components import contained
 from components.i18n import t
+from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
-from components.shapes.state import MAX_URL_SOURCE_CHARS, decode_source, encode_source
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.modules import (
     DEFAULT_PRESET,
-    MAX_STEPS,
     PRESETS,
     SAVE_MODELS,
-    TRAINABLE,
     InitReport,
-    ModeModel,
     ModeReport,
     ModuleReport,
     SerializationReport,
@@ -51,42 +49,38 @@ from torchatlas.modules import (
     uninitialised_memory,
 )
 from torchatlas.modules import MAX_MODEL_CHARS as MAX_MODEL_CHARS
+from torchatlas.modules import link as modules_link
 from torchatlas.modules.compare import ComparisonRow, side_by_side
 from torchatlas.modules.quiz import Grade, Question, grade
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS as MAX_SOURCE_CHARS
 from torchatlas.sandboxed import RoomJob
 
 # ---------------------------------------------------------------- keys
-SOURCE, MODEL, PRESET, PRESET_KEY = (
-    "modules_source",
-    "modules_model",
-    "modules_preset",
-    "modules_preset_key",
-)
-RESULT, LINK_BROKEN = "modules_result", "modules_link_broken"
+# The room's link (torchatlas/modules/link.py) names the session keys it fills; the rest are
+# the page's own.
+LINK = RoomLink(modules_link.LINK)
+SOURCE, MODEL, PRESET_KEY = LINK.key("nn_src"), LINK.key("nn_model"), LINK.key("nn_preset")
+PRESET = "modules_preset"  # the preset picker's translated label
+RESULT = "modules_result"
 TRAIN_MODEL, LR, STEPS, FORGET = (
-    "modules_train_model",
-    "modules_lr",
-    "modules_steps",
-    "modules_forget",
+    LINK.key("nn_train"),
+    LINK.key("nn_lr"),
+    LINK.key("nn_steps"),
+    LINK.key("nn_forget"),
 )
 STEP, PHASE = "modules_step", "modules_phase"
-MODE, SAVE_MODEL, MEMORY = "modules_mode", "modules_save_model", "modules_memory"
+MODE, SAVE_MODEL, MEMORY = LINK.key("nn_mode"), LINK.key("nn_save"), "modules_memory"
 QUIZ, REVEALED = "modules_quiz_", "modules_revealed_"  # + the question's value
-SECTION = "modules_section"
-URL_PRESET, URL_SOURCE, URL_MODEL = "nn_preset", "nn_src", "nn_model"
-URL_TRAIN, URL_LR, URL_STEPS, URL_FORGET = "nn_train", "nn_lr", "nn_steps", "nn_forget"
-URL_MODE, URL_SAVE, URL_SECTION = "nn_mode", "nn_save", "nn_section"
+SECTION = LINK.key("nn_section")
 # One section at a time: the room has many tables and a chart, and a rerun draws only what is
 # shown (each section's widgets rerun only their own fragment).
-SECTIONS = ("inspect", "compare", "train", "quiz", "modes", "save", "memory")
+SECTIONS = modules_link.SECTIONS
 
 # The CPU deadline of one inspection: the largest torchvision models take well under 1 s in
 # the child (bench), and a visitor whose model never finishes building hears why within 3 s.
 INSPECT_TIMEOUT_S = 2.5
-LR_CHOICES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0)
-DEFAULT_LR, DEFAULT_STEPS = 0.1, 100
-STEP_CHOICES = tuple(range(10, MAX_STEPS + 1, 10))
+LR_CHOICES, DEFAULT_LR = modules_link.LR_CHOICES, modules_link.DEFAULT_LR
+STEP_CHOICES, DEFAULT_STEPS = modules_link.STEP_CHOICES, modules_link.DEFAULT_STEPS
 PHASES = ("forward", "loss", "backward", "step", "zero_grad")
 
 
@@ -113,61 +107,30 @@ def load_preset(key: str) -> None:
     st.session_state.pop(RESULT, None)
 
 
-def _choice(query: Any, key: str, choices: tuple[Any, ...], default: Any) -> Any:
-    """A URL value that must be one of ``choices`` (as text); anything else keeps ``default``."""
-    text = query.get(key)
-    if text is None:
-        return default
-    for choice in choices:
-        if str(choice) == text:
-            return choice
-    st.session_state[LINK_BROKEN] = True
-    return default
+# The code and model box a preset fills, with the link field that carries each (None there:
+# the preset's own).
+_PRESET_BOXES = (("nn_src", "source"), ("nn_model", "model"))
 
 
-def _link_choice(query: Any, key: str, choices: tuple[int, ...], default: int) -> int:
-    """A whole number from the URL (ASCII digits only, :func:`components.contained.link_int`)
-    that must be one of ``choices``; anything else keeps ``default`` and marks the link."""
-    text = query.get(key)
-    if text is None:
-        return default
-    value = contained.link_int(text, low=min(choices), high=max(choices))
-    if value is None or value not in choices:
-        st.session_state[LINK_BROKEN] = True
-        return default
-    return value
-
-
-def init() -> None:
-    """On a session's first visit: the preset, then what a shared link overrides. A value
-    outside what the page offers marks the link as damaged and keeps the default."""
-    if SOURCE in st.session_state:
+def start() -> None:
+    """Every run, before the widgets. On a session's first run the link's values (the kit
+    reads it; a part it cannot use keeps its default and is named in :func:`notice`), then
+    the chosen preset's code and model box where the link leaves them out."""
+    if LINK.start() is None:
         return
-    query = st.query_params
-    key = _choice(query, URL_PRESET, tuple(PRESETS), DEFAULT_PRESET)
-    st.session_state[PRESET] = t(f"modules.presets.{key}")
-    load_preset(key)
-    if URL_SOURCE in query:
-        source = decode_source(query[URL_SOURCE])
-        if source is None:
-            st.session_state[LINK_BROKEN] = True
-        else:
-            st.session_state[SOURCE] = source
-    if URL_MODEL in query:
-        if len(query[URL_MODEL]) > MAX_MODEL_CHARS:
-            st.session_state[LINK_BROKEN] = True
-        else:
-            st.session_state[MODEL] = query[URL_MODEL]
-    st.session_state[TRAIN_MODEL] = _choice(query, URL_TRAIN, TRAINABLE, "mylinear")
-    st.session_state[LR] = _choice(query, URL_LR, LR_CHOICES, DEFAULT_LR)
-    st.session_state[STEPS] = _link_choice(query, URL_STEPS, STEP_CHOICES, DEFAULT_STEPS)
-    st.session_state[FORGET] = _link_choice(query, URL_FORGET, (0, 1), 0) == 1
-    st.session_state[MODE] = _choice(query, URL_MODE, tuple(m.value for m in ModeModel), "dropout")
-    st.session_state[SAVE_MODEL] = _choice(query, URL_SAVE, SAVE_MODELS, "mylinear")
-    st.session_state[STEP] = 1
-    st.session_state[PHASE] = PHASES[0]
-    section = _choice(query, URL_SECTION, SECTIONS, SECTIONS[0])
-    st.session_state.setdefault(SECTION, section)  # a test or a caller may have chosen one
+    state = st.session_state
+    preset = PRESETS[state[PRESET_KEY]]
+    for name, attribute in _PRESET_BOXES:
+        if state.get(LINK.key(name)) is None:
+            state[LINK.key(name)] = getattr(preset, attribute)
+    state[PRESET] = t(f"modules.presets.{preset.key}")
+    state.setdefault(STEP, 1)
+    state.setdefault(PHASE, PHASES[0])
+
+
+def notice() -> None:
+    """Say once which parts of a shared link were not used."""
+    LINK.notice()
 
 
 # Widgets whose values outlive their section: Streamlit forgets a widget's value once a run
@@ -193,41 +156,27 @@ def keep_values() -> None:
     keep_widget_values(KEPT, prefixes=(QUIZ,))
 
 
-def take_link_broken() -> bool:
-    return bool(st.session_state.pop(LINK_BROKEN, False))
-
-
 def on_preset_change() -> None:
     """The preset selectbox's callback: load the chosen preset into the editor."""
     load_preset(preset_labels().get(st.session_state[PRESET], DEFAULT_PRESET))
 
 
+def link_values() -> dict[str, Any]:
+    """The room's link fields now: the code and model box the preset has anyway are left to
+    the preset (None); the section is the one shown."""
+    values = LINK.values()
+    preset = PRESETS[values["nn_preset"]]
+    for name, attribute in _PRESET_BOXES:
+        if values[name] == getattr(preset, attribute):
+            values[name] = None
+    values["nn_section"] = current_section()
+    return values
+
+
 def save_to_url() -> None:
-    """The room's settings as a shareable link; only changed values are written."""
-    preset = PRESETS[st.session_state[PRESET_KEY]]
-    source = st.session_state[SOURCE]
-    encoded = encode_source(source)
-    keep_source = source != preset.source and len(encoded) <= MAX_URL_SOURCE_CHARS
-    model = st.session_state[MODEL]
-    wanted = {
-        URL_PRESET: preset.key,
-        URL_SOURCE: encoded if keep_source else None,
-        URL_MODEL: model if model != preset.model else None,
-        URL_TRAIN: st.session_state[TRAIN_MODEL],
-        URL_LR: str(st.session_state[LR]),
-        URL_STEPS: str(st.session_state[STEPS]),
-        URL_FORGET: "1" if st.session_state[FORGET] else "0",
-        URL_MODE: st.session_state[MODE],
-        URL_SAVE: st.session_state[SAVE_MODEL],
-        URL_SECTION: current_section(),
-    }
-    query = st.query_params
-    for key, value in wanted.items():
-        if value is None:
-            if key in query:
-                query.pop(key)
-        elif query.get(key) != value:
-            query[key] = value
+    """The room's settings as a shareable link: only the room's own names, and only those that
+    differ from the default (a source too long for a link is left out: the preset's)."""
+    LINK.write(link_values())
 
 
 def current_section() -> str:

@@ -43,10 +43,9 @@ def health_line(slot: DeltaGenerator) -> None:
 
 
 def link_warning() -> None:
-    """Read the URL on a session's first visit; say so when a shared link was damaged."""
-    state.init()
-    if state.take_link_broken():
-        st.warning(t("shapes.link_broken"))
+    """Read the link on a session's first visit; say so when part of it could not be used."""
+    state.start()
+    state.notice()
 
 
 # ---------------------------------------------------------------- editor

@@ -1,8 +1,9 @@
 """The shape explorer's state: session keys, the URL, and the cached engine calls.
 
-Every session key starts with ``shapes_``; the URL keys are ``m_*`` (the editor's code, the
-preset, the model, shapes and dtypes boxes, the formulas toggle). The URL is read once, when
-a session first opens the room, and written after each analysis, only where a value changed.
+Every session key starts with ``shapes_``; the link (``m_*``: the editor's code, the preset,
+the model, shapes and dtypes boxes, the formulas toggle) is declared in
+``torchatlas/shapes/link.py`` and read and written by the kit (:data:`LINK`): read once, when
+a session first opens the room, and written after each analysis.
 
 The analysis runs in the sandbox's worker (``torchatlas.shapes.explore``); its report is kept
 as an :class:`Analysis` (the source it is about and the frozen report) until the next one.
@@ -18,6 +19,7 @@ import streamlit as st
 
 from components import contained
 from components.i18n import t
+from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
 from components.upkeep import warm_up
 from torchatlas import links
@@ -36,33 +38,35 @@ from torchatlas.shapes import (
     validate_inputs,
     why_meta,
 )
+from torchatlas.shapes import link as shapes_link
 from torchatlas.shapes.analysis import (
-    MAX_DTYPES_CHARS,
-    MAX_MODEL_CHARS,
-    MAX_SHAPES_CHARS,
+    MAX_DTYPES_CHARS as MAX_DTYPES_CHARS,
+)
+from torchatlas.shapes.analysis import (
+    MAX_MODEL_CHARS as MAX_MODEL_CHARS,
+)
+from torchatlas.shapes.analysis import (
+    MAX_SHAPES_CHARS as MAX_SHAPES_CHARS,
+)
+from torchatlas.shapes.analysis import (
     check_length,
     parse_constructor,
     parse_dtypes,
 )
 
 # ---------------------------------------------------------------- keys
-SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC, PRESET = (
-    "shapes_source", "shapes_model", "shapes_inputs", "shapes_dtypes", "shapes_symbolic",
-    "shapes_preset",
+# The room's link (torchatlas/shapes/link.py) names the session keys it fills; the rest are
+# the page's own.
+LINK = RoomLink(shapes_link.LINK)
+SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC = (
+    LINK.key("m_src"), LINK.key("m_model"), LINK.key("m_shapes"), LINK.key("m_dtypes"),
+    LINK.key("m_sym"),
 )  # fmt: skip
-RESULT, WHY, LINK_BROKEN = "shapes_result", "shapes_why", "shapes_link_broken"
-PRESET_KEY = "shapes_preset_key"  # the chosen preset's key; PRESET holds its translated label
+PRESET_KEY = LINK.key("m_preset")  # the chosen preset's key; PRESET holds its translated label
+PRESET = "shapes_preset"
+RESULT, WHY = "shapes_result", "shapes_why"
 DEPTH, FLOW_DEPTH = "shapes_depth", "shapes_flow_depth"  # the table's and the flow's sliders
-URL_SOURCE, URL_PRESET, URL_MODEL, URL_SHAPES, URL_DTYPES, URL_SYMBOLIC = (
-    "m_src", "m_preset", "m_model", "m_shapes", "m_dtypes", "m_sym",
-)  # fmt: skip
-# Each text box's limit, also applied to the values a shared link carries.
-URL_LIMITS = {
-    URL_MODEL: MAX_MODEL_CHARS,
-    URL_SHAPES: MAX_SHAPES_CHARS,
-    URL_DTYPES: MAX_DTYPES_CHARS,
-}
-MAX_URL_SOURCE_CHARS = 6000  # browsers and proxies accept URLs far longer; links stay shareable
+MAX_URL_SOURCE_CHARS = shapes_link.MAX_LINK_SOURCE_CHARS
 ANALYSE_TIMEOUT_S = 10
 WHY_TIMEOUT_S = 30
 
@@ -109,59 +113,49 @@ def on_preset_change() -> None:
     load_preset(preset_labels().get(st.session_state[PRESET], DEFAULT_PRESET))
 
 
-def init() -> None:
-    """On a session's first visit: the preset, then what a shared link overrides. A value
-    longer than its box (or a source token longer than the page writes) marks the link as
-    damaged, and that part keeps the preset's value."""
-    if SOURCE in st.session_state:
+# The boxes a preset fills, with the link field that carries each (None there: the preset's).
+_PRESET_BOXES = (("m_src", "source"), ("m_model", "model"), ("m_shapes", "shapes"),
+                 ("m_dtypes", "dtypes"))  # fmt: skip
+
+
+def start() -> None:
+    """Every run, before the widgets. On a session's first run the link's values (the kit
+    reads it; a part it cannot use keeps its default and is named in :func:`notice`), then
+    the chosen preset's own code and boxes where the link leaves them out."""
+    if LINK.start() is None:
         return
-    query = st.query_params
-    key = query.get(URL_PRESET, DEFAULT_PRESET)
-    key = key if key in PRESETS else DEFAULT_PRESET
-    st.session_state[PRESET] = t(f"shapes.presets.{key}")
-    load_preset(key)
-    if URL_SOURCE in query:
-        source = decode_source(query[URL_SOURCE])
-        if source is None:
-            st.session_state[LINK_BROKEN] = True
-        else:
-            st.session_state[SOURCE] = source
-    for url_key, state_key in ((URL_MODEL, MODEL), (URL_SHAPES, SHAPES), (URL_DTYPES, DTYPES)):
-        if url_key not in query:
-            continue
-        value = query[url_key]
-        if len(value) > URL_LIMITS[url_key]:  # this app never writes such a link
-            st.session_state[LINK_BROKEN] = True
-        else:
-            st.session_state[state_key] = value
-    st.session_state[SYMBOLIC] = query.get(URL_SYMBOLIC) == "1"
+    state = st.session_state
+    preset = PRESETS[state[PRESET_KEY]]
+    for name, attribute in _PRESET_BOXES:
+        if state.get(LINK.key(name)) is None:
+            state[LINK.key(name)] = getattr(preset, attribute)
+    state[PRESET] = t(f"shapes.presets.{preset.key}")
 
 
-def take_link_broken() -> bool:
-    """Whether the shared link was damaged (answered once)."""
-    return bool(st.session_state.pop(LINK_BROKEN, False))
+def notice() -> None:
+    """Say once which parts of a shared link were not used."""
+    LINK.notice()
+
+
+def link_values(source: str | None = None) -> dict[str, Any]:
+    """The room's link fields now (with ``source`` for the code, default: the editor's): the
+    code and boxes the preset has anyway are left to the preset (None)."""
+    values = LINK.values()
+    if source is not None:
+        values["m_src"] = source
+    preset = PRESETS[values["m_preset"]]
+    for name, attribute in _PRESET_BOXES:
+        if values[name] == getattr(preset, attribute):
+            values[name] = None
+    return values
 
 
 def save_to_url(source: str) -> None:
-    """The analysed state as a shareable link; only changed values are written, and only the
-    room's own keys (the language and other rooms' keys stay as they are)."""
-    preset = PRESETS[st.session_state[PRESET_KEY]]
-    encoded = encode_source(source)
-    keep_source = source != preset.source and len(encoded) <= MAX_URL_SOURCE_CHARS
-    wanted = {
-        URL_PRESET: preset.key,
-        URL_SOURCE: encoded if keep_source else None,
-        URL_MODEL: st.session_state[MODEL],
-        URL_SHAPES: st.session_state[SHAPES],
-        URL_DTYPES: st.session_state[DTYPES],
-        URL_SYMBOLIC: "1" if st.session_state[SYMBOLIC] else "0",
-    }
-    query = st.query_params
-    for key, value in wanted.items():
-        if value is None:
-            query.pop(key, None)
-        elif query.get(key) != value:
-            query[key] = value
+    """The analysed state as a shareable link: only the room's own names, and only those
+    that differ from the default (the language and other rooms' names stay as they are). A
+    source whose token is longer than the page writes is left out (the link names the
+    preset)."""
+    LINK.write(link_values(source))
 
 
 # ---------------------------------------------------------------- the sandbox

@@ -10,12 +10,17 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import components.modules.state as room_state
-from components.shapes.state import decode_source, encode_source
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
+from torchatlas.links import encode_source
 from torchatlas.modules import PRESETS
+from torchatlas.modules.link import LINK
 
 PAGE = "views/modules.py"
+
+
+def _decode(token: str) -> str:
+    return LINK.field("nn_src").parse(token)
 
 
 @pytest.fixture(autouse=True)
@@ -211,13 +216,13 @@ def test_a_shared_link_restores_the_room() -> None:
     assert not at.exception
     assert at.text_area(key="modules_source").value == source
     assert at.metric[0].value == str(4 * 3 + 3 + 2 + 2)  # fc(4→3) and BatchNorm1d(2)
-    assert decode_source(_query(at)["nn_src"]) == source
+    assert _decode(_query(at)["nn_src"]) == source
     _section(at, "train")
     assert at.session_state[room_state.TRAIN_MODEL] == "mlp"
     assert len(_loss_spec(at)["data"][0]["y"]) == 40
     _section(at, "modes")
     assert "momentum" in rendered_text(at)
-    assert decode_source(_query(at)["nn_src"]) == source  # other sections keep the code
+    assert _decode(_query(at)["nn_src"]) == source  # other sections keep the code
 
 
 def test_a_damaged_link_keeps_the_defaults() -> None:
@@ -227,7 +232,8 @@ def test_a_damaged_link_keeps_the_defaults() -> None:
     at.run()
     at.switch_page(PAGE).run()
     assert not at.exception
-    assert translate("modules.link_broken") in [str(w.value) for w in at.warning]
+    notice = translate("kit.link.broken", fields="nn_preset, nn_src, nn_lr")
+    assert [str(info.value) for info in at.info] == [notice]  # each unused part named once
     assert at.session_state[room_state.LR] == room_state.DEFAULT_LR
     assert at.text_area(key="modules_source").value == PRESETS["mylinear_plain"].source
 

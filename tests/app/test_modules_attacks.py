@@ -15,9 +15,9 @@ import pytest
 
 import torchatlas.modules as modules
 from components.modules import state as room_state
-from components.shapes.state import encode_source
 from tests.app.hostile import open_hostile_link, open_page_once
 from torchatlas.i18n import translate
+from torchatlas.links import encode_source
 from torchatlas.modules.memory import looks_like_address
 
 PAGE = "views/modules.py"
@@ -99,7 +99,7 @@ def test_numbers_in_links_are_ascii_and_offered(key: str, text: str) -> None:
     app's strict ASCII rule and must be one of the values the page offers."""
     visit = open_hostile_link(PAGE, {"nn_section": "train", key: text})
     visit.assert_contained()
-    visit.assert_refused_with(_said("link_broken"))
+    visit.assert_refused_with(translate("kit.link.broken", "en", fields=key))
     state = visit.at.session_state
     assert state[room_state.STEPS] == room_state.DEFAULT_STEPS
     assert state[room_state.FORGET] is False and state[room_state.LR] == room_state.DEFAULT_LR

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from components.shapes.draw import error_marks, highlight_lines
 from components.shapes.state import decode_source, encode_source
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.i18n import translate
 from torchatlas.presets import PRESETS
 from torchatlas.shapes import ErrorKind, RefusalCode, RefusedLine, ShapeError
 
@@ -164,7 +165,7 @@ def test_state_goes_into_the_url() -> None:
     }
     assert decode_source(query["m_src"]) == edited
     assert query["m_shapes"] == "2×3×32×32"
-    assert query["m_preset"] == "net"
+    assert "m_preset" not in query  # the default preset: a link carries only what differs
 
 
 def test_a_shared_link_restores_the_editor() -> None:
@@ -293,7 +294,8 @@ def test_a_link_with_values_longer_than_the_boxes_is_damaged() -> None:
     at.run()
     at.switch_page("views/shapes.py").run()
     assert not at.exception
-    assert "Part of the shared link could not be read" in at.warning[0].value
+    # The kit's notice names the part not used (kit.link.broken).
+    assert [info.value for info in at.info] == [translate("kit.link.broken", fields="m_shapes")]
     assert at.text_input(key="shapes_inputs").value == PRESETS["net"].shapes
     assert at.text_input(key="shapes_model").value == "Net()"  # the readable part is kept
 
