@@ -151,6 +151,10 @@ class PhaseClock:
         self.last = now
 
 
+def _mb(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 1e6:.0f}"
+
+
 def _s(values: Sequence[float]) -> str:
     return "n/a" if not values else f"{p95(values):.2f} s"
 
@@ -182,10 +186,9 @@ def format_figures(fig: Figures) -> str:
             else f" (this tool's clients: {100 * fig.idle_client_share:.1f} %)"
         ),
     ]
-    if fig.peak_pss is not None:
+    if fig.peak_pss is not None or fig.baseline_pss is not None:
         lines.append(
-            f"  memory         PSS baseline {fig.baseline_pss / 1e6:.0f} MB, "
-            f"peak {fig.peak_pss / 1e6:.0f} MB"
+            f"  memory         PSS baseline {_mb(fig.baseline_pss)} MB, peak {_mb(fig.peak_pss)} MB"
         )
     for name, values in fig.phase_cpu_ms.items():
         lines.append(
