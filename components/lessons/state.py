@@ -6,9 +6,10 @@ The URL holds ``lesson`` (a lesson's id) and ``step`` (1-based, read with
 page also takes ``end=1`` for a lesson's summary. Session keys start with ``lessons_``.
 
 A room reads its shared link once, on a session's first visit. To open a step, the room's
-own session keys are cleared (each room prefixes them, :data:`torchatlas.lessons.ROOMS`) and
-the page is switched with the step's link fields as the query: the room then reads the link
-as a fresh visitor would. "Back to this step" does the same.
+own session keys are cleared (the kit's ``RoomLink.forget`` on the room's declaration,
+``torchatlas/<room>/link.py``) and the page is switched with the step's link fields as the
+query: the room then reads the link as a fresh visitor would. "Back to this step" does the
+same.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import streamlit as st
 
 from components.contained import link_int
 from components.i18n import language
-from components.shapes.state import encode_source
+from components.kit.link_state import RoomLink
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
+from torchatlas.links import encode_source
+from torchatlas.rooms import link_of
 
 URL_LESSON, URL_STEP, URL_END = "lesson", "step", "end"
 ANSWERS_KEY = "lessons_answers"  # lesson id → {step number: option index picked}
@@ -79,9 +82,7 @@ def room_query(lesson: Lesson, step: Step) -> dict[str, Any]:
 
 def forget_room(room: str) -> None:
     """Drop the room's session keys, so its next run reads the link like a first visit."""
-    prefixes = ROOMS[room].session_prefixes
-    for key in [k for k in st.session_state if str(k).startswith(prefixes)]:
-        del st.session_state[key]
+    RoomLink(link_of(room)).forget()
 
 
 def go(lesson: Lesson, number: int) -> None:
@@ -89,7 +90,7 @@ def go(lesson: Lesson, number: int) -> None:
     step = lesson.step(number)
     st.session_state[LAST_KEY] = (lesson.id, number)
     forget_room(step.room)
-    st.switch_page(ROOMS[step.room].script, query_params=room_query(lesson, step))
+    st.switch_page(link_of(step.room).script, query_params=room_query(lesson, step))
 
 
 def go_summary(lesson: Lesson) -> None:

@@ -23,6 +23,7 @@ from torchatlas.lessons import (
     parse_lesson,
 )
 from torchatlas.lessons.facts import parse_op
+from torchatlas.rooms import link_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = load_all()
@@ -71,12 +72,32 @@ def test_every_step_names_only_its_rooms_link_fields_and_shows_something(lesson)
 
 @pytest.mark.parametrize("room", sorted(ROOMS))
 def test_link_fields_are_the_rooms_own(room: str) -> None:
-    """A renamed link field in a room fails here, not in a classroom (the session prefixes
-    are checked on the rendered rooms, tests/app/test_lessons.py)."""
-    source = "".join(p.read_text() for p in (ROOT / "components" / room).glob("*.py"))
-    spec = ROOMS[room]
-    for field in (*spec.fields, *filter(None, [spec.source_field])):
-        assert f'"{field}"' in source, f"{field} is not a link field of {room}"
+    """The lessons' fields are the room's own declaration (torchatlas/<room>/link.py), and
+    the room's page reads that declaration: a renamed link field cannot leave a lesson
+    pointing at a name the room no longer reads (the session prefixes are checked on the
+    rendered rooms, tests/app/test_lessons.py)."""
+    spec = link_of(room)
+    derived = ROOMS[room]
+    assert derived.spec is spec and derived.session_prefixes == (spec.session_prefix,)
+    assert {*derived.fields, *filter(None, [derived.source_field])} == set(spec.names)
+    state = (ROOT / "components" / room / "state.py").read_text()
+    assert re.search(rf"from torchatlas\.{room}(\.link import LINK| import link)", state), room
+
+
+def test_a_step_value_the_room_would_not_read_is_the_lessons_error() -> None:
+    """Values are checked with the room's own link rules, not only the names (issue 23): a
+    digit that is not ASCII, a section the room does not have."""
+    lesson = (ROOT / "assets" / "lessons" / "broadcasting.toml").read_text()
+    assert parse_lesson(lesson, "broadcasting").steps
+    good = 'link = { b_sec = "broadcasting", b_shapes = "(2, 3, 5, 5) (3, 1, 1)" }'
+    assert good in lesson
+    for field, bad in (
+        ("b_shapes", 'link = { b_sec = "broadcasting", b_shapes = "(2, ②) (2,)" }'),
+        ("b_sec", 'link = { b_sec = "nowhere", b_shapes = "(2, 3, 5, 5) (3, 1, 1)" }'),
+    ):
+        with pytest.raises(LessonError) as caught:
+            parse_lesson(lesson.replace(good, bad, 1), "broadcasting")
+        assert caught.value.code == "bad_link_value" and caught.value.params["field"] == field
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)

@@ -2,7 +2,9 @@
 
 A lesson has an id (its file name), the curriculum note it follows, minutes, a title and
 summary in every language, and 1 to :data:`MAX_STEPS` steps. A step names a room and that
-room's state as the fields of the room's shared link (:mod:`torchatlas.lessons.rooms`),
+room's state as the fields of the room's shared link (:mod:`torchatlas.lessons.rooms`), each
+value checked with the room's own link declaration (a value the room would not read from a
+link is an error here, not a broken link in a classroom),
 a title and a narrative per language, optionally a predict-then-reveal question, and the
 values its room must show (``expect``). A question's right option is never written down:
 the loader computes the question's fact with torch (:mod:`torchatlas.lessons.facts`) and
@@ -21,6 +23,7 @@ from typing import Any
 from torchatlas.i18n import LANGUAGES
 from torchatlas.lessons.facts import FactError, evaluate
 from torchatlas.lessons.rooms import PROBES, ROOMS
+from torchatlas.links import encode_source
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 MAX_STEPS = 12
@@ -172,7 +175,20 @@ def _link(room: str, node: Any, where: str) -> tuple[tuple[str, str | tuple[str,
             out.append((key, value))
         else:
             raise LessonError("bad_link_value", where=where, field=key)
+    _check_values(room, dict(out), where)
     return tuple(out)
+
+
+def _check_values(room: str, query: dict[str, str | tuple[str, ...]], where: str) -> None:
+    """Every value as the room reads it from a link (its declaration's rules): a value it
+    would not use is the lesson's error, named by its field."""
+    spec = ROOMS[room].spec
+    if spec is None:
+        return
+    read = spec.read({key: list(value) if isinstance(value, tuple) else value
+                      for key, value in query.items()})  # fmt: skip
+    if read.broken:
+        raise LessonError("bad_link_value", where=where, field=read.broken[0])
 
 
 def _question(node: Any, where: str) -> Question | None:
@@ -236,6 +252,9 @@ def _step(number: int, node: Any, lesson: str) -> Step:
         ROOMS[room].source_field is None or not isinstance(source, str) or len(source) > MAX_SOURCE
     ):
         raise LessonError("bad_source", where=where, room=room)
+    source_field = ROOMS[room].source_field
+    if source is not None and source_field is not None:
+        _check_values(room, {source_field: encode_source(source)}, where)
     texts = _texts(node, where, ("title", "text"), {"title": MAX_TITLE})
     return Step(
         number=number,

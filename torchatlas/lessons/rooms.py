@@ -1,49 +1,53 @@
 """What a lesson may ask of each room: the fields of its shared link, and the probes a test
 may use to check that the room shows a step's expected value.
 
-A step can only name a room state that the room's own shared link can carry, so a lesson
-never reaches a state a visitor could not reach by link. The lesson tests check these
-tables against each room's code (every field is one its ``components/<room>/`` reads).
+Each room declares its link once (``torchatlas/<room>/link.py``, found through
+:func:`torchatlas.rooms.room_links`); :data:`ROOMS` is derived from those declarations, so a
+step can only name a room state that the room's own shared link carries, and the loader
+checks every value with the room's own rules (``spec.read``): a lesson never reaches a state a
+visitor could not reach by link.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchatlas.links import LinkSpec, Source
+from torchatlas.rooms import room_links
+
 
 @dataclass(frozen=True)
 class RoomLink:
+    """A room's link as lessons and class mode use it (derived from its declaration)."""
+
     key: str  # the room's URL path and views/<key>.py
-    fields: tuple[str, ...]  # query-parameter names its link carries
+    fields: tuple[str, ...]  # query-parameter names its link carries (pasted source aside)
     multi: tuple[str, ...] = ()  # fields a link repeats (one value per item)
-    source_field: str | None = None  # where pasted source travels (encoded by the room)
+    source_field: str | None = None  # where pasted source travels (deflated, base64)
     session_prefixes: tuple[str, ...] = ()  # the room's session keys start with one of these
+    spec: LinkSpec | None = None  # the room's declaration: values are read with its rules
 
     @property
     def script(self) -> str:
         return f"views/{self.key}.py"
 
 
-ROOMS: dict[str, RoomLink] = {
-    room.key: room
-    for room in (
-        RoomLink("basics", ("b_sec", "b_l", "b_lv", "b_op", "b_r", "b_rk", "b_rv", "b_shapes",
-                            "b_eq", "b_es", "b_ishape", "b_ix", "b_sshape", "b_sv", "b_sdt"),
-                 session_prefixes=("basics_",)),
-        RoomLink("strides", ("s_shape", "s_dtype", "s_ops", "s_seed", "s_step"), multi=("s_ops",),
-                 session_prefixes=("strides_",)),
-        RoomLink("autograd", ("a_ex", "a_prog", "a_seed", "a_root", "a_step"),
-                 session_prefixes=("autograd_",)),
-        RoomLink("modules", ("nn_section", "nn_preset", "nn_model", "nn_lr", "nn_steps",
-                             "nn_mode", "nn_train", "nn_save", "nn_forget"),
-                 source_field="nn_src", session_prefixes=("modules_",)),
-        RoomLink("shapes", ("m_model", "m_preset", "m_shapes", "m_dtypes", "m_sym"),
-                 source_field="m_src", session_prefixes=("shapes_",)),
-        # the classification room's keys are c_* (its model key doubles as the URL field)
-        RoomLink("classify", ("c_model",), session_prefixes=("classify_", "c_")),
-        RoomLink("devices", (), session_prefixes=("devices_",)),
+def room_link(spec: LinkSpec) -> RoomLink:
+    """The lessons' view of one room's declaration."""
+    sources = [item.name for item in spec.fields if isinstance(item, Source)]
+    if len(sources) > 1:
+        raise ValueError(f"{spec.room}: a lesson step carries one pasted source at most")
+    return RoomLink(
+        spec.room,
+        tuple(item.name for item in spec.fields if not isinstance(item, Source)),
+        multi=tuple(item.name for item in spec.fields if item.multi),
+        source_field=sources[0] if sources else None,
+        session_prefixes=(spec.session_prefix,),
+        spec=spec,
     )
-}  # fmt: skip
+
+
+ROOMS: dict[str, RoomLink] = {key: room_link(spec) for key, spec in room_links().items()}
 
 # Probes: how a test reads a value off a rendered room (tests/app/test_lessons.py implements
 # each). name → (the room it reads, whether it needs ``at``).
