@@ -1,0 +1,88 @@
+"""The module room's link round-trips through the kit (issue 23): a state the room can be in
+becomes a link and back unchanged; opened in the room, the link fills the section, the
+editor, the model box and every control (where it leaves the code or the model box out, the
+preset's own); junk keeps the declared defaults and the page says which parts it did not use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.app.apptest import open_page
+from tests.links import field_values, junk_queries
+from torchatlas.modules.link import LINK, Offered
+from torchatlas.modules.presets import PRESETS
+
+SCRIPT = "views/modules.py"
+PAGE = settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+BOXES = {"nn_src": "source", "nn_model": "model"}  # a link field at None: the preset's own
+
+
+def valid_values() -> st.SearchStrategy[dict[str, Any]]:
+    """tests/links.py's states, with the room's own field (a number a control offers)."""
+    return st.fixed_dictionaries(
+        {
+            item.name: st.sampled_from(item.options)
+            if isinstance(item, Offered)
+            else field_values(item)
+            for item in LINK.fields
+        }
+    )
+
+
+def _normal(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as the room writes them: a box holding the preset's own value is None."""
+    preset = PRESETS[values["nn_preset"]]
+    return {
+        name: None if name in BOXES and value == getattr(preset, BOXES[name]) else value
+        for name, value in values.items()
+    }
+
+
+def _room_values(at: Any) -> dict[str, Any]:
+    """The room's state in its link's terms, read from the session keys the link names."""
+    session = at.session_state
+    return _normal({name: session[LINK.session_key(name)] for name in LINK.names})
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=valid_values())
+def test_a_state_becomes_a_link_and_back_unchanged(values: dict[str, Any]) -> None:
+    assert LINK.read(LINK.to_query(values)).values == values
+
+
+@PAGE
+@given(values=valid_values())
+def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:
+    at = open_page(SCRIPT, query=LINK.to_query(values))
+    assert not at.exception
+    assert _room_values(at) == _normal(values)
+    assert all("could not be used" not in box.value for box in at.info)
+
+
+@PAGE
+@given(query=junk_queries(LINK))
+def test_junk_keeps_the_defaults_and_says_so(query: dict[str, list[str]]) -> None:
+    read = LINK.read(query)
+    at = open_page(SCRIPT, query=query)
+    assert not at.exception
+    values = _room_values(at)
+    assert values == _normal(read.values)
+    for name in read.broken:
+        assert values[name] == LINK.field(name).default, name
+    if read.broken:
+        assert any(all(name in box.value for name in read.broken) for box in at.info)
+
+
+def test_only_the_numbers_a_control_offers_are_read() -> None:
+    read = LINK.read({"nn_lr": ["0.3"], "nn_steps": ["40"]})
+    assert (read.values["nn_lr"], read.values["nn_steps"], read.broken) == (0.3, 40, ())
+    for lr, steps in (("0.30", "15"), ("3e-1", "４０"), ("nan", "1e9")):
+        read = LINK.read({"nn_lr": [lr], "nn_steps": [steps]})
+        assert read.broken == ("nn_lr", "nn_steps")
