@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from components.format import format_bytes, format_count
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.autograd import BackwardTrace, Graph, ProgramError, TensorInfo, Values
 from torchatlas.autograd.errors import ErrorCode
 from torchatlas.autograd.freeze import FreezeReport

@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures import FrozenFigure
-from components.theme import Palette
+from components.palette import Palette
 
 if TYPE_CHECKING:
     from torchatlas.strides import Step
