@@ -256,7 +256,9 @@ def _lesson_moves(who: Role, current: ClassState, lesson: Lesson, row, *, follow
         if follow:
             step = lesson.step(number)
             state.forget_room(step.room)
-            query = state.with_lang({**state.step_query(step), **state.join_query(who.code)})
+            query = state.with_lang(
+                {**state.step_query(lesson, step), **state.join_query(who.code)}
+            )
             st.switch_page(ROOMS[step.room].script, query_params=query)
         st.rerun()
 
@@ -412,7 +414,9 @@ def _teacher_page(who: Role) -> None:
             icon=":material/open_in_new:",
         ):
             state.forget_room(step.room)
-            query = state.with_lang({**state.step_query(step), **state.join_query(who.code)})
+            query = state.with_lang(
+                {**state.step_query(lesson, step), **state.join_query(who.code)}
+            )
             st.switch_page(ROOMS[step.room].script, query_params=query)
     else:
         st.markdown(t("classmode.free.how"))
@@ -443,19 +447,20 @@ def _tally_panel(who: Role, lesson: Lesson | None) -> None:
         refusal_card()
         return
     lang = language()
+    step = state.step_of(current)
+    asks = step is not None and step.question is not None
+    if not asks:  # free mode, or a step without a question: only who is here
+        st.metric(t("classmode.tally.joined"), counts.joined)
+        return
     cells = st.columns(3)
     cells[0].metric(t("classmode.tally.joined"), counts.joined)
     cells[1].metric(t("classmode.tally.answered"), counts.answered)
-    step = state.step_of(current)
-    asks = step is not None and step.question is not None
     cells[2].metric(
         t("classmode.tally.share"),
         draw.share_text(counts.share_correct, lang)
         if current.revealed
         else t("classmode.tally.at_reveal"),
     )
-    if not asks:
-        return
     if not current.asked:
         st.caption(t("classmode.tally.not_asked"))
         return

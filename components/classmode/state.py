@@ -35,8 +35,7 @@ import streamlit as st
 
 from components.contained import session_id
 from components.i18n import language
-from components.lessons.state import forget_room
-from components.shapes.state import encode_source
+from components.lessons.state import URL_LESSON, URL_STEP, forget_room, room_query
 from torchatlas.classmode import ClassError, ClassState, ClassStore, Student, Tally
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
@@ -239,12 +238,14 @@ def step_of(state: ClassState) -> Step | None:
     return lesson.step(state.step)
 
 
-def step_query(step: Step) -> dict[str, str | list[str]]:
-    """The step's room link: its fields, pasted source encoded as the room encodes it."""
-    spec = ROOMS[step.room]
-    query: dict[str, str | list[str]] = dict(step.fields())
-    if step.source is not None and spec.source_field is not None:
-        query[spec.source_field] = encode_source(step.source)
+def step_query(lesson: Lesson, step: Step) -> dict[str, str | list[str]]:
+    """The step's room link as the lessons build it (pasted source encoded as the room
+    encodes it), without the lesson's own ``lesson``/``step``/``lang``: in a class the
+    question is the teacher's to open and reveal, so the lessons banner (which reveals on
+    the student's own click) must not appear, and each student keeps their language."""
+    query = room_query(lesson, step)
+    for name in (URL_LESSON, URL_STEP, "lang"):
+        query.pop(name, None)
     return query
 
 
@@ -319,9 +320,8 @@ def tally(who: Role, step: int | None = None) -> Tally | None:
 
 def move_to_step(who: Role, lesson: Lesson, number: int) -> ClassState | None:
     step = lesson.step(number)
-    return attempt(
-        store().move, who.code, who.key, step=number, room=step.room, query=step_query(step)
-    )
+    query = step_query(lesson, step)
+    return attempt(store().move, who.code, who.key, step=number, room=step.room, query=query)
 
 
 def bring_here(who: Role, state: ClassState, room: str) -> ClassState | None:
@@ -396,6 +396,14 @@ def follow(state: ClassState, who: Role) -> None:
 def needs_follow(state: ClassState) -> bool:
     """The teacher moved since this student last followed (a place, not a question)."""
     return state.room in ROOMS and st.session_state.get(PLACE_KEY) != place_of(state)
+
+
+def show_step(who: Role, lesson: Lesson, step: Step) -> None:
+    """The teacher's own screen opens the step's room (the address bar carries the class's
+    code, never the teacher key: it may be projected). Stops this run."""
+    forget_room(step.room)
+    query = with_lang({**step_query(lesson, step), **join_query(who.code)})
+    st.switch_page(ROOMS[step.room].script, query_params=query)
 
 
 def remember_place(state: ClassState) -> None:

@@ -163,7 +163,7 @@ def test_a_wrong_code_is_refused_with_the_fix() -> None:
 
 
 def _step_query(number: int) -> dict:
-    return state.step_query(find(LESSON).step(number))
+    return state.step_query(find(LESSON), find(LESSON).step(number))
 
 
 def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: ClassStore) -> None:
@@ -297,3 +297,25 @@ def test_korean_teacher_and_student() -> None:
     assert any(b.label == "답 보내기" for b in student.button)
     bad = _open({"class": "ZZZZZZ", "student": "x" * 24}, lang="ko")
     assert "이 코드의 수업이 없습니다" in _said(bad)
+
+
+# --------------------------------------------------------------------------- free mode
+
+
+def test_free_mode_brings_the_class_to_the_teachers_room(fresh_store: ClassStore) -> None:
+    teacher, code, _ = _teacher(lesson=None)
+    student = _join(code, "Gu")
+    # The teacher opens the strides room with a state of their own and brings the class.
+    for name, value in {"s_shape": "4,6", "s_ops": [".t()"]}.items():
+        teacher.query_params[name] = value
+    teacher.switch_page("views/strides.py").run()
+    assert not teacher.exception
+    assert not _has_button(teacher, "classmode_next")  # no lesson: no steps
+    teacher.button(key="classmode_bring").click().run()
+    moved = fresh_store.state(code)
+    assert moved.room == "strides"
+    assert dict(moved.fields())["s_shape"] == "4,6"
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == "strides"
+    assert student.query_params.get("s_shape") in ("4,6", ["4,6"])
+    assert student.query_params.get("student") is not None
