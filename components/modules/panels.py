@@ -14,6 +14,7 @@ from components.contained import failure_card, guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.kit.code_editor import CodeEditor
+from components.kit.predict_reveal import predict_reveal
 from components.modules import draw, state
 from components.theme import palette
 from torchatlas.modules import (
@@ -25,7 +26,7 @@ from torchatlas.modules import (
     TensorKind,
 )
 from torchatlas.modules.compare import SOURCE as COMPARE_SOURCE
-from torchatlas.modules.quiz import OPTIONS, Question
+from torchatlas.modules.quiz import Question
 
 EDITOR_HEIGHT = 340
 
@@ -352,43 +353,29 @@ def quiz() -> None:
 @st.fragment
 @guarded
 def _question(question: Question) -> None:
+    """One question through the kit: the prediction, then torch's answer from a live run and
+    the run's own numbers (or torch's refusal) as the explanation."""
     with st.container(border=True, key=f"modules_question_{question.value}"):
-        st.markdown(f"**{t(f'modules.quiz.{question.value}.question')}**")
-        st.radio(
-            t("modules.quiz.your_answer"),
-            OPTIONS[question],
-            index=None,
-            key=state.QUIZ + question.value,
-            format_func=lambda option: t(f"modules.quiz.{question.value}.options.{option}"),
-            on_change=state.on_answer_change,
-            args=(question,),
+        predict_reveal(
+            state.quiz_key(question),
+            prompt=f"**{t(f'modules.quiz.{question.value}.question')}**",
+            grade=lambda given: state.quiz_grade(question, given),
+            options=tuple(state.option_labels(question).values()),
+            explain=lambda grade: _why(question),
         )
-        answered = st.session_state.get(state.QUIZ + question.value) is not None
-        st.button(
-            t("modules.quiz.reveal"),
-            key=f"modules_reveal_{question.value}",
-            disabled=not answered,
-            on_click=state.reveal,
-            args=(question,),
+
+
+def _why(question: Question) -> None:
+    st.markdown(t(f"modules.quiz.{question.value}.why"))
+    trace = state.quiz_answer(question).trace
+    if trace.optimizer_error:
+        st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
+    else:
+        st.dataframe(
+            draw.step_frame(trace, min(2, len(trace.steps)), "backward", language()),
+            hide_index=True,
+            width="stretch",
         )
-        result = state.quiz_grade(question)
-        if result is None:
-            return
-        expected = t(f"modules.quiz.{question.value}.options.{result.expected}")
-        if result.correct:
-            st.success(t("modules.quiz.right", answer=expected), icon=":material/check_circle:")
-        else:
-            st.error(t("modules.quiz.wrong", answer=expected), icon=":material/cancel:")
-        st.markdown(t(f"modules.quiz.{question.value}.why"))
-        trace = result.trace
-        if trace.optimizer_error:
-            st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
-        else:
-            st.dataframe(
-                draw.step_frame(trace, min(2, len(trace.steps)), "backward", language()),
-                hide_index=True,
-                width="stretch",
-            )
 
 
 # ---------------------------------------------------------------- modes

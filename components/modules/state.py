@@ -51,7 +51,8 @@ from torchatlas.modules import (
 from torchatlas.modules import MAX_MODEL_CHARS as MAX_MODEL_CHARS
 from torchatlas.modules import link as modules_link
 from torchatlas.modules.compare import ComparisonRow, side_by_side
-from torchatlas.modules.quiz import Grade, Question, grade
+from torchatlas.modules.quiz import OPTIONS, Answer, Question, answer
+from torchatlas.quiz import Grade, grade_choice
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS as MAX_SOURCE_CHARS
 from torchatlas.sandboxed import RoomJob
 
@@ -70,7 +71,7 @@ TRAIN_MODEL, LR, STEPS, FORGET = (
 )
 STEP, PHASE = "modules_step", "modules_phase"
 MODE, SAVE_MODEL, MEMORY = LINK.key("nn_mode"), LINK.key("nn_save"), "modules_memory"
-QUIZ, REVEALED = "modules_quiz_", "modules_revealed_"  # + the question's value
+QUIZ = "modules_quiz_"  # + the question's value: the kit's predict-then-reveal keys
 SECTION = LINK.key("nn_section")
 # One section at a time: the room has many tables and a chart, and a rerun draws only what is
 # shown (each section's widgets rerun only their own fragment).
@@ -345,25 +346,33 @@ def trace_key() -> tuple[Any, ...]:
     )
 
 
-_GRADES: BoundedCache[tuple[str, str], Grade] = BoundedCache(4 << 20)
+# torch's answer to each question, from one live run per server (fixed settings).
+_ANSWERS: BoundedCache[str, Answer] = BoundedCache(4 << 20)
 
 
-def quiz_grade(question: Question) -> Grade | None:
-    """The graded answer once the student revealed it (each answer graded once per server)."""
-    if not st.session_state.get(REVEALED + question.value):
-        return None
-    given = st.session_state.get(QUIZ + question.value)
-    if given is None:
-        return None
-    return _GRADES.get_or_compute_once((question.value, given), lambda: grade(question, given))
+def quiz_key(question: Question) -> str:
+    """The question's key for the kit's predict-then-reveal (kept across sections)."""
+    return QUIZ + question.value
 
 
-def reveal(question: Question) -> None:
-    st.session_state[REVEALED + question.value] = True
+def option_labels(question: Question) -> dict[str, str]:
+    """Each option of ``question`` → its text in the reader's language, in order."""
+    return {
+        option: t(f"modules.quiz.{question.value}.options.{option}") for option in OPTIONS[question]
+    }
 
 
-def on_answer_change(question: Question) -> None:
-    st.session_state[REVEALED + question.value] = False
+def quiz_answer(question: Question) -> Answer:
+    """torch's answer and the run it was read from (computed once per server)."""
+    return _ANSWERS.get_or_compute_once(question.value, lambda: answer(question))
+
+
+def quiz_grade(question: Question, given: str) -> Grade:
+    """The picked option (as shown) against torch's answer (as shown)."""
+    labels = option_labels(question)
+    shown = tuple(labels.values())
+    picked = shown.index(given) if given in shown else -1
+    return grade_choice(shown, picked, labels[quiz_answer(question).expected])
 
 
 # ---------------------------------------------------------------- the step control

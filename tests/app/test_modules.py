@@ -139,17 +139,30 @@ def test_the_plain_model_refuses_to_train() -> None:
     assert any("empty parameter list" in code.value for code in at.code)
 
 
+def _reveal(at: AppTest, key: str) -> AppTest:
+    next(b for b in at.button if b.proto.form_id == f"{key}_form").click().run()
+    return at
+
+
 def test_predict_then_reveal() -> None:
+    """Through the kit: a wrong prediction and a right one, each against torch's answer from a
+    live run, with the run's own words or numbers below."""
     at = open_page(PAGE, modules_section="quiz")
-    at.radio(key="modules_quiz_plain_step").set_value("changes").run()
-    at.button(key="modules_reveal_plain_step").click().run()
+    options = list(at.radio(key="modules_quiz_plain_step_given").options)
+    changes = translate("modules.quiz.plain_step.options.changes")
+    at.radio(key="modules_quiz_plain_step_given").set_value(options.index(changes))
+    _reveal(at, "modules_quiz_plain_step")
     assert not at.exception
     expected = translate("modules.quiz.plain_step.options.refused")
-    assert translate("modules.quiz.wrong", answer=expected) in [str(e.value) for e in at.error]
-    at.radio(key="modules_quiz_forgotten_zero_grad").set_value("sum").run()
-    at.button(key="modules_reveal_forgotten_zero_grad").click().run()
-    answer = translate("modules.quiz.forgotten_zero_grad.options.sum")
-    assert translate("modules.quiz.right", answer=answer) in [str(s.value) for s in at.success]
+    wrong = translate("kit.reveal.wrong", given=changes, expected=expected)
+    assert wrong in [str(e.value) for e in at.error]
+    assert any("empty parameter list" in code.value for code in at.code)  # torch's refusal
+    summed = translate("modules.quiz.forgotten_zero_grad.options.sum")
+    radio = at.radio(key="modules_quiz_forgotten_zero_grad_given")
+    radio.set_value(list(radio.options).index(summed))
+    _reveal(at, "modules_quiz_forgotten_zero_grad")
+    right = translate("kit.reveal.right", expected=summed)
+    assert right in [str(s.value) for s in at.success]
 
 
 def test_modes_and_saving() -> None:

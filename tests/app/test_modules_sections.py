@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import components.modules.state as room_state
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
+from torchatlas.i18n import translate
 from torchatlas.modules import PRESETS
 
 PAGE = "views/modules.py"
@@ -41,6 +42,10 @@ def _frames(at: AppTest) -> list[str]:
 
 def _loss(at: AppTest) -> list[float]:
     return json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]
+
+
+def _refused() -> str:
+    return translate("modules.quiz.plain_step.options.refused")
 
 
 def test_every_section_keeps_its_inputs_and_result() -> None:
@@ -79,12 +84,14 @@ def test_every_section_keeps_its_inputs_and_result() -> None:
 
     # quiz: an answer, revealed
     _section(at, "quiz")
-    at.radio(key=room_state.QUIZ + "plain_step").set_value("refused").run()
-    at.button(key="modules_reveal_plain_step").click().run()
+    radio = at.radio(key=room_state.QUIZ + "plain_step_given")
+    radio.set_value(list(radio.options).index(_refused()))
+    next(b for b in at.button if b.proto.form_id == room_state.QUIZ + "plain_step_form").click()
+    at.run()
     revealed = [str(s.value) for s in at.success]
     assert revealed
     at = _tour(at, "quiz")
-    assert at.radio(key=room_state.QUIZ + "plain_step").value == "refused"
+    assert at.session_state[room_state.QUIZ + "plain_step_grade"].given == _refused()
     assert [str(s.value) for s in at.success] == revealed
 
     # modes, saving and memory: the choice and what it showed

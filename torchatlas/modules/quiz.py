@@ -1,7 +1,11 @@
 """Predict, then reveal: questions about training whose answers come from a live run.
 
-No answer is stored: :func:`grade` runs :func:`~torchatlas.modules.training.train_steps` and
-reads what torch did, then compares it with the student's choice.
+No answer is stored: :func:`answer` runs :func:`~torchatlas.modules.training.train_steps`
+(fixed settings, in this process) and reads what torch did; :func:`grade` compares the
+student's option with it (:func:`torchatlas.quiz.grade_choice`, the kit's one grade).
+
+>>> grade(Question.PLAIN_STEP, "refused").correct  # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from torchatlas.modules.training import TrainingTrace, train_steps
+from torchatlas.quiz import Grade, grade_choice
 
 
 class Question(StrEnum):
@@ -26,15 +31,12 @@ OPTIONS: dict[Question, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
-class Grade:
+class Answer:
+    """torch's answer to ``question`` (one of its :data:`OPTIONS`) and the run it read."""
+
     question: Question
-    given: str
     expected: str
     trace: TrainingTrace
-
-    @property
-    def correct(self) -> bool:
-        return self.given == self.expected
 
 
 def _plain_step() -> tuple[str, TrainingTrace]:
@@ -61,10 +63,19 @@ def _forgotten_zero_grad() -> tuple[str, TrainingTrace]:
     return ("sum" if summed else "fresh"), forgot
 
 
-def grade(question: Question | str, given: str) -> Grade:
-    """The student's ``given`` option against what torch does (ValueError for an unknown one)."""
+def answer(question: Question | str) -> Answer:
+    """What torch does, from a live run (ValueError for a question that is not one)."""
     question = Question(question)
-    if given not in OPTIONS[question]:
-        raise ValueError(f"{given!r} is not an option of {question.value}")
     expected, trace = _plain_step() if question is Question.PLAIN_STEP else _forgotten_zero_grad()
-    return Grade(question, given, expected, trace)
+    return Answer(question, expected, trace)
+
+
+def grade(question: Question | str, given: str, truth: Answer | None = None) -> Grade:
+    """The student's ``given`` option against torch's answer (``truth``, default: a live run);
+    ValueError for an option the question does not have."""
+    question = Question(question)
+    options = OPTIONS[question]
+    if given not in options:
+        raise ValueError(f"{given!r} is not an option of {question.value}")
+    truth = truth if truth is not None else answer(question)
+    return grade_choice(options, options.index(given), truth.expected)
