@@ -89,6 +89,7 @@ def _student_bar(who: Role, page: str) -> None:
         state.leave()
         return
     state.mark_seen(current)
+    state.keep_student_link(who)
     if current.ended:
         with st.container(border=True, key="classmode_bar"):
             st.info(t("classmode.student.ended"), icon=":material/flag:")

@@ -380,6 +380,17 @@ def place_of(state: ClassState) -> tuple[int, str, tuple]:
     return (state.step, state.room, state.query)
 
 
+def keep_student_link(who: Role) -> None:
+    """Put the student's own link back in the address bar when a page change dropped it
+    (Streamlit's navigation starts a page with an empty query), so a reload there still
+    brings them back to the class."""
+    query = st.query_params
+    if query.get(URL_STUDENT) != who.key or query.get(URL_CLASS) != who.code:
+        query[URL_CLASS] = who.code
+        query[URL_STUDENT] = who.key
+        st.session_state[LINK_READ_KEY] = (who.code, None, who.key)
+
+
 def follow_query(state: ClassState, who: Role) -> dict[str, Any]:
     query: dict[str, Any] = dict(state.fields())
     query.update(student_query(who.code, who.key))

@@ -319,3 +319,14 @@ def test_free_mode_brings_the_class_to_the_teachers_room(fresh_store: ClassStore
     assert student.session_state[state.PLACE_KEY][1] == "strides"
     assert student.query_params.get("s_shape") in ("4,6", ["4,6"])
     assert student.query_params.get("student") is not None
+
+
+def test_a_student_who_wanders_keeps_their_link_in_the_address_bar() -> None:
+    _, code, _ = _teacher()
+    student = _join(code, "Ha")
+    _, key = student.session_state[state.STUDENT_KEY]
+    student.query_params.clear()  # the sidebar's navigation starts a page with no query
+    student.switch_page("views/strides.py").run()
+    assert not student.exception
+    assert student.query_params.get("student") in (key, [key])
+    assert f"Class {code}" in " ".join(c.value for c in student.caption)
