@@ -21,7 +21,6 @@ from torchatlas.modules import (
     SAVE_MODELS,
     TRAINABLE,
     ModeModel,
-    ModuleReport,
     Severity,
     TensorKind,
 )
@@ -71,9 +70,7 @@ def side_by_side() -> None:
     st.markdown(t("modules.compare.lead"))
     left, right = st.columns(2)
     lang = language()
-    left.table(
-        state.drawn(("compare", lang), lambda: draw.comparison_frame(state.comparison(), lang))
-    )
+    left.table(state.comparison_table(lang))
     right.code(COMPARE_SOURCE, language="python")
     st.caption(t("modules.compare.caption"))
 
@@ -117,15 +114,15 @@ def inspector() -> None:
     if submitted or state.needs_inspection():
         editor.run(state.inspect, running=t("modules.inspect.running"), queued=_queued)
     inspection = state.last_inspection()
-    _report(inspection.report, (inspection.source, inspection.model))
+    _report(inspection)
     with st.expander(t("modules.inspect.code_title"), icon=":material/code:"):
         st.code(draw.inspection_code(inspection.source, inspection.model), language="python")
 
 
-def _report(report: ModuleReport, where: tuple[str, str]) -> None:
-    """The report's error, or its summary, findings, tensor table and module tree; ``where``
-    (the source and model box it came from) names its drawings in the cache."""
+def _report(inspection: state.Inspection) -> None:
+    """The report's error, or its summary, findings, tensor table and module tree."""
     lang = language()
+    report = inspection.report
     if report.error is not None:
         title, message, hint = draw.error_text(report.error, lang)
         with st.container(border=True, key="modules_error"):
@@ -175,7 +172,7 @@ def _report(report: ModuleReport, where: tuple[str, str]) -> None:
     st.subheader(t("modules.table.title"), anchor=False)
     if report.tensors:
         st.dataframe(
-            state.drawn(("tensors", *where, lang), lambda: draw.tensor_frame(report, lang)),
+            state.tensor_table(inspection, lang),
             hide_index=True,
             width="stretch",
             key="modules_tensors",
@@ -188,15 +185,13 @@ def _report(report: ModuleReport, where: tuple[str, str]) -> None:
     table_tab, graph_tab = st.tabs([t("modules.tree.table_tab"), t("modules.tree.graph_tab")])
     with table_tab:
         st.dataframe(
-            state.drawn(("tree", *where, lang), lambda: draw.tree_frame(report, lang)),
+            state.module_tree(inspection, lang),
             hide_index=True,
             width="stretch",
         )
     with graph_tab:
         colours = palette()
-        dot = state.drawn(
-            ("dot", *where, colours, lang), lambda: draw.tree_dot(report, colours, lang)
-        )
+        dot = state.module_dot(inspection, colours, lang)
         if dot is None:
             st.caption(t("modules.tree.too_large", limit=draw.MAX_DOT_NODES))
         else:
@@ -301,10 +296,7 @@ def _training() -> None:
     loss = draw.number(record.loss)
     st.markdown(t(f"modules.training.explain.{phase}", step=step, loss=loss, lr=f"{trace.lr:g}"))
     st.dataframe(
-        state.drawn(
-            ("step", state.trace_key(), step, phase, lang),
-            lambda: draw.step_frame(trace, step, phase, lang),
-        ),
+        state.step_table(trace, step, phase, lang),
         hide_index=True,
         width="stretch",
         key="modules_step_table",
@@ -317,10 +309,7 @@ def _training() -> None:
     if trace.forget_zero_grad and total > 1 and not trace.optimizer_error:
         st.info(t("modules.training.accumulating"), icon=":material/add_circle:")
     st.plotly_chart(
-        state.drawn(
-            ("loss", state.trace_key(), step, colours, lang),
-            lambda: draw.loss_figure(trace, colours, lang, step),
-        ),
+        state.loss_figure(trace, step, colours, lang),
         theme="streamlit",
         key="modules_loss_chart",
     )
@@ -398,7 +387,7 @@ def _modes() -> None:
     )
     key = st.session_state.get(state.MODE) or ModeModel.DROPOUT.value
     report = state.mode_report(key)
-    frames = state.drawn(("modes", key, lang), lambda: draw.mode_frames(report, lang))
+    frames = state.mode_tables(key, lang)
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):
         column.markdown(f"**{title}**")
@@ -416,7 +405,7 @@ def _modes() -> None:
             )
         )
     else:
-        stats = state.drawn(("stats", key, lang), lambda: draw.running_stats_frame(report, lang))
+        stats = state.running_stats_table(key, lang)
         st.markdown(
             t(
                 "modules.modes.batchnorm_facts",
@@ -452,13 +441,13 @@ def _save_load() -> None:
     left, right = st.columns(2)
     left.markdown(f"**{t('modules.save.state_title')}**")
     left.dataframe(
-        state.drawn(("state", key, lang), lambda: draw.state_frame(report, lang)),
+        state.state_dict_table(key, lang),
         hide_index=True,
         width="stretch",
     )
     right.markdown(f"**{t('modules.save.zip_title', size=format_bytes(report.file_size))}**")
     right.dataframe(
-        state.drawn(("zip", key, lang), lambda: draw.zip_frame(report, lang)),
+        state.zip_table(key, lang),
         hide_index=True,
         width="stretch",
     )
@@ -482,7 +471,7 @@ def _save_load() -> None:
     st.code(report.refusal, language="text", wrap_lines=True)
     st.markdown(f"**{t('modules.save.attempts_title')}**")
     st.dataframe(
-        state.drawn(("attempts", key, lang), lambda: draw.attempts_frame(report, lang)),
+        state.attempts_table(key, lang),
         hide_index=True,
         width="stretch",
     )

@@ -28,13 +28,13 @@ import streamlit as st
 from components import contained
 from components.i18n import t
 from components.kit.link_state import RoomLink
+from components.modules import draw
 from components.sandbox import sandbox_pool
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.modules import (
     DEFAULT_PRESET,
     PRESETS,
-    SAVE_MODELS,
     InitReport,
     ModeReport,
     ModuleReport,
@@ -247,9 +247,12 @@ def last_inspection() -> Inspection:
 
 
 # ---------------------------------------------------------------- built-in models (cached)
-@st.cache_data(show_spinner=False, max_entries=1)
+# The fixed computations (a closed menu of models), each computed once per server.
+_FIXED: BoundedCache[tuple[str, str], Any] = BoundedCache(8 << 20)
+
+
 def comparison() -> tuple[ComparisonRow, ...]:
-    return side_by_side()
+    return _FIXED.get_or_compute_once(("compare", ""), side_by_side)
 
 
 # Traces weigh what their steps do (a 500-step MLP run holds ~75,000 numbers): byte-bounded,
@@ -287,14 +290,12 @@ def trace_job(on_queued: Callable[[int], None] | None = None) -> RoomJob[Trainin
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
 def mode_report(model_key: str) -> ModeReport:
-    return modes(model_key)
+    return _FIXED.get_or_compute_once(("modes", model_key), lambda: modes(model_key))
 
 
-@st.cache_data(show_spinner=False, max_entries=len(SAVE_MODELS))
 def serialization(model_key: str) -> SerializationReport:
-    return save_load(model_key)
+    return _FIXED.get_or_compute_once(("save", model_key), lambda: save_load(model_key))
 
 
 _FIRST_MEMORY: BoundedCache[str, InitReport] = BoundedCache(1 << 20)
@@ -331,9 +332,67 @@ def _drawn_size(value: Any) -> int:
     return deep_size(value)
 
 
-def drawn(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+def _drawn(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     """``build()`` kept under ``key`` (a result's identity, the language, the theme)."""
     return _DRAWN.get_or_compute(key, build, nbytes=_drawn_size)
+
+
+# What the panels show, each asked once per thing shown: drawn by ``draw`` from the cached
+# results above and kept in :data:`_DRAWN`.
+def comparison_table(lang: str) -> pd.DataFrame:
+    return _drawn(("compare", lang), lambda: draw.comparison_frame(comparison(), lang))
+
+
+def tensor_table(inspection: Inspection, lang: str) -> pd.DataFrame:
+    key = ("tensors", inspection.source, inspection.model, lang)
+    return _drawn(key, lambda: draw.tensor_frame(inspection.report, lang))
+
+
+def module_tree(inspection: Inspection, lang: str) -> pd.DataFrame:
+    key = ("tree", inspection.source, inspection.model, lang)
+    return _drawn(key, lambda: draw.tree_frame(inspection.report, lang))
+
+
+def module_dot(inspection: Inspection, colours: Any, lang: str) -> str | None:
+    """The module tree as DOT (None: too large to draw)."""
+    key = ("dot", inspection.source, inspection.model, colours, lang)
+    return _drawn(key, lambda: draw.tree_dot(inspection.report, colours, lang))
+
+
+def step_table(trace: TrainingTrace, step: int, phase: str, lang: str) -> pd.DataFrame:
+    """The numbers of ``step`` at ``phase`` of the run the controls describe (``trace``)."""
+    key = ("step", trace_key(), step, phase, lang)
+    return _drawn(key, lambda: draw.step_frame(trace, step, phase, lang))
+
+
+def loss_figure(trace: TrainingTrace, step: int, colours: Any, lang: str) -> Any:
+    key = ("loss", trace_key(), step, colours, lang)
+    return _drawn(key, lambda: draw.loss_figure(trace, colours, lang, step))
+
+
+def mode_tables(model_key: str, lang: str) -> dict[str, pd.DataFrame]:
+    key = ("modes", model_key, lang)
+    return _drawn(key, lambda: draw.mode_frames(mode_report(model_key), lang))
+
+
+def running_stats_table(model_key: str, lang: str) -> pd.DataFrame:
+    key = ("stats", model_key, lang)
+    return _drawn(key, lambda: draw.running_stats_frame(mode_report(model_key), lang))
+
+
+def state_dict_table(model_key: str, lang: str) -> pd.DataFrame:
+    key = ("state", model_key, lang)
+    return _drawn(key, lambda: draw.state_frame(serialization(model_key), lang))
+
+
+def zip_table(model_key: str, lang: str) -> pd.DataFrame:
+    key = ("zip", model_key, lang)
+    return _drawn(key, lambda: draw.zip_frame(serialization(model_key), lang))
+
+
+def attempts_table(model_key: str, lang: str) -> pd.DataFrame:
+    key = ("attempts", model_key, lang)
+    return _drawn(key, lambda: draw.attempts_frame(serialization(model_key), lang))
 
 
 def trace_key() -> tuple[Any, ...]:

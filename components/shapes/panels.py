@@ -132,7 +132,7 @@ def _listing_html(
     col: int | None = None,
 ) -> str:
     dark = is_dark()
-    lines = state.code_lines(source, dark, draw.code_lines_html)
+    lines = state.code_lines(source, dark)
     if marks is None:
         marks, col = draw.error_marks(error, language()), error.col if error else None
     return draw.source_listing_html(

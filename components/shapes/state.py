@@ -21,6 +21,7 @@ from components import contained
 from components.i18n import t
 from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
+from components.shapes import draw
 from components.upkeep import warm_up
 from torchatlas import links
 from torchatlas.cache import BoundedCache
@@ -295,6 +296,9 @@ LISTING_CACHE_BYTES = 16 * 2**20
 _LISTINGS: BoundedCache[tuple[str, bool], tuple[str, ...]] = BoundedCache(LISTING_CACHE_BYTES)
 
 
-def code_lines(source: str, dark: bool, build: Callable[[str, bool], list[str]]) -> tuple[str, ...]:
-    """``build(source, dark)`` (the coloured HTML lines), kept in a byte-bounded cache."""
-    return _LISTINGS.get_or_compute((source, dark), lambda: tuple(build(source, dark)))
+def code_lines(source: str, dark: bool) -> tuple[str, ...]:
+    """The coloured HTML lines of ``source`` (:func:`draw.code_lines_html`), kept in a
+    byte-bounded cache."""
+    return _LISTINGS.get_or_compute(
+        (source, dark), lambda: tuple(draw.code_lines_html(source, dark))
+    )
