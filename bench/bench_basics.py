@@ -93,7 +93,6 @@ def page_reruns(rounds: int) -> dict[str, float]:
 
 def contained_against_in_process(rounds: int) -> dict[str, tuple[float, float]]:
     """Medians of (sandbox job, in-process engine call) per job, on the defaults."""
-    from components.basics.state import FIELDS
     from torchatlas.basics import (
         DTypeSpec,
         broadcast,
@@ -106,10 +105,13 @@ def contained_against_in_process(rounds: int) -> dict[str, tuple[float, float]]:
         serialize,
     )
     from torchatlas.basics.jobs import REPLY_LIMITS, RETURNS
+    from torchatlas.basics.link import LINK
     from torchatlas.sandboxed import run_room_job, shared_pool
 
+    defaults = {LINK.session_key(item.name): item.default for item in LINK.fields}
+
     def field(key: str) -> str:
-        return FIELDS[key].default
+        return defaults[key]
 
     shapes = [list(s) for s in parse_shapes(field("basics_shapes"))]
     es = [list(s) for s in parse_shapes(field("basics_einsum_shapes"))]
