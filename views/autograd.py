@@ -1,8 +1,8 @@
 """Autograd: write a small program, see the graph autograd records, step backward through it.
 
-The page's order only; everything else is in ``components.autograd``: ``panels`` (widgets and
-output), ``state`` (session keys, URL state, cached engine calls), ``draw`` (DOT, tables,
-chart), over the engine in ``torchatlas.autograd``.
+The page's order only; everything else is in ``components.autograd``: ``panels`` (widgets
+and output), ``state`` (session keys, the link, cached engine calls and pictures), ``draw``
+(DOT, tables, chart), over the engine in ``torchatlas.autograd``.
 """
 
 from __future__ import annotations

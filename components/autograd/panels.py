@@ -15,8 +15,9 @@ from components.kit.predict_reveal import predict_reveal
 from components.widgets import keep_values
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
+from torchatlas.autograd.link import MAX_SEED
 from torchatlas.autograd.parser import MAX_ELEMENTS, MAX_LOOP, MAX_SOURCE, MAX_STATEMENTS
-from torchatlas.autograd.quiz import Question
+from torchatlas.autograd.quiz import OPTIONS, Question
 
 
 def intro() -> None:
@@ -59,7 +60,7 @@ def program() -> Room:
     row.number_input(
         t("autograd.program.seed"),
         min_value=0,
-        max_value=state.MAX_SEED,
+        max_value=MAX_SEED,
         step=1,
         key=state.SEED_KEY,
         help=t("autograd.program.seed_help"),
@@ -116,13 +117,13 @@ def predict(room: Room) -> None:
                         state.quiz_key(variable, question),
                         prompt=t(f"autograd.quiz.prompts.{question}", name=variable),
                         grade=lambda given, v=variable, q=question: state.grade(room, v, q, given),
-                        options=state.OPTIONS,
+                        options=OPTIONS,
                     )
         score = state.quiz_score(room)  # again: this run may have revealed the last answer
         if score is not None:
             right, asked = score
             st.success(t("autograd.quiz.score", correct=right, total=asked))
-            st.button(t("autograd.quiz.again"), key="autograd_again", on_click=state.forget_quiz)
+            st.button(t("autograd.quiz.again"), key=state.AGAIN_KEY, on_click=state.forget_quiz)
 
 
 # --------------------------------------------------------------------------- graph
@@ -144,7 +145,7 @@ def graph(room: Room) -> None:
         row = st.container(horizontal=True)
         row.button(
             t("autograd.graph.reset"),
-            key="autograd_reset",
+            key=state.RESET_KEY,
             on_click=state.set_step,
             args=(0,),
             disabled=step == 0,
@@ -152,7 +153,7 @@ def graph(room: Room) -> None:
         )
         row.button(
             t("autograd.graph.prev"),
-            key="autograd_prev",
+            key=state.PREV_KEY,
             on_click=state.set_step,
             args=(step - 1,),
             disabled=step == 0,
@@ -160,7 +161,7 @@ def graph(room: Room) -> None:
         )
         row.button(
             t("autograd.graph.next"),
-            key="autograd_next",
+            key=state.NEXT_KEY,
             on_click=state.set_step,
             args=(step + 1,),
             disabled=step >= total,
@@ -169,7 +170,7 @@ def graph(room: Room) -> None:
         )
         row.button(
             t("autograd.graph.all"),
-            key="autograd_all",
+            key=state.ALL_KEY,
             on_click=state.set_step,
             args=(total,),
             disabled=step >= total,
@@ -178,7 +179,7 @@ def graph(room: Room) -> None:
     view = state.graph_view(room, step)
     if view.step_text is not None:
         st.info(view.step_text, icon=":material/footprint:")
-    with st.container(key="autograd_graph"):
+    with st.container(key=state.GRAPH_BOX):
         st.graphviz_chart(view.dot, width="stretch")
     if room.trace is not None:
         if room.trace.error is not None and step >= total:
@@ -194,7 +195,7 @@ def graph(room: Room) -> None:
 
 
 def _share() -> None:
-    with st.container(key="autograd_share"):
+    with st.container(key=state.SHARE_BOX):
         st.markdown(f"**{t('autograd.code.share')}** · {t('autograd.code.share_caption')}")
         st.code(state.share_link(), language=None, wrap_lines=True)
 

@@ -58,9 +58,8 @@ from torchatlas.autograd.freeze import BLOCKS, FreezeReport, freeze
 from torchatlas.autograd.history import ThenNow, then_and_now
 from torchatlas.autograd.jobs import RUN, ProgramReply, ProgramRun
 from torchatlas.autograd.link import LINK as LINK_SPEC
-from torchatlas.autograd.link import MAX_SEED
 from torchatlas.autograd.parser import MAX_SOURCE
-from torchatlas.autograd.quiz import OPTIONS, Question
+from torchatlas.autograd.quiz import Question
 from torchatlas.autograd.quiz import grade as grade_prediction
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
@@ -78,12 +77,14 @@ ROOT_TOLD_KEY = "autograd_root_told"  # a missing root is told once
 NOTES_KEY = "autograd_notes"
 TRAIN_PREFIX, QUIZ_PREFIX = "autograd_train_", "autograd_quiz_"
 PANEL_KEY = "autograd_panel"
+# the step control's buttons, the quiz's "try again", and the page's keyed boxes
+RESET_KEY, PREV_KEY = "autograd_reset", "autograd_prev"
+NEXT_KEY, ALL_KEY = "autograd_next", "autograd_all"
+AGAIN_KEY, GRAPH_BOX, SHARE_BOX = "autograd_again", "autograd_graph", "autograd_share"
 CUSTOM = "custom"
 JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
 CACHE_BYTES = 32 << 20
 ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
-
-__all__ = ["MAX_SEED", "OPTIONS"]
 
 
 @dataclass(frozen=True)

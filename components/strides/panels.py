@@ -129,7 +129,7 @@ def setup() -> Room:
     state.start()
     state.LINK.notice()
     # The write and quiz tabs' inputs are drawn only while their tab is open.
-    keep_values((WRITE_TEXT_KEY,), prefixes=(state.QUIZ_PREFIX,))
+    keep_values((state.WRITE_TEXT_KEY,), prefixes=(state.QUIZ_PREFIX,))
     with st.container(border=True):
         # A wrapping flex row, not st.columns: three fewer blocks on every rerun, and on a
         # phone shape and dtype share a line while the example picker wraps below them.
@@ -289,7 +289,7 @@ def _typing(step: Step) -> None:
     typing = st.expander(
         t("strides.explore.type_title"),
         icon=":material/keyboard:",
-        key="strides_typing",
+        key=state.TYPING_KEY,
         on_change="rerun",
     )
     if not typing.open:
@@ -317,7 +317,7 @@ def _typing(step: Step) -> None:
             on_change=state.typed_cell,
             args=(step,),
         )
-        if st.button(t("strides.explore.clear"), key="strides_clear"):
+        if st.button(t("strides.explore.clear"), key=state.CLEAR_KEY):
             state.clear_selection()
             st.rerun(scope="fragment")
 
@@ -368,26 +368,23 @@ def tabs(room: Room, shown: int) -> None:
             quiz_panel()
 
 
-WRITE_TEXT_KEY, DEFAULT_WRITE = "strides_write_text", "fill_(-1)"
-
-
 def write_panel(room: Room) -> None:
     st.caption(t("strides.write.caption"))
     ok_steps = room.ok_steps
     # The default lives in the session (not in value=): the box's text is kept across tabs.
-    st.session_state.setdefault(WRITE_TEXT_KEY, DEFAULT_WRITE)
-    with st.form("strides_write_form", border=False):
+    st.session_state.setdefault(state.WRITE_TEXT_KEY, state.DEFAULT_WRITE)
+    with st.form(state.WRITE_FORM, border=False):
         left, right = st.columns([1, 1])
         target = left.selectbox(
             t("strides.write.step"),
             options=[s.index for s in ok_steps],
             index=len(ok_steps) - 1,
             format_func=lambda i: step_label(ok_steps[i]),
-            key="strides_write_step",
+            key=state.WRITE_STEP_KEY,
         )
         write = right.text_input(
             t("strides.write.write"),
-            key=WRITE_TEXT_KEY,
+            key=state.WRITE_TEXT_KEY,
             max_chars=MAX_OP_TEXT,
             help=t("strides.write.help"),
         )
@@ -464,7 +461,7 @@ def byte_lens_panel(step: Step) -> None:
     st.markdown(t("strides.bytes.reinterpret"))
     st.button(
         t("strides.bytes.try_example"),
-        key="strides_bytes_example",
+        key=state.BYTES_EXAMPLE_KEY,
         on_click=state.load_example,
         args=("view_dtype",),
     )
@@ -509,7 +506,7 @@ def quiz_panel() -> None:
         explain=lambda grade: _torch_says(item),
         placeholder=t(f"strides.quiz.placeholder.{question.kind}") if not words else "",
     )
-    if st.button(t("strides.quiz.next"), key=f"strides_next_question_{seed}"):
+    if st.button(t("strides.quiz.next"), key=f"{state.NEXT_QUESTION_PREFIX}{seed}"):
         state.next_question(seed)
         st.rerun()
 

@@ -102,6 +102,11 @@ WRITE_RESULT_KEY = "strides_write_result"  # the write last applied, and to whic
 TYPED_ELEMENT_KEY, TYPED_CELL_KEY = "strides_typed_element", "strides_typed_cell"
 TYPED_PROBLEM_KEY = "strides_typed_problem"
 QUIZ_PREFIX = "strides_quiz_"
+NEXT_QUESTION_PREFIX = "strides_next_question_"  # the quiz's "next" button, per seed
+WRITE_TEXT_KEY, WRITE_STEP_KEY = "strides_write_text", "strides_write_step"
+WRITE_FORM, DEFAULT_WRITE = "strides_write_form", "fill_(-1)"
+TYPING_KEY, CLEAR_KEY = "strides_typing", "strides_clear"  # select by typing; clear it
+BYTES_EXAMPLE_KEY = "strides_bytes_example"  # the byte lens's "try the example"
 
 Chain = tuple[tuple[int, ...], str, tuple[str, ...]]  # (shape, dtype, ops): a cache key
 
