@@ -152,3 +152,27 @@ def test_a_job_reply_carries_a_result_or_the_engine_s_coded_refusal() -> None:
     assert isinstance(reply["refused"]["params"]["size"], int)
     with pytest.raises(KeyError):
         job_reply(lambda: {}["missing"], refusals=(Coded,))
+
+
+def test_a_field_declared_any_is_plain_json_as_any_json_defines_it() -> None:
+    """One definition of "plain JSON, bounded" (schema.AnyJSON): an ``Any`` field's text
+    loses its lone surrogates (which would make the page's encoder raise), as a reply's does."""
+    back = decode(_tree(extra={"note": ["ok", "bad \ud800 half"]}), Tree)
+    assert back.extra == {"note": ["ok", "bad ? half"]}
+    with pytest.raises(SchemaError, match="not finite"):
+        decode(_tree(extra=[math.inf]), Tree)
+
+
+def test_encoding_is_decided_per_type_but_checked_per_value() -> None:
+    """The encoder picks its way once per type; what depends on the value still is checked
+    for each one (a 0-d numpy array is a number, a 2-d one of the same type is refused)."""
+    import numpy as np
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    mixed = [np.float32(0.5), np.array(2.0), Level.LOW, {3, 1, 2}]
+    assert encode(mixed) == [0.5, 2.0, 1, [1, 2, 3]]
+    with pytest.raises(TypeError, match="ndarray"):
+        encode(np.zeros((2, 2)))
+    assert encode({1: "a"}) == {"$map": [[1, "a"]]} and encode({"k": (1,)}) == {"k": [1]}

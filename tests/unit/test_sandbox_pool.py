@@ -458,14 +458,14 @@ def _zygote_children(sandbox: SandboxPool) -> set[int]:
 
 
 def _ready_spare(sandbox: SandboxPool, not_one_of: set[int]) -> int:
-    """The zygote's spare child once it says it is warm (a pid no job has used yet)."""
+    """The zygote's spare child once it says it is confined (a pid no job has used yet)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         spare = sandbox._zygote.last_spare_pid
         if spare is not None and spare not in not_one_of:
             return spare
         time.sleep(0.01)
-    raise AssertionError(f"no new warm spare: children {_zygote_children(sandbox)}")
+    raise AssertionError(f"no new spare: children {_zygote_children(sandbox)}")
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -508,8 +508,38 @@ def test_a_spare_killed_from_outside_is_replaced() -> None:
         assert sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] == new_spare
 
 
+def _minor_faults(pid: int) -> int:
+    """The page faults ``pid`` has taken (a warm-up's first touches show here)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+def test_the_spare_warms_up_only_once_no_job_runs() -> None:
+    """The next spare is forked and confined while a job runs, but its warm-up (thousands of
+    first touches: CPU that the running job, and the server decoding its reply, need on a
+    one- or two-core host) waits until no job runs."""
+    with warm_pool(rate_limit=0, concurrency=2) as sandbox:
+        first = _ready_spare(sandbox, not_one_of=set())
+        job = threading.Thread(
+            target=sandbox.run_job, args=(MODEL, "sandbox.sleep", {"seconds": 2.0})
+        )
+        job.start()
+        second = _ready_spare(sandbox, not_one_of={first})
+        time.sleep(0.2)  # it has said it is confined; now it only waits
+        during = _minor_faults(second)
+        time.sleep(0.5)
+        assert _minor_faults(second) == during  # confined, waiting, cold
+        job.join()
+        deadline = time.monotonic() + 20
+        while _minor_faults(second) < during + 500 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _minor_faults(second) >= during + 500  # it warmed up once the job had ended
+        result = sandbox.run_job(MODEL, "sandbox.echo", {})
+        assert result.ok and result.value["pid"] == second
+
+
 def test_jobs_back_to_back_each_get_a_new_process() -> None:
-    """A job that comes while the next spare still warms up gets a fresh fork instead."""
+    """A job that comes while the next spare is still confining itself (or warming up) waits
+    for it rather than forking another child; each job still gets a process of its own."""
     with warm_pool(rate_limit=0, concurrency=1) as sandbox:
         first = _ready_spare(sandbox, not_one_of=set())
         pids = [sandbox.run_job(MODEL, "sandbox.echo", {}).value["pid"] for _ in range(4)]

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandbox.schema import AnyJSON, SchemaError
 
 # Markers for values JSON has no word for; a marker is an object with exactly one of these keys.
 FLOAT, COMPLEX, FRACTION, MAPPING = "$float", "$complex", "$fraction", "$map"
@@ -53,53 +53,119 @@ DEFAULT_LIMITS = Limits()
 
 
 # ------------------------------------------------------------------------------ encode
+Encoder = Callable[[Any], Any]
+# Values JSON takes as they are: most of a reply (names, sizes, flags) is one of these.
+_AS_IS = frozenset({str, int, bool, type(None)})
+# How to encode each type met so far, decided once per type (a reply holds thousands of
+# values of a few dozen types; asking each value's type the same questions again, dataclass
+# fields included, cost more than the encoding itself).
+_ENCODERS: dict[type, Encoder] = {}
+
+
 def encode(value: Any) -> Any:
     """``value`` (dataclasses, enums, tuples, lists, sets, mappings, numbers, strings,
     ``None``; numpy scalars) as JSON-able data. Raises TypeError for anything else (a tensor,
     a module): an engine returns descriptions, never live objects."""
-    if value is None or isinstance(value, bool | str):
+    kind = type(value)
+    if kind in _AS_IS:
         return value
-    if isinstance(value, enum.Enum):
-        return encode(value.value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return float(value)
-        return {FLOAT: "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-    if isinstance(value, complex):
-        return {COMPLEX: [encode(value.real), encode(value.imag)]}
-    if isinstance(value, Fraction):
-        return {FRACTION: f"{value.numerator}/{value.denominator}"}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            field.name: encode(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-            if field.init
-        }
-    if isinstance(value, Mapping):
-        if all(type(key) is str for key in value):
-            return {key: encode(item) for key, item in value.items()}
-        return {MAPPING: [[encode(key), encode(item)] for key, item in value.items()]}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
-        return [encode(item) for item in items]
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and type(value).__module__ == "numpy" and getattr(value, "ndim", 1) == 0:
-        return encode(item())
+    encoder = _ENCODERS.get(kind)
+    if encoder is None:
+        encoder = _ENCODERS[kind] = _encoder_for(kind)
+    return encoder(value)
+
+
+def _encode_float(value: float) -> Any:
+    if math.isfinite(value):
+        return float(value)
+    return {FLOAT: "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+
+
+def _encode_items(items: Any) -> list[Any]:
+    return [item if type(item) in _AS_IS else encode(item) for item in items]
+
+
+def _encode_mapping(value: Mapping[Any, Any]) -> Any:
+    if all(type(key) is str for key in value):
+        return {key: item if type(item) in _AS_IS else encode(item) for key, item in value.items()}
+    return {MAPPING: [[encode(key), encode(item)] for key, item in value.items()]}
+
+
+def _encode_dataclass(kind: type) -> Encoder:
+    names = tuple(field.name for field in dataclasses.fields(kind) if field.init)
+
+    def encode_dataclass(value: Any) -> dict[str, Any]:
+        out = {}
+        for name in names:
+            item = getattr(value, name)
+            out[name] = item if type(item) in _AS_IS else encode(item)
+        return out
+
+    return encode_dataclass
+
+
+def _encode_numpy_scalar(value: Any) -> Any:
+    if getattr(value, "ndim", 1) == 0:
+        return encode(value.item())
     raise TypeError(f"{type(value).__name__} cannot cross the sandbox boundary")
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} cannot cross the sandbox boundary")
+
+
+def _encoder_for(kind: type) -> Encoder:
+    """How to encode instances of ``kind`` (the checks run in this order; the first wins)."""
+    if issubclass(kind, enum.Enum):
+        return lambda value: encode(value.value)
+    if issubclass(kind, bool | str):
+        return lambda value: value
+    if issubclass(kind, int):
+        return int
+    if issubclass(kind, float):
+        return _encode_float
+    if issubclass(kind, complex):
+        return lambda value: {COMPLEX: [_encode_float(value.real), _encode_float(value.imag)]}
+    if issubclass(kind, Fraction):
+        return lambda value: {FRACTION: f"{value.numerator}/{value.denominator}"}
+    if dataclasses.is_dataclass(kind):
+        return _encode_dataclass(kind)
+    if issubclass(kind, Mapping):
+        return _encode_mapping
+    if issubclass(kind, set | frozenset):
+        return lambda value: _encode_items(sorted(value, key=repr))
+    if issubclass(kind, list | tuple):
+        return _encode_items
+    if kind.__module__ == "numpy" and callable(getattr(kind, "item", None)):
+        return _encode_numpy_scalar
+    return _refuse
 
 
 # ------------------------------------------------------------------------------ decode
 class _Budget:
+    """What is left of a decode's bounds: the node count, and the limits read on every node
+    (copied here: one attribute read instead of two)."""
+
+    __slots__ = ("int_bits", "left", "limits", "max_depth", "max_items", "max_str")
+
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.left = limits.max_nodes
+        self.max_depth = limits.max_depth
+        self.max_items = limits.max_items
+        self.max_str = limits.max_str
+        self.int_bits = limits.int_bits
 
     def take(self, count: int = 1) -> None:
         self.left -= count
         if self.left < 0:
-            raise SchemaError(f"more than {self.limits.max_nodes:,} values")
+            self.exhausted()
+
+    def exhausted(self) -> None:
+        raise SchemaError(f"more than {self.limits.max_nodes:,} values")
+
+    def too_deep(self) -> None:
+        raise SchemaError(f"nested more than {self.max_depth} levels deep")
 
 
 @functools.cache
@@ -119,8 +185,8 @@ Decoder = Callable[[Any, "_Budget", int], Any]
 
 def _decode(data: Any, hint: Any, budget: _Budget, depth: int) -> Any:
     budget.take()
-    if depth > budget.limits.max_depth:
-        raise SchemaError(f"nested more than {budget.limits.max_depth} levels deep")
+    if depth > budget.max_depth:
+        budget.too_deep()
     return _decoder(hint)(data, budget, depth)
 
 
@@ -128,7 +194,9 @@ def _decode(data: Any, hint: Any, budget: _Budget, depth: int) -> Any:
 def _decoder(hint: Any) -> Decoder:
     """The decoding function for ``hint``, built once per type: a reply holds tens of thousands
     of values, and asking ``typing`` what each hint means for every one of them costs more than
-    the checks themselves."""
+    the checks themselves. A decoder finds its parts' decoders on its first call (a dataclass
+    may hold itself), and from then on calls them directly; every value still counts as one
+    node (two per item of a list) against ``max_nodes`` and as one level against ``max_depth``."""
     if hint is Any or hint is object:
         return _plain
     if hint is None or hint is type(None):
@@ -154,14 +222,19 @@ def _decode_none(data: Any, budget: _Budget, depth: int) -> None:
 def _union_decoder(members: tuple[Any, ...]) -> Decoder:
     optional = type(None) in members
     others = tuple(member for member in members if member is not type(None))
+    decoders: list[Decoder] = []
 
     def decode_union(data: Any, budget: _Budget, depth: int) -> Any:
         if data is None and optional:
             return None
+        if not decoders:
+            decoders.extend(_decoder(member) for member in others)
+        if len(decoders) == 1:  # ``X | None``: X's own reason, not a list of one
+            return decoders[0](data, budget, depth)
         reasons = []
-        for member in others:
+        for decoder in decoders:
             try:
-                return _decoder(member)(data, budget, depth)
+                return decoder(data, budget, depth)
             except SchemaError as exc:
                 reasons.append(str(exc))
         raise SchemaError("matches none of its types: " + "; ".join(reasons)[:300])
@@ -189,7 +262,7 @@ def _decode_bool(data: Any, budget: _Budget, depth: int) -> bool:
 def _decode_int(data: Any, budget: _Budget, depth: int) -> int:
     if type(data) is not int:
         raise SchemaError("expected a whole number")
-    if data.bit_length() > budget.limits.int_bits:
+    if data.bit_length() > budget.int_bits:
         raise SchemaError(f"a whole number of {data.bit_length()} bits")
     return data
 
@@ -198,7 +271,7 @@ def _decode_float(data: Any, budget: _Budget, depth: int) -> float:
     kind = type(data)
     if kind is float and math.isfinite(data):
         return data
-    if kind is int and data.bit_length() <= budget.limits.int_bits:
+    if kind is int and data.bit_length() <= budget.int_bits:
         return float(data)
     if kind is dict and set(data) == {FLOAT} and data[FLOAT] in _NON_FINITE:
         return _NON_FINITE[data[FLOAT]]
@@ -233,7 +306,7 @@ def _decode_fraction(data: Any, budget: _Budget, depth: int) -> Fraction:
 def _decode_str(data: Any, budget: _Budget, depth: int) -> str:
     if type(data) is not str:
         raise SchemaError("expected a string")
-    if len(data) > budget.limits.max_str:
+    if len(data) > budget.max_str:
         raise SchemaError(f"a string of {len(data):,} characters")
     return data
 
@@ -280,6 +353,7 @@ def _dataclass_decoder(cls: type) -> Decoder:
         for name, field in fields.items()
         if field.default is missing and field.default_factory is missing
     )
+    decoders: dict[str, Decoder] = {}
 
     def decode_dataclass(data: Any, budget: _Budget, depth: int) -> Any:
         if type(data) is not dict:
@@ -290,10 +364,18 @@ def _dataclass_decoder(cls: type) -> Decoder:
             raise SchemaError(f"{cls.__name__} has no field {unknown[:40]!r}")
         if not required <= keys:
             raise SchemaError(f"{cls.__name__}.{sorted(required - keys)[0]} is missing")
+        if not decoders:
+            decoders.update((name, _decoder(hints[name])) for name in names)
+        budget.left -= len(data)  # one node per field
+        if budget.left < 0:
+            budget.exhausted()
+        depth += 1
+        if depth > budget.max_depth and data:
+            budget.too_deep()
         values = {}
         for name, item in data.items():
             try:
-                values[name] = _decode(item, hints[name], budget, depth + 1)
+                values[name] = decoders[name](item, budget, depth)
             except SchemaError as exc:
                 raise exc.at(name) from None
         try:
@@ -319,6 +401,22 @@ def _pairs(data: Any, limits: Limits) -> list[tuple[Any, Any]]:
     raise SchemaError("expected a mapping")
 
 
+def _all_leaves(data: list[Any], decoder: Decoder, budget: _Budget) -> bool:
+    """Whether every item of ``data`` is already what ``decoder`` would return unchanged (a
+    list of sizes, of names, of finite floats): then it is checked in one pass, no call per
+    item. False sends the list through the decoder item by item (which names the culprit)."""
+    if not data:
+        return True
+    kinds = set(map(type, data))
+    if decoder is _decode_int:
+        return kinds == {int} and max(map(int.bit_length, data)) <= budget.int_bits
+    if decoder is _decode_str:
+        return kinds == {str} and max(map(len, data)) <= budget.max_str
+    if decoder is _decode_float:
+        return kinds == {float} and all(map(math.isfinite, data))
+    return False
+
+
 def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
     if origin in (dict, Mapping) or origin is typing.Mapping:
         key_hint, value_hint = args or (Any, Any)
@@ -342,77 +440,68 @@ def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
     fixed = origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)
     item_hint = args[0] if args else Any
     as_tuple = origin in (tuple, Sequence) or origin is typing.Sequence
+    decoders: list[Decoder] = []
 
     def decode_sequence(data: Any, budget: _Budget, depth: int) -> Any:
         if type(data) is not list:
             raise SchemaError("expected a list")
-        limits = budget.limits
-        if len(data) > limits.max_items:
+        if len(data) > budget.max_items:
             raise SchemaError(f"a list of {len(data):,} items")
-        budget.take(len(data))
+        budget.left -= 2 * len(data)  # two nodes per item
+        if budget.left < 0:
+            budget.exhausted()
+        if fixed and len(data) != len(args):
+            raise SchemaError(f"expected {len(args)} items, got {len(data)}")
+        depth += 1
+        if depth > budget.max_depth:
+            budget.too_deep()
+        if not decoders:
+            decoders.extend(_decoder(hint) for hint in (args if fixed else (item_hint,)))
         if fixed:
-            if len(data) != len(args):
-                raise SchemaError(f"expected {len(args)} items, got {len(data)}")
-            hints = args
+            items = []
+            for index, (item, decoder) in enumerate(zip(data, decoders, strict=False)):
+                try:
+                    items.append(decoder(item, budget, depth))
+                except SchemaError as exc:
+                    raise exc.at(index) from None
+            return tuple(items)
+        decoder = decoders[0]
+        if _all_leaves(data, decoder, budget):
+            items = data
         else:
-            hints = (item_hint,) * len(data)
-        if depth + 1 > limits.max_depth:
-            raise SchemaError(f"nested more than {limits.max_depth} levels deep")
-        items = []
-        for index, (item, hint) in enumerate(zip(data, hints, strict=True)):
-            try:
-                items.append(_decoder(hint)(item, budget, depth + 1))
-            except SchemaError as exc:
-                raise exc.at(index) from None
-        budget.take(len(data))
-        if as_tuple or fixed:
+            items = []
+            for index, item in enumerate(data):
+                try:
+                    items.append(decoder(item, budget, depth))
+                except SchemaError as exc:
+                    raise exc.at(index) from None
+        if as_tuple:
             return tuple(items)
         if origin in (set, frozenset):
             try:
                 return origin(items)
             except TypeError:
                 raise SchemaError("a set item that cannot be hashed") from None
-        return items
+        return list(items)
 
     return decode_sequence
 
 
+@functools.cache
+def _plain_json(limits: Limits) -> AnyJSON:
+    # A container deeper than ``max_depth`` is refused: AnyJSON refuses at its own max_depth.
+    return AnyJSON(
+        limits.max_depth + 1,
+        max_str=limits.max_str,
+        max_items=limits.max_items,
+        int_bits=limits.int_bits,
+    )
+
+
 def _plain(data: Any, budget: _Budget, depth: int) -> Any:
-    """Untyped JSON (a field declared ``Any``): kept as it is, within the same bounds."""
-    limits = budget.limits
-    kind = type(data)
-    if data is None or kind is bool:
-        return data
-    if kind is int:
-        if data.bit_length() > limits.int_bits:
-            raise SchemaError(f"a whole number of {data.bit_length()} bits")
-        return data
-    if kind is float:
-        if not math.isfinite(data):
-            raise SchemaError("a number that is not finite")
-        return data
-    if kind is str:
-        if len(data) > limits.max_str:
-            raise SchemaError(f"a string of {len(data):,} characters")
-        return data
-    if depth > limits.max_depth:
-        raise SchemaError(f"nested more than {limits.max_depth} levels deep")
-    if kind is list:
-        if len(data) > limits.max_items:
-            raise SchemaError(f"a list of {len(data):,} items")
-        budget.take(len(data))
-        return [_plain(item, budget, depth + 1) for item in data]
-    if kind is dict:
-        if len(data) > limits.max_items:
-            raise SchemaError(f"an object of {len(data):,} items")
-        budget.take(len(data))
-        out = {}
-        for key, item in data.items():
-            if type(key) is not str or len(key) > limits.max_str:
-                raise SchemaError("an object key that is not a bounded string")
-            out[key] = _plain(item, budget, depth + 1)
-        return out
-    raise SchemaError(f"{kind.__name__} is not JSON")
+    """Untyped JSON (a field declared ``Any``): plain JSON within the same bounds, checked by
+    :class:`~torchatlas.sandbox.schema.AnyJSON` (lone surrogates in its text replaced)."""
+    return _plain_json(budget.limits).check_at(data, budget, depth)
 
 
 def decode(data: Any, hint: Any, limits: Limits = DEFAULT_LIMITS) -> Any:

@@ -391,7 +391,10 @@ class _Zygote:
         self.ready = threading.Event()
         self.dead = threading.Event()
         self.info: dict[str, Any] = {}
-        self.last_spare_pid: int | None = None  # the newest warm spare child (diagnostics, tests)
+        # The newest spare child, confined and waiting for a job, and whether it has warmed up
+        # yet (diagnostics, tests).
+        self.last_spare_pid: int | None = None
+        self.spare_warm = False
         self.reader = threading.Thread(target=self._read, name="sandbox-zygote", daemon=True)
         self.reader.start()
 
@@ -407,6 +410,7 @@ class _Zygote:
                     self.ready.set()
                 elif message.get("op") == "spare":
                     self.last_spare_pid = message.get("pid")
+                    self.spare_warm = message.get("warm") is True
                 elif message.get("op") == "exit":
                     with self.waiters_lock:
                         waiter = self.waiters.pop(message.get("id"), None)

@@ -16,7 +16,11 @@ import struct
 from typing import Any
 
 HEADER = struct.Struct("!Q")
-SPARE_READY = b"ready"  # a spare child to the zygote: warmed up, it can take a job now
+# Between the zygote and its spare child: the spare is confined (it can take a job), the
+# zygote asks it to warm up (no job is running), the spare is warm.
+SPARE_CONFINED = b"confined"
+SPARE_WARM_UP = b"warm up"
+SPARE_READY = b"ready"
 MAX_INT_DIGITS = 40  # 2**128 has 39 digits: beyond any size, count or line a job reports
 MAX_FLOAT_CHARS = 64  # json.dumps writes no float longer than ~25 characters
 

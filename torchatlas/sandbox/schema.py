@@ -185,13 +185,6 @@ class Str(Spec):
         return _clean_text(value)
 
 
-class Null(Spec):
-    def check(self, value: Any, budget: _Budget) -> None:
-        if value is not None:
-            raise SchemaError(f"expected null, got {_kind(value)}")
-        return None
-
-
 class Optional(Spec):
     """``null`` or ``spec``."""
 
@@ -318,7 +311,11 @@ class Where(Spec):
 class AnyJSON(Spec):
     """Any JSON value nested at most ``max_depth`` deep, with finite numbers and ints of
     at most ``int_bits`` bits, strings of at most ``max_str`` and lists/objects of at most
-    ``max_items``: the bounds a reply needs before a caller checks its own fields."""
+    ``max_items``: the bounds a reply needs before a caller checks its own fields. The one
+    definition of "plain JSON, bounded": the codec checks a field declared ``Any`` with it.
+
+    A string is returned as it is unless it holds lone surrogates (then they are replaced);
+    containers are returned as cleaned copies."""
 
     def __init__(
         self,
@@ -334,12 +331,23 @@ class AnyJSON(Spec):
         self.int_bits = int_bits
 
     def check(self, value: Any, budget: _Budget) -> Any:
-        return self._check(value, budget, 0)
+        return self.check_at(value, budget, 0)
 
-    def _check(self, value: Any, budget: _Budget, depth: int) -> Any:
+    def check_at(self, value: Any, budget: Any, depth: int) -> Any:
+        """:meth:`check` of a value found ``depth`` levels down (``budget``: anything with a
+        ``take(count)`` that raises :class:`SchemaError` once the count runs out)."""
         kind = type(value)
+        if kind is list or kind is dict:
+            return self._container(value, budget, depth)
+        return self._leaf(value, kind)
+
+    def _leaf(self, value: Any, kind: type) -> Any:
         if value is None or kind is bool:
             return value
+        if kind is str:
+            if len(value) > self.max_str:
+                raise SchemaError(f"a string of {len(value):,} characters")
+            return value if value.isascii() else _clean_text(value)
         if kind is int:
             if value.bit_length() > self.int_bits:
                 raise SchemaError(f"a whole number of {value.bit_length()} bits")
@@ -348,34 +356,52 @@ class AnyJSON(Spec):
             if not math.isfinite(value):
                 raise SchemaError("a number that is not finite")
             return value
-        if kind is str:
-            if len(value) > self.max_str:
-                raise SchemaError(f"a string of {len(value):,} characters")
-            return _clean_text(value)
-        if kind is list or kind is dict:
-            if depth >= self.max_depth:
-                raise SchemaError(f"nested more than {self.max_depth} levels deep")
-            if len(value) > self.max_items:
-                raise SchemaError(f"{_kind(value)} of {len(value):,} items")
-            budget.take(len(value) + 1)
-            if kind is list:
-                out_list = []
-                for index, element in enumerate(value):
+        raise SchemaError(f"{_kind(value)} is not JSON")
+
+    def _container(self, value: list[Any] | dict[str, Any], budget: Any, depth: int) -> Any:
+        if depth >= self.max_depth:
+            raise SchemaError(f"nested more than {self.max_depth} levels deep")
+        if len(value) > self.max_items:
+            raise SchemaError(f"{_kind(value)} of {len(value):,} items")
+        budget.take(len(value) + 1)
+        depth += 1
+        # Leaves are checked here, not in a call each: most of a reply is leaves.
+        max_str, int_bits, isfinite = self.max_str, self.int_bits, math.isfinite
+        if type(value) is list:
+            out_list = []
+            for index, element in enumerate(value):
+                kind = type(element)
+                if (
+                    (kind is str and len(element) <= max_str and element.isascii())
+                    or (kind is int and element.bit_length() <= int_bits)
+                    or (kind is float and isfinite(element))
+                ):
+                    out_list.append(element)
+                else:
                     try:
-                        out_list.append(self._check(element, budget, depth + 1))
+                        out_list.append(self.check_at(element, budget, depth))
                     except SchemaError as exc:
                         raise exc.at(index) from None
-                return out_list
-            out = {}
-            for key, element in value.items():
-                if type(key) is not str or len(key) > self.max_str:
-                    raise SchemaError("an object key that is not a bounded string")
+            return out_list
+        out = {}
+        for key, element in value.items():
+            if type(key) is not str or len(key) > max_str:
+                raise SchemaError("an object key that is not a bounded string")
+            if not key.isascii():
+                key = _clean_text(key)
+            kind = type(element)
+            if (
+                (kind is str and len(element) <= max_str and element.isascii())
+                or (kind is int and element.bit_length() <= int_bits)
+                or (kind is float and isfinite(element))
+            ):
+                out[key] = element
+            else:
                 try:
-                    out[_clean_text(key)] = self._check(element, budget, depth + 1)
+                    out[key] = self.check_at(element, budget, depth)
                 except SchemaError as exc:
                     raise exc.at(key) from None
-            return out
-        raise SchemaError(f"{_kind(value)} is not JSON")
+        return out
 
 
 def validate(value: Any, spec: Spec, *, max_nodes: int = MAX_NODES) -> Any:

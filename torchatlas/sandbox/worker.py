@@ -57,6 +57,7 @@ import json
 import os
 import platform
 import resource
+import select
 import signal
 import socket
 import sys
@@ -593,11 +594,13 @@ def spare_main(channel: socket.socket, warm_up: list[dict[str, Any]] | None = No
     request pays neither the fork nor the confinement. The zygote hands it only jobs that
     switch no layer off.
 
-    ``warm_up`` (trusted requests, one per room that registered one, each run once, their
-    replies dropped) takes the child's first touches off the request: a forked child pays a
-    page fault for every page it first writes, copy-on-write pages of the zygote and fresh
-    heap alike; a small warm-up on a model like the ones visitors paste leaves a tenth of
-    them for the real job.
+    Confined, it says so (``SPARE_CONFINED``) and waits. The zygote may then ask it to warm up
+    (``SPARE_WARM_UP``, sent only while no job runs): it runs ``warm_up`` (trusted requests,
+    one per room that registered one, each run once, their replies dropped) and says
+    ``SPARE_READY``; a job that arrives meanwhile is taken after the current request. The
+    warm-up takes the child's first touches off the request: a forked child pays a page fault
+    for every page it first writes, copy-on-write pages of the zygote and fresh heap alike,
+    and its job's paths fill caches (torch's, the interpreter's specialised code) on first use.
 
     The spare waits while other jobs run, so when a job arrives it first checks that nothing
     outside changed it meanwhile (:func:`process_state`): it answers ``SPARE_ACCEPTED`` and
@@ -610,11 +613,17 @@ def spare_main(channel: socket.socket, warm_up: list[dict[str, Any]] | None = No
         _only_descriptor(channel.detach())
         channel = socket.socket(fileno=JOB_FD)
         confinement = confine_process()
-        for request in warm_up or ():
-            encode_reply(execute(request))
         confinement.state = process_state()
-        channel.send(protocol.SPARE_READY)
+        channel.send(protocol.SPARE_CONFINED)
         data, fds, _, _ = socket.recv_fds(channel, 65536, 1)
+        if data == protocol.SPARE_WARM_UP and not fds:
+            for request in warm_up or ():
+                if select.select([channel], [], [], 0)[0]:
+                    break  # a job came: it needs this process more than the warm-up does
+                encode_reply(execute(request))
+            else:
+                channel.send(protocol.SPARE_READY)
+            data, fds, _, _ = socket.recv_fds(channel, 65536, 1)
         if not data or len(fds) != 1:  # the zygote is gone, or sent nothing usable
             os._exit(status)
         if process_state() != confinement.state:

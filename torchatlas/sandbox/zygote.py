@@ -1,12 +1,17 @@
 """The zygote: a separate process that imports torch once, then forks one fresh child per job.
 
-One child is always forked ahead (the spare): it confines itself, warms up on the caller's
-request and waits for a job, so a request pays neither the fork, the confinement nor the
-child's first page faults. Every job still gets its own new process; jobs that switch a
-layer off (tests only) get a child forked on the spot instead. When a job is handed to the
-spare, the spare first checks that nothing outside changed it while it waited (its uid,
-limits, priority, affinity, ...) and answers; a spare that refuses is replaced by a child
-forked on the spot for the same job, so the job never runs in a process another job touched.
+One child is always forked ahead (the spare): it confines itself and waits for a job, so a
+request pays neither the fork nor the confinement. Once no job is running, the zygote tells it
+to warm up (it runs the callers' warm-up requests, taking the child's first page faults and
+cold caches off the next request); a warm-up started while a job runs would take the CPU
+from that job and from the server decoding its reply (a sandbox host has one or two cores).
+A job goes to the spare whatever it is doing: one still confining itself or warming up takes
+the job as soon as that step is done, which is sooner than a fresh fork would be ready. Every
+job still gets its own new process; jobs that switch a layer off (tests only) get a child
+forked on the spot instead. When a job is handed to the spare, the spare first checks that
+nothing outside changed it while it waited (its uid, limits, priority, affinity, ...) and
+answers; a spare that refuses is replaced by a child forked on the spot for the same job, so
+the job never runs in a process another job touched.
 
 Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatlas.sandbox.zygote
 FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
@@ -17,8 +22,9 @@ spare runs the spares' requests; this module names no job of its own. The pool t
 "run", "id", "timeout_s", ...}`` with one file descriptor attached: the job socket, on which the
 pool and the child exchange the request and the reply directly, so user code and results never
 pass through the zygote's memory (a later child, forked from it, could otherwise find traces of
-an earlier user's request). The zygote answers ``ready`` once, then ``exit`` for every job (how
-the child ended).
+an earlier user's request). The zygote answers ``ready`` once, ``spare`` whenever a spare is
+confined (``"warm": false``) or warm (``"warm": true``), and ``exit`` for every job (how the
+child ended).
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ CONTROL_MESSAGE_BYTES = 65536
 # How long a spare may take to accept a job before it is replaced by a fresh child (it answers
 # at once unless something is wrong with it).
 HANDOVER_TIMEOUT_S = 2.0
+# How long no job must have run before the spare warms up: long enough for the server to
+# decode the last reply undisturbed, short against the time between a visitor's clicks.
+SPARE_WARM_DELAY_S = 0.05
 NOBODY = 65534
 CLONE_NEWUSER = 0x10000000
 
@@ -124,7 +133,10 @@ class _Spare:
     def __init__(self, pid: int, channel: socket.socket) -> None:
         self.pid = pid
         self.channel = channel
-        self.ready = False  # it says so once warmed up; until then jobs get a fresh fork
+        # "starting" (confining itself) → "cold" (confined, waiting) → "warming" → "warm".
+        # A job is handed to it in any state: it reads the job once confined, and between two
+        # warm-up requests (the rest of its warm-up is skipped).
+        self.state = "starting"
 
 
 class Zygote:
@@ -133,6 +145,7 @@ class Zygote:
         self.spare_warm_up = spare_warm_up  # the callers' requests each spare runs while it waits
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
+        self.idle_since = time.monotonic()  # when the last job's child ended
         # Forking this process (torch imported: hundreds of MB of private pages to map),
         # confining a child and its first page faults all take time; a spare prepared while
         # the previous job runs takes all three off each request.
@@ -166,17 +179,21 @@ class Zygote:
         return spare
 
     def spare_message(self) -> None:
-        """The spare is warm (or gone: then reap it; the next job forks a new one)."""
-        from torchatlas.sandbox.protocol import SPARE_READY
+        """The spare is confined, or warm (or gone: then reap it; the next job forks anew)."""
+        from torchatlas.sandbox.protocol import SPARE_CONFINED, SPARE_READY
 
         assert self.spare is not None
         try:
             message = self.spare.channel.recv(16)
         except OSError:
             message = b""
-        if message == SPARE_READY:
-            self.spare.ready = True
-            self.send({"op": "spare", "pid": self.spare.pid})
+        if message == SPARE_CONFINED and self.spare.state == "starting":
+            self.spare.state = "cold"
+            self.send({"op": "spare", "pid": self.spare.pid, "warm": False})
+            return
+        if message == SPARE_READY and self.spare.state == "warming":
+            self.spare.state = "warm"
+            self.send({"op": "spare", "pid": self.spare.pid, "warm": True})
             return
         spare = self._drop_spare()
         assert spare is not None
@@ -186,23 +203,48 @@ class Zygote:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(spare.pid, 0)
 
+    def warm_due(self) -> float | None:
+        """When the cold spare should start warming up (None: no cold spare, or a job runs)."""
+        if self.spare is None or self.spare.state != "cold" or self.children:
+            return None
+        return self.idle_since + SPARE_WARM_DELAY_S
+
+    def warm_spare(self) -> None:
+        """Tell the cold spare to warm up now (no job runs)."""
+        from torchatlas.sandbox.protocol import SPARE_WARM_UP
+
+        assert self.spare is not None
+        try:
+            self.spare.channel.send(SPARE_WARM_UP)
+        except OSError:
+            return  # gone: its end of stream drops it
+        self.spare.state = "warming"
+
     def _hand_to_spare(self, order: dict[str, Any], job_fd: int) -> int | None:
         """The spare's pid once it holds the job, or None (no spare, it is gone, or it found
         itself changed since it was confined: then the caller forks a fresh child)."""
+        from torchatlas.sandbox.protocol import SPARE_CONFINED, SPARE_READY
         from torchatlas.sandbox.worker import SPARE_ACCEPTED
 
         if order.get("layers_off"):  # a test switching layers off: the spare has them all on
             return None
-        if self.spare is None or not self.spare.ready:  # a burst: do not wait for the warm-up
+        if self.spare is None:
             return None
         spare = self._drop_spare()
         assert spare is not None
+        answer = b""
         try:
             socket.send_fds(spare.channel, [json.dumps(order).encode()], [job_fd])
             # The spare answers before it reads anything from the job's socket; until then
-            # this process keeps its own copy of the socket, so a refused job is not lost.
-            spare.channel.settimeout(HANDOVER_TIMEOUT_S)
-            answer = spare.channel.recv(16)
+            # this process keeps its own copy of the socket, so a refused job is not lost. A
+            # spare still confining itself or warming up answers once that step is done (it
+            # may say so first): waiting for it costs less than forking and confining anew.
+            deadline = time.monotonic() + HANDOVER_TIMEOUT_S
+            while answer in (b"", SPARE_CONFINED, SPARE_READY):
+                spare.channel.settimeout(max(0.001, deadline - time.monotonic()))
+                answer = spare.channel.recv(16)
+                if not answer:
+                    break
         except OSError:  # it died (killed from outside) or does not answer
             answer = b""
         finally:
@@ -238,6 +280,8 @@ class Zygote:
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status, usage = os.wait4(job["pid"], 0)
+        if not self.children:
+            self.idle_since = time.monotonic()
         self.send(
             {
                 "op": "exit",
@@ -280,6 +324,9 @@ class Zygote:
         self.selector.register(self.control, selectors.EVENT_READ, "control")
         while True:
             deadlines = [job["deadline"] for job in self.children.values() if not job["timed_out"]]
+            warm_at = self.warm_due()
+            if warm_at is not None:
+                deadlines.append(warm_at)
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for key, _ in self.selector.select(wait):
                 if key.data == "control":
@@ -300,6 +347,9 @@ class Zygote:
                 else:
                     self.reap(key.fd)
             self.kill_overdue()
+            warm_at = self.warm_due()
+            if warm_at is not None and time.monotonic() >= warm_at:
+                self.warm_spare()
 
 
 def freeze_heap() -> None:
@@ -353,6 +403,9 @@ def main() -> None:
     failures = warm_up(registry["jobs"], registry["warm_up"])
     probe = probe_layers()
     probe["unprivileged_user_namespaces"] = user_namespaces  # for the record; not relied on
+    # Before "ready": a full collection of this heap takes most of a second, and the first
+    # job would wait for it.
+    freeze_heap()
     _send(
         control,
         {
@@ -364,7 +417,6 @@ def main() -> None:
             "job_failures": failures,
         },
     )
-    freeze_heap()
     Zygote(control, registry["spare_warm_up"]).serve()
 
 
