@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import json
@@ -341,6 +342,42 @@ async def wait_for(
     return None, f"not shown within {timeout_s:g} s ({describe(student)})"
 
 
+class Tab(Student):
+    """A student's tab that also remembers its last messages, both ways (for a report)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.trail: collections.deque[str] = collections.deque(maxlen=16)
+        self.t0 = time.monotonic()
+
+    def _note(self, text: str) -> None:
+        self.trail.append(f"{time.monotonic() - self.t0:.1f}s {text}")
+
+    def _handle(self, message: Any) -> None:
+        kind = message.WhichOneof("type")
+        if kind == "new_session":
+            frags = list(message.metadata.run.fragment_ids) if message.HasField("metadata") else []
+            self._note(f"<new_session frags={len(frags)}")
+        elif kind == "navigation":
+            page = next(
+                (p.url_pathname for p in message.navigation.app_pages
+                 if p.page_script_hash == message.navigation.page_script_hash), "?"
+            )  # fmt: skip
+            self._note(f"<navigation {page}")
+        elif kind == "script_finished":
+            self._note(f"<finished {message.script_finished}")
+        elif kind == "auto_rerun":
+            self._note("<auto_rerun")
+        elif kind == "page_not_found":
+            self._note("<page_not_found")
+        super()._handle(message)
+
+    async def send_rerun(self, widgets: Sequence[Any] = (), **kwargs: Any) -> None:
+        what = "fragment" if kwargs.get("fragment_id") else "full"
+        self._note(f">rerun {what}{' auto' if kwargs.get('auto') else ''} w={len(widgets)}")
+        await super().send_rerun(widgets, **kwargs)
+
+
 def describe(student: Student) -> str:
     """What the tab shows now, for a timeout's report."""
     page = next((path for path, h in student.pages.items() if h == student.page_hash), "?")
@@ -352,10 +389,11 @@ def describe(student: Student) -> str:
         f"{n.widget_id.rsplit('-', 1)[-1]}={student.current_value(n)!r}"
         for n in student.find(kind="radio")
     ]
+    trail = " | ".join(getattr(student, "trail", ()))
     return (
         f"page {page}, runs {student.epoch}, running {student.running}, last status "
         f"{student.last_status}, polling {sorted(student._auto)}, buttons {buttons}, "
-        f"radios {radios}"
+        f"radios {radios}; last messages: {trail}"
     )
 
 
@@ -462,8 +500,8 @@ async def run_app_class(
     teacher_pass = store.start(lesson.id, "en", client="bench-teacher")
     code, key = teacher_pass.code, teacher_pass.teacher_key
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
-    teacher = Student(base_url, -1, pool)
-    pupils = [Student(base_url, i, pool) for i in range(args.students)]
+    teacher = Tab(base_url, -1, pool)
+    pupils = [Tab(base_url, i, pool) for i in range(args.students)]
     rng = random.Random(args.seed)
     try:
         error = await open_page(
