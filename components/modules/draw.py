@@ -20,7 +20,6 @@ from torchatlas.modules import (
     InitReport,
     ModeModel,
     ModeReport,
-    ModuleError,
     ModuleReport,
     SerializationReport,
     TensorKind,
@@ -212,11 +211,6 @@ try:
 except ValueError as error:
     print("optimiser:", error)
 """
-
-
-def error_text(error: ModuleError, lang: str) -> tuple[str, str, str]:
-    """The error's title, message and hint in ``lang``."""
-    return error.text("title", lang), error.text("message", lang), error.text("hint", lang)
 
 
 # ---------------------------------------------------------------- training

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.contained import failure_card, guarded
+from components.contained import guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.kit.code_editor import CodeEditor
+from components.kit.error_card import error_card
 from components.kit.predict_reveal import predict_reveal
 from components.modules import draw, state
 from components.theme import palette
 from torchatlas.modules import (
     SAVE_MODELS,
     TRAINABLE,
+    ModelsError,
     ModeModel,
     Severity,
     TensorKind,
@@ -124,10 +126,9 @@ def _report(inspection: state.Inspection) -> None:
     lang = language()
     report = inspection.report
     if report.error is not None:
-        title, message, hint = draw.error_text(report.error, lang)
         with st.container(border=True, key="modules_error"):
-            st.error(f"**{title}** — {message}", icon=":material/error:")
-            st.markdown(hint)
+            error_card(report.error)
+            st.markdown(report.error.text(lang, "hint"))
             if report.error.line:
                 st.caption(t("modules.inspect.at_line", line=report.error.line))
             for refusal in report.error.refusals[:10]:
@@ -262,9 +263,9 @@ def _training() -> None:
         with st.container(border=True, key="modules_train_failed"):
             if job.refused is not None:
                 code, params = job.refused
-                st.error(t(f"modules.training.errors.{code}", **params), icon=":material/block:")
+                error_card(ModelsError(code, **params))
             else:
-                failure_card(job.failure)
+                error_card(job.failure)
         return
     trace = job.value
     colours = palette()
@@ -497,7 +498,7 @@ def _memory() -> None:
     )
     report = state.memory(fresh=again)
     if report.failure is not None:
-        failure_card(report.failure)
+        error_card(report.failure)
     frames = draw.memory_frames(report, lang)
     columns = st.columns(len(frames))
     for column, (title, frame) in zip(columns, frames.items(), strict=True):

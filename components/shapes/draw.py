@@ -459,15 +459,6 @@ def marker_window(line_count: int, line: int | None) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------- errors
-def error_params(error: ShapeError) -> dict[str, str]:
-    return {key: "" if value is None else str(value) for key, value in error.params.items()}
-
-
-def error_text(error: ShapeError, part: str, lang: str) -> str:
-    """``part`` (title, message or hint) of ``error`` from the tables, in ``lang``."""
-    return translate(f"shapes.errors.{error.kind.value}.{part}", lang, **error_params(error))
-
-
 def refusal_text(code: RefusalCode, lang: str) -> str:
     return translate(f"shapes.refusals.{code.value}", lang)
 
@@ -485,17 +476,8 @@ def error_marks(error: ShapeError | None, lang: str) -> dict[int, str]:
         return marks
     if not error.line:
         return {}
-    note = error_text(error, "hint", lang) or error_text(error, "message", lang)
+    note = error.text(lang, "hint") or error.text(lang, "message")
     return {error.line: note.replace("`", "")}
-
-
-def error_markdown(error: ShapeError, lang: str) -> str:
-    """The error box: title, message, and the layer with the shapes it received."""
-    body = f"**{error_text(error, 'title', lang)}**\n\n{error_text(error, 'message', lang)}"
-    if error.layer:
-        shapes = shape_text(error.input_shapes, lang)
-        body += "\n\n" + translate("shapes.errors.where", lang, layer=error.layer, shapes=shapes)
-    return body
 
 
 def refusals_markdown(error: ShapeError, lang: str) -> str:

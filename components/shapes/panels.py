@@ -16,6 +16,7 @@ from streamlit.delta_generator import DeltaGenerator
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.kit.code_editor import CodeEditor
+from components.kit.error_card import error_card
 from components.shapes import draw, state
 from components.theme import is_dark, palette
 from torchatlas.shapes import ShapeError, ShapeReport
@@ -273,8 +274,8 @@ def error_panel(error: ShapeError, source: str) -> None:
     """The error in plain words, its fix, the refused lines (one list), what the sandbox or
     PyTorch said (as a detail), and the code around the marked line."""
     lang = language()
-    st.error(draw.error_markdown(error, lang), icon=":material/error:")
-    hint = draw.error_text(error, "hint", lang)
+    error_card(error)
+    hint = error.text(lang, "hint")
     if hint:
         st.info(hint, icon=":material/lightbulb:")
     refused = draw.refusals_markdown(error, lang)

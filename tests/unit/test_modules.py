@@ -528,7 +528,7 @@ def test_sandbox_errors_become_the_rooms(fake_sandbox: types.ModuleType, kind: s
     assert error.params["timeout"] == "4" and error.params["detail"] == f"{kind} happened"
     for lang in LANGUAGES:
         for part in ("title", "message", "hint"):
-            text = error.text(part, lang)
+            text = error.text(lang, part)
             assert "{" not in text and not text.startswith("modules."), (kind, part, text)
 
 

@@ -191,3 +191,35 @@ def test_no_room_reaches_another_through_the_sandbox_client() -> None:
         if a != b and graph.chain_exists(f"torchatlas.{a}", f"torchatlas.{b}", as_packages=True)
     ]
     assert chains == []
+
+
+# ---------------------------------------------------------------- one coded error
+def test_the_sandboxed_rooms_errors_are_the_kits_coded_error() -> None:
+    """Each error of the two rooms is a CodedError (one shape of error, shown by the kit's
+    error card): its text comes from the room's table in both languages, it keeps where it
+    happened, and it survives a pickle and a trip as JSON with everything it carries."""
+    import pickle
+
+    from torchatlas.errors import CodedError
+    from torchatlas.i18n import LANGUAGES
+    from torchatlas.modules import ErrorKind as ModuleKind
+    from torchatlas.modules import ModelsError, ModuleError, TrainingError
+    from torchatlas.modules.report import error_from
+    from torchatlas.shapes import ErrorKind, RefusalCode, RefusedLine, ShapeError
+    from torchatlas.shapes.report import _error_from
+
+    shape = ShapeError(
+        ErrorKind.REFUSED, params={"timeout": "5", "lines": 1, "detail": "d"}, line=3, col=4,
+        refusals=[RefusedLine(3, 4, RefusalCode.DUNDER, "no")],
+    )  # fmt: skip
+    module = ModuleError(ModuleKind.NO_MODULE, params={"code": "x"}, line=2)
+    refused = ModelsError(TrainingError.BAD_STEPS, steps=9, limit=500)
+    for error in (shape, module, refused):
+        assert isinstance(error, CodedError)
+        for lang in LANGUAGES:
+            text = error.text(lang)
+            assert text and "{" not in text and not text.startswith(error.room + "."), text
+        assert pickle.loads(pickle.dumps(error)) == error or isinstance(error, ModelsError)
+    assert _error_from(shape.to_dict()) == shape and shape.refusals[0].line == 3
+    assert error_from(module.to_dict()) == module and module.params == {"code": "x"}
+    assert refused.key == "modules.training.errors.bad_steps"

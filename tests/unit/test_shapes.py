@@ -534,7 +534,7 @@ def test_every_engine_error_is_a_code_whose_texts_are_complete(case: str) -> Non
     assert not hasattr(error, "__dict__") or "message" not in vars(error)  # no stored sentence
     for lang in LANGUAGES:
         for part in ("title", "message", "hint"):
-            text = error.text(part, lang)
+            text = error.text(lang, part)
             assert text and text != f"shapes.errors.{error.kind.value}.{part}", (case, part)
             assert "{" not in text.replace("{}", ""), (case, lang, part, text)
     assert str(error).startswith(error.kind.value)  # a notebook reads the English

@@ -134,13 +134,13 @@ def test_code_colours_read_on_both_themes(dark: bool, palette: Palette) -> None:
 def test_the_sandboxs_english_is_a_detail_only_where_the_message_lacks_it() -> None:
     timeout = ShapeError(ErrorKind.TIMEOUT, params={"timeout": "10", "detail": "stopped (en)"})
     assert draw.error_detail(timeout, "ko") == "자세한 내용: stopped (en)"
-    assert "stopped (en)" not in draw.error_markdown(timeout, "ko")
+    assert "stopped (en)" not in timeout.text("ko")
     forward = ShapeError(
         ErrorKind.FORWARD_ERROR,
         params={"op": "Tensor.view", "shapes": "2×3", "detail": "RuntimeError: no"},
     )
     assert draw.error_detail(forward, "en") == ""  # already in the message
-    assert "RuntimeError: no" in draw.error_markdown(forward, "en")
+    assert "RuntimeError: no" in forward.text("en")
 
 
 def test_refused_lines_are_listed_once_per_reason_with_code_kept_as_code() -> None:
@@ -164,13 +164,14 @@ def test_refused_lines_are_listed_once_per_reason_with_code_kept_as_code() -> No
 
 
 def test_error_box_names_the_layer_and_its_input() -> None:
+    """The error card's text (the room's coded error, shown by the kit's error card)."""
     error = ShapeError(
         ErrorKind.LINEAR_IN_FEATURES,
         params={"layer": "fc1", "expected": 400, "got": 256, "fix": "fc1 = nn.Linear(256, 120)"},
         layer="fc1",
         input_shapes=[[1, 256]],
     )
-    text = draw.error_markdown(error, "en")
+    text = error.text("en")
     assert text.startswith("**A Linear layer gets the wrong number of features**")
     assert "`fc1` expects 400" in text and "1 × 256" in text
 

@@ -143,7 +143,7 @@ def test_every_sandbox_kind_has_the_rooms_own_text(
     assert error is not None and error.kind is ErrorKind(kind)
     for part in ("title", "message", "hint"):
         key = f"shapes.errors.{kind}.{part}"
-        text = error.text(part, lang)
+        text = error.text(lang, part)
         assert text != key and "{" not in text and "Sandbox English." not in text, (key, text)
 
 

@@ -20,6 +20,8 @@ from enum import StrEnum
 import torch
 from torch import nn
 
+from torchatlas.errors import CodedError
+
 MAX_STEPS = 500
 MIN_LR, MAX_LR = 1e-4, 10.0
 SAMPLES = 16
@@ -36,13 +38,16 @@ class TrainingError(StrEnum):
     BAD_LR = "bad_lr"
 
 
-class ModelsError(ValueError):
-    """A request outside the bounds; ``code`` and ``params`` select the translated text."""
+class ModelsError(CodedError, ValueError):
+    """A request outside the bounds (the room's coded error): ``code`` and ``params`` select
+    ``modules.training.errors.<code>``."""
 
-    def __init__(self, code: TrainingError, **params: object) -> None:
-        super().__init__(f"{code.value}: {params}")
-        self.code = code
-        self.params = params
+    room = "modules"
+    codes = TrainingError
+
+    @property
+    def key(self) -> str:
+        return f"modules.training.errors.{getattr(self.code, 'value', self.code)}"
 
 
 # ---------------------------------------------------------------------------- the models
