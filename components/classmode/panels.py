@@ -84,9 +84,12 @@ def bar(page: str) -> None:
 
 def _student_bar(who: Role, page: str) -> None:
     current = state.class_state(who.code)
-    if current is None:  # gone (expired, deleted): say why and forget it
+    if current is None:
+        if not state.refused_for_a_while():  # gone (expired, deleted): forget it
+            state.leave()
         refusal_card()
-        state.leave()
+        if state.role() is not None:  # the database is away: keep trying
+            _follow_poll(who.code)
         return
     state.mark_seen(current)
     state.keep_student_link(who)
@@ -190,11 +193,23 @@ def _student_question(who: Role, current: ClassState, lesson: Lesson | None, me)
 @st.fragment(run_every=state.POLL_S)
 @guarded
 def _follow_poll(code: str) -> None:
-    """Every few seconds: has the teacher changed anything? One cached integer read; the
-    whole page reruns only when the answer is yes (or the class is gone)."""
+    """Every ``state.POLL_S`` seconds: has the teacher changed anything? One cached integer
+    read and nothing drawn. On a change: a move switches straight to the teacher's room from
+    here (no whole-page run of the room being left first); anything else (a question opened
+    or revealed, the class ended or gone) reruns the page once."""
     version = state.version(code)
-    if version is None or version > state.seen_version():
-        st.rerun(scope="app")
+    if version is None and state.refused_for_a_while():
+        state.take_refusal()  # the database is away: ask again at the next poll
+        return
+    if version is not None and version <= state.seen_version():
+        return
+    who = state.role()
+    current = state.class_state(code) if version is not None else None
+    student = who is not None and not who.teacher
+    if current is not None and student and not current.ended and state.needs_follow(current):
+        state.mark_seen(current)
+        state.follow(current, who)
+    st.rerun(scope="app")
 
 
 def _teacher_bar(who: Role, page: str) -> None:

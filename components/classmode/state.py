@@ -36,7 +36,7 @@ import streamlit as st
 from components.contained import session_id
 from components.i18n import language
 from components.lessons.state import URL_LESSON, URL_STEP, forget_room, room_query
-from torchatlas.classmode import ClassError, ClassState, ClassStore, Student, Tally
+from torchatlas.classmode import ClassError, ClassState, ClassStore, ErrorCode, Student, Tally
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 
@@ -89,6 +89,13 @@ def attempt(call: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
 
 def take_refusal() -> tuple[str, dict[str, str]] | None:
     return st.session_state.pop(ERROR_KEY, None)
+
+
+def refused_for_a_while() -> bool:
+    """The kept refusal is the database being unreachable: a pause, not the class's end, so a
+    student keeps their place and their screen keeps asking."""
+    refusal = st.session_state.get(ERROR_KEY)
+    return refusal is not None and refusal[0] == ErrorCode.UNAVAILABLE.value
 
 
 # --------------------------------------------------------------------------- who this session is

@@ -330,3 +330,36 @@ def test_a_student_who_wanders_keeps_their_link_in_the_address_bar() -> None:
     assert not student.exception
     assert student.query_params.get("student") in (key, [key])
     assert f"Class {code}" in " ".join(c.value for c in student.caption)
+
+
+# --------------------------------------------------------------------------- error texts
+
+# The parameters the engine raises each code with (torchatlas/classmode/__init__.py).
+ERROR_PARAMS = {
+    "too_many_classes": {"limit": 200},
+    "class_full": {"limit": 120},
+    "bad_nickname": {"limit": 24},
+    "rate_limited": {"limit": 20, "seconds": 42},
+    "bad_option": {"options": 4},
+    "not_asked": {"step": 2},
+    "already_revealed": {"step": 2},
+    "bad_place": {"room": "strides", "field": "s_shape"},
+    "no_such_lesson": {"lesson": "nope"},
+    "no_question": {"step": 2},
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_engine_refusal_has_its_cause_and_fix(lang: str) -> None:
+    from torchatlas.classmode import ErrorCode
+    from torchatlas.i18n import has_key, translate
+
+    for code in ErrorCode:
+        key = f"classmode.errors.{code.value}"
+        assert has_key(key, lang), key
+        text = translate(key, lang, **ERROR_PARAMS.get(code.value, {}))
+        assert "{" not in text and len(text) > 30, (code, text)
+        if code.value in ("not_asked", "already_revealed"):
+            continue  # the step is the one on the student's screen: not repeated
+        for value in ERROR_PARAMS.get(code.value, {}).values():
+            assert str(value) in text, (code, text)
