@@ -109,7 +109,7 @@ def _demonstration_card(
         st.code(code, language="python", wrap_lines=True)
         pressed = st.button(
             t("devices.demo.run"),
-            key=f"devices_run_{key}",
+            key=f"{state.RUN_DEMO_PREFIX}{key}",
             type="primary",
             icon=":material/play_arrow:",
         )
@@ -172,14 +172,14 @@ def _watch_job() -> None:
             icon=":material/stop:",
             on_click=state.cancel_benchmark,
             disabled=status.stopping,
-            key="devices_bench_stop",
+            key=state.BENCH_STOP_KEY,
         )
     else:
         st.button(
             t("devices.bench.stop_watching"),
             icon=":material/visibility_off:",
             on_click=state.stop_watching,
-            key="devices_bench_leave",
+            key=state.BENCH_LEAVE_KEY,
         )
     st.caption(draw.run_status_text(status, lang))
     shown = status if status.phase is RunPhase.RUNNING else state.running_status()
@@ -235,7 +235,7 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             icon=":material/timer:",
             on_click=state.start_benchmark,
             disabled=watching,
-            key="devices_bench_run",
+            key=state.BENCH_RUN_KEY,
         )
         if watching:  # the result and the chart come back when the run ends
             return
@@ -283,5 +283,5 @@ def _benchmark_result(result: BenchmarkResult, threads: int) -> None:
         mime="text/csv",
         icon=":material/download:",
         on_click="ignore",
-        key="devices_bench_csv",
+        key=state.BENCH_CSV_KEY,
     )

@@ -50,6 +50,12 @@ JOB_KEY = "devices_bench_job"  # the Ticket of the run this session watches
 OWNER_KEY = "devices_bench_owner"  # this session's name on the board
 RECENT_KEY = "devices_bench_recent"  # the last press was answered with a fresh result: its ticket
 ERROR_KEY = "devices_bench_error"
+# the room's buttons (no state of their own)
+RUN_DEMO_PREFIX = "devices_run_"  # + the demonstration's key
+BENCH_RUN_KEY = "devices_bench_run"
+BENCH_STOP_KEY = "devices_bench_stop"
+BENCH_LEAVE_KEY = "devices_bench_leave"
+BENCH_CSV_KEY = "devices_bench_csv"
 POLL_S = 0.5  # how often the page asks a running job for progress
 # The time budget slider, in whole seconds from 1 up to the engine's own limit (the link's).
 MIN_BUDGET_S, MAX_BUDGET_S = 1, int(MAX_TIME_BUDGET_S)

@@ -26,7 +26,7 @@ def banner(page: str) -> None:
     lesson, step = place.lesson, place.step
     state.remember(lesson, step.number)
     lang = language()
-    with st.container(border=True, key="lessons_banner"):
+    with st.container(border=True, key=state.BANNER_KEY):
         st.caption(
             f"{t('lessons.banner.lesson', title=lesson.title[lang])} · "
             f"{draw.progress_text(lesson, step.number, lang)}"
@@ -63,7 +63,7 @@ def _question(lesson: Lesson, step: Step) -> None:
     if picked is None:
         if st.button(
             t("lessons.question.reveal"),
-            key=f"lessons_reveal_{lesson.id}_{step.number}",
+            key=state.lesson_key("reveal", lesson, step.number),
             disabled=choice is None,
             icon=":material/visibility:",
         ):
@@ -79,26 +79,26 @@ def _question(lesson: Lesson, step: Step) -> None:
 
 
 def _moves(lesson: Lesson, step: Step, page: str) -> None:
-    row = st.container(horizontal=True, key="lessons_moves")
+    row = st.container(horizontal=True, key=state.MOVES_KEY)
     last = step.number == len(lesson.steps)
     if row.button(
         t("lessons.banner.previous"),
-        key="lessons_previous",
+        key=state.PREVIOUS_KEY,
         disabled=step.number == 1,
         icon=":material/arrow_back:",
     ):
         state.go(lesson, step.number - 1)
     back_label = "lessons.banner.back" if step.room == page else "lessons.banner.open_room"
-    if row.button(t(back_label), key="lessons_back", icon=":material/restart_alt:"):
+    if row.button(t(back_label), key=state.BACK_KEY, icon=":material/restart_alt:"):
         state.go(lesson, step.number)
     if last:
         if row.button(
-            t("lessons.banner.finish"), key="lessons_finish", type="primary", icon=":material/flag:"
+            t("lessons.banner.finish"), key=state.FINISH_KEY, type="primary", icon=":material/flag:"
         ):
             state.go_summary(lesson)
     elif row.button(
         t("lessons.banner.next"),
-        key="lessons_next",
+        key=state.NEXT_KEY,
         type="primary",
         icon=":material/arrow_forward:",
     ):
@@ -127,7 +127,7 @@ def page() -> None:
 def _card(lesson: Lesson) -> None:
     lang = language()
     answered = state.answers(lesson)
-    with st.container(border=True, key=f"lessons_card_{lesson.id}"):
+    with st.container(border=True, key=state.lesson_key("card", lesson)):
         st.subheader(lesson.title[lang], anchor=False)
         st.caption(
             t(
@@ -146,13 +146,15 @@ def _card(lesson: Lesson) -> None:
         row = st.container(horizontal=True)
         last = state.last_opened()
         if row.button(
-            t("lessons.card.start"), key=f"lessons_start_{lesson.id}", icon=":material/play_arrow:"
+            t("lessons.card.start"),
+            key=state.lesson_key("start", lesson),
+            icon=":material/play_arrow:",
         ):
             state.go(lesson, 1)
         resumable = last is not None and last[0] == lesson.id and last[1] > 1
         if resumable and row.button(
             t("lessons.card.continue", step=last[1]),
-            key=f"lessons_continue_{lesson.id}",
+            key=state.lesson_key("continue", lesson),
             type="primary",
         ):
             state.go(lesson, last[1])
@@ -163,7 +165,7 @@ def _card(lesson: Lesson) -> None:
 def _summary(lesson: Lesson) -> None:
     lang = language()
     result = draw.summary(lesson, state.answers(lesson))
-    with st.container(border=True, key="lessons_summary"):
+    with st.container(border=True, key=state.SUMMARY_KEY):
         st.subheader(t("lessons.summary.header", title=lesson.title[lang]), anchor=False)
         st.metric(
             t("lessons.summary.score"),
@@ -179,9 +181,9 @@ def _summary(lesson: Lesson) -> None:
                 step = lesson.step(number)
                 room = t(f"app.rooms.{step.room}.title")
                 label = t("lessons.summary.go", step=number, title=step.title[lang], room=room)
-                if st.button(label, key=f"lessons_revisit_{lesson.id}_{number}"):
+                if st.button(label, key=state.lesson_key("revisit", lesson, number)):
                     state.go(lesson, number)
-        if st.button(t("lessons.summary.again"), key=f"lessons_again_{lesson.id}"):
+        if st.button(t("lessons.summary.again"), key=state.lesson_key("again", lesson)):
             state.forget_answers(lesson)
             state.go(lesson, 1)
 

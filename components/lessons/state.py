@@ -31,6 +31,19 @@ URL_LESSON, URL_STEP, URL_END = "lesson", "step", "end"
 ANSWERS_KEY = "lessons_answers"  # lesson id → {step number: option index picked}
 LAST_KEY = "lessons_last"  # (lesson id, step number) this session last opened
 PICK_PREFIX = "lessons_pick_"
+# the page's buttons and containers (no state of their own)
+BANNER_KEY, MOVES_KEY, SUMMARY_KEY = "lessons_banner", "lessons_moves", "lessons_summary"
+PREVIOUS_KEY, BACK_KEY = "lessons_previous", "lessons_back"
+NEXT_KEY, FINISH_KEY = "lessons_next", "lessons_finish"
+
+
+def lesson_key(kind: str, lesson: Lesson, number: int | None = None) -> str:
+    """A key of the lessons page that belongs to one lesson (and step): ``lessons_<kind>_<id>``
+    (``_<number>``), e.g. its card, its Start button, a step's Reveal."""
+    tail = "" if number is None else f"_{number}"
+    return f"lessons_{kind}_{lesson.id}{tail}"
+
+
 PAGE = "views/lessons.py"
 
 
