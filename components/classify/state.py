@@ -37,7 +37,7 @@ from components.upkeep import warm_up
 from torchatlas.cache import BoundedCache, deep_size
 from torchatlas.classify import images
 from torchatlas.classify import link as classify_link
-from torchatlas.classify.errors import ErrorCode, ImageError
+from torchatlas.classify.errors import ClassifyError, ErrorCode, ImageError
 from torchatlas.classify.gradcam import Explanation, explain
 from torchatlas.classify.images import MAX_PIXELS, Decoded
 from torchatlas.classify.models import (
@@ -299,10 +299,10 @@ def image_error(code: str, params: dict) -> ImageError:
     return ImageError(code, **params)
 
 
-def unexpected(error: Exception) -> ImageError:
+def unexpected(error: Exception) -> ClassifyError:
     """An exception torch or Pillow should not have raised, named by its kind (never a
     traceback on the page)."""
-    return ImageError(ErrorCode.UNEXPECTED, kind=type(error).__name__)
+    return ClassifyError(ErrorCode.UNEXPECTED, kind=type(error).__name__)
 
 
 # --------------------------------------------------------------------------- warm-up
