@@ -14,6 +14,7 @@ from torchatlas.autograd.errors import ErrorCode
 from torchatlas.autograd.freeze import FreezeReport
 from torchatlas.autograd.history import Outcome
 from torchatlas.i18n import translate
+from torchatlas.quiz import Grade
 
 
 def dot_colors(palette: Palette, dark: bool) -> dict[str, str]:
@@ -406,3 +407,16 @@ def outcome_text(outcome: Outcome, lang: str) -> str:
     for warning in outcome.warnings:
         text += "  \n" + translate("autograd.history.warned", lang, warning=f"“{warning}”")
     return text
+
+
+def quiz_markdown(rows: Sequence[tuple[str, str, Grade]], lang: str) -> str:
+    """The predictions revealed so far: the variable, the flag asked about, the prediction
+    and torch's answer, marked right or wrong."""
+    header = [translate(f"autograd.quiz.col_{c}", lang)
+              for c in ("variable", "question", "predicted", "torch")]  # fmt: skip
+    lines = []
+    for variable, question, grade in rows:
+        mark = ":green[✓]" if grade.correct else ":red[✗]"
+        asked = translate(f"autograd.quiz.prompts.{question}", lang, name=variable)
+        lines.append((f"`{variable}`", asked, f"{mark} {grade.given}", f"`{grade.expected}`"))
+    return markdown_table(header, lines)

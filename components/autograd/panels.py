@@ -17,7 +17,7 @@ from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
 from torchatlas.autograd.link import MAX_SEED
 from torchatlas.autograd.parser import MAX_ELEMENTS, MAX_LOOP, MAX_SOURCE, MAX_STATEMENTS
-from torchatlas.autograd.quiz import OPTIONS, Question
+from torchatlas.autograd.quiz import OPTIONS
 
 
 def intro() -> None:
@@ -102,24 +102,32 @@ def _program_error(room: Room, stopped: str) -> None:
 
 def predict(room: Room) -> None:
     """Predict requires_grad / is_leaf / .grad is None for a few variables, one True/False
-    question each (the kit's predict-then-reveal), graded against what torch reported."""
-    variables = state.quiz_variables(room)
-    if not variables or room.graph is None or room.graph.error is not None:
+    question at a time (the kit's predict-then-reveal), each graded against what torch
+    reported; the answers so far in one table, the score at the end."""
+    questions = state.quiz_questions(room)
+    if not questions:
         return
-    score = state.quiz_score(room)
-    with st.expander(t("autograd.quiz.header"), expanded=score is None, icon=":material/quiz:"):
+    current = state.quiz_current(room)
+    with st.expander(
+        t("autograd.quiz.header"), expanded=current is not None, icon=":material/quiz:"
+    ):
         st.caption(t("autograd.quiz.caption", root=room.root or "loss"))
-        for variable in variables:
-            columns = st.columns(len(Question))
-            for column, question in zip(columns, Question, strict=True):
-                with column, st.container(key=f"{state.quiz_key(variable, question)}_box"):
-                    predict_reveal(
-                        state.quiz_key(variable, question),
-                        prompt=t(f"autograd.quiz.prompts.{question}", name=variable),
-                        grade=lambda given, v=variable, q=question: state.grade(room, v, q, given),
-                        options=OPTIONS,
-                    )
-        score = state.quiz_score(room)  # again: this run may have revealed the last answer
+        table = state.quiz_table(room)
+        if table is not None:
+            st.markdown(table)
+        if current is not None:
+            number, variable, question = current
+            grade = predict_reveal(
+                state.quiz_key(variable, question),
+                prompt=t("autograd.quiz.progress", number=number, total=len(questions))
+                + " · "
+                + t(f"autograd.quiz.prompts.{question}", name=variable),
+                grade=lambda given: state.grade(room, variable, question, given),
+                options=OPTIONS,
+            )
+            if grade is not None and number < len(questions):
+                st.button(t("autograd.quiz.next"), key=state.NEXT_QUESTION_KEY, type="primary")
+        score = state.quiz_score(room)  # this run may have revealed the last answer
         if score is not None:
             right, asked = score
             st.success(t("autograd.quiz.score", correct=right, total=asked))

@@ -39,6 +39,7 @@ from components.autograd.draw import (
     grads_table,
     optimizer_table,
     outcome_text,
+    quiz_markdown,
     saved_lines,
     saved_text,
     scrolling,
@@ -81,6 +82,7 @@ PANEL_KEY = "autograd_panel"
 RESET_KEY, PREV_KEY = "autograd_reset", "autograd_prev"
 NEXT_KEY, ALL_KEY = "autograd_next", "autograd_all"
 AGAIN_KEY, GRAPH_BOX, SHARE_BOX = "autograd_again", "autograd_graph", "autograd_share"
+NEXT_QUESTION_KEY = "autograd_next_question"
 CUSTOM = "custom"
 JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
 CACHE_BYTES = 32 << 20
@@ -391,9 +393,32 @@ def quiz_variables(room: Room) -> tuple[str, ...]:
     return tuple(chosen or names[:3])
 
 
+def quiz_questions(room: Room) -> tuple[tuple[str, Question], ...]:
+    """The quiz's questions in order: each chosen variable's three flags (none when the
+    program stopped before backward could be asked about)."""
+    if room.graph is None or room.graph.error is not None:
+        return ()
+    return tuple((v, q) for v in quiz_variables(room) for q in Question)
+
+
 def quiz_key(variable: str, question: Question) -> str:
     """One question's key for the kit's predict-then-reveal (the variable and the flag)."""
     return f"{QUIZ_PREFIX}{variable}_{question}"
+
+
+def _grades(room: Room) -> list[Grade | None]:
+    return [revealed(quiz_key(v, q)) for v, q in quiz_questions(room)]
+
+
+def quiz_current(room: Room) -> tuple[int, str, Question] | None:
+    """The question to ask now (its number from 1, variable and flag): the first not yet
+    revealed; None when every one is."""
+    for number, ((variable, question), grade) in enumerate(
+        zip(quiz_questions(room), _grades(room), strict=True), start=1
+    ):
+        if grade is None:
+            return number, variable, question
+    return None
 
 
 def grade(room: Room, variable: str, question: Question, given: str) -> Grade:
@@ -402,9 +427,19 @@ def grade(room: Room, variable: str, question: Question, given: str) -> Grade:
     return grade_prediction(room.graph, room.trace, variable, question, given)
 
 
+def quiz_table(room: Room) -> str | None:
+    """The answers revealed so far, one row each (None before the first)."""
+    rows = [
+        (variable, question, grade)
+        for (variable, question), grade in zip(quiz_questions(room), _grades(room), strict=True)
+        if grade is not None
+    ]
+    return quiz_markdown(rows, language()) if rows else None
+
+
 def quiz_score(room: Room) -> tuple[int, int] | None:
     """(right, asked) once every question of the quiz is revealed, else None."""
-    grades = [revealed(quiz_key(v, q)) for v in quiz_variables(room) for q in Question]
+    grades = _grades(room)
     if not grades or any(g is None for g in grades):
         return None
     return sum(g.correct for g in grades if g is not None), len(grades)

@@ -72,11 +72,15 @@ def test_run_an_example_and_step_backward_to_the_end() -> None:
 
 
 def _predict(at: AppTest, variable: str, question: str, answer: str) -> None:
-    """Pick ``answer`` for one question and press its Reveal (the kit's form)."""
+    """Pick ``answer`` for the question asked now, press its Reveal (the kit's form), then
+    go on to the next question."""
     key = f"autograd_quiz_{variable}_{question}"
     at.radio(key=f"{key}_given").set_value(("True", "False").index(answer))
     next(b for b in at.button if b.proto.form_id == f"{key}_form").click().run()
     ok(at)
+    if any(b.key == "autograd_next_question" for b in at.button):
+        at.button(key="autograd_next_question").click().run()
+        ok(at)
 
 
 def test_predict_then_reveal_grades_each_answer_against_torch() -> None:
@@ -91,17 +95,24 @@ def test_predict_then_reveal_grades_each_answer_against_torch() -> None:
     }
     questions = ("requires_grad", "is_leaf", "grad_is_none")
     score = translate("autograd.quiz.score", correct=7, total=9)
+    asked = 0
     for variable, answers in predictions.items():
         for question, answer in zip(questions, answers, strict=True):
+            asked += 1  # one question at a time, in order
+            assert translate("autograd.quiz.progress", number=asked, total=9) in rendered_text(at)
             assert all(s.value != score for s in at.success)  # scored once all are revealed
             _predict(at, variable, question, answer)
-    assert any(s.value == translate("autograd.quiz.score", correct=7, total=9) for s in at.success)
-    wrong = [e.value for e in at.error]
-    assert wrong == [translate("kit.reveal.wrong", given="False", expected="True")] * 2
-    at.run()
+    assert any(s.value == score for s in at.success)
+    at.run()  # the last verdict joins the table of answers
+    table = next(m.value for m in at.markdown if m.value.startswith("| "))
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) == 9
+    wrong = [row for row in rows if "✗" in row]
+    assert [row.split(" | ")[0] for row in wrong] == ["| `b`", "| `b`"]
+    assert all("`True`" in row for row in wrong)  # torch's answer, as torch prints it
     assert [r.key for r in at.radio] == ["lang"]  # all revealed: no prediction can change
     at.button(key="autograd_again").click().run()
-    assert at.radio(key="autograd_quiz_a_is_leaf_given").value is None
+    assert at.radio(key="autograd_quiz_a_requires_grad_given").value is None
 
 
 def test_in_place_trap_shows_the_version_counter_in_the_page() -> None:
