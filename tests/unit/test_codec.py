@@ -176,3 +176,13 @@ def test_encoding_is_decided_per_type_but_checked_per_value() -> None:
     with pytest.raises(TypeError, match="ndarray"):
         encode(np.zeros((2, 2)))
     assert encode({1: "a"}) == {"$map": [[1, "a"]]} and encode({"k": (1,)}) == {"k": [1]}
+
+
+def test_typed_text_loses_its_lone_surrogates_too() -> None:
+    """The codec bounds and cleans a typed reply on its own (a caller that decodes with it
+    needs no generic check first): a lone surrogate in a ``str`` field would make the page's
+    encoder raise, so it is replaced, in a single string and in a list of names alike."""
+    back = decode(_tree(leaves=[{"name": "x\udfff", "value": 1}]), Tree)
+    assert back.leaves[0].name == "x?"
+    assert decode(["a", "b\ud800"], tuple[str, ...]) == ("a", "b?")
+    assert decode(["a", "b"], tuple[str, ...]) == ("a", "b")

@@ -404,7 +404,7 @@ def test_a_job_is_registered_by_the_name_it_is_defined_with() -> None:
     sandbox.register({"x.job": TEST_JOBS["sandbox.echo"]})  # the same again: nothing changes
     with pytest.raises(ValueError, match="already registered"):
         sandbox.register({"x.job": TEST_JOBS["sandbox.call"]})
-    assert sandbox.jobs == {"x.job": "tests.sandbox_jobs:echo"}
+    assert sandbox.jobs == {"x.job": "bench.sandbox_jobs:echo"}  # where it is defined
 
 
 def test_a_registration_after_the_start_restarts_the_zygote_with_it() -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from torchatlas.sandbox.schema import AnyJSON, SchemaError
+from torchatlas.sandbox.schema import AnyJSON, SchemaError, clean_text
 
 # Markers for values JSON has no word for; a marker is an object with exactly one of these keys.
 FLOAT, COMPLEX, FRACTION, MAPPING = "$float", "$complex", "$fraction", "$map"
@@ -308,7 +308,8 @@ def _decode_str(data: Any, budget: _Budget, depth: int) -> str:
         raise SchemaError("expected a string")
     if len(data) > budget.max_str:
         raise SchemaError(f"a string of {len(data):,} characters")
-    return data
+    # Lone surrogates (valid in JSON, not in UTF-8) would make the page's encoder raise.
+    return data if data.isascii() else clean_text(data)
 
 
 _SIMPLE: dict[type, Decoder] = {
@@ -411,7 +412,9 @@ def _all_leaves(data: list[Any], decoder: Decoder, budget: _Budget) -> bool:
     if decoder is _decode_int:
         return kinds == {int} and max(map(int.bit_length, data)) <= budget.int_bits
     if decoder is _decode_str:
-        return kinds == {str} and max(map(len, data)) <= budget.max_str
+        return (
+            kinds == {str} and max(map(len, data)) <= budget.max_str and all(map(str.isascii, data))
+        )
     if decoder is _decode_float:
         return kinds == {float} and all(map(math.isfinite, data))
     return False

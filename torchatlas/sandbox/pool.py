@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import copy
 import itertools
 import json
 import logging
@@ -88,6 +89,21 @@ _ERROR = Dict(
 )
 # Any job's value before its caller checks its own fields: bounded nesting, finite numbers.
 GENERIC_VALUE = AnyJSON(max_depth=32)
+
+
+class _DecodedByCaller(Spec):
+    """A job's value that its caller rebuilds with :func:`torchatlas.sandbox.codec.decode`,
+    which bounds everything itself (types, sizes, depth, the number of values) and cleans its
+    text: here it only has to be an object, so the reply is walked once, not twice."""
+
+    def check(self, value: Any, budget: Any) -> Any:
+        if type(value) is not dict:
+            raise SchemaError("expected an object")
+        return value
+
+
+# What a caller passes as ``value_schema`` when it decodes the value with the codec.
+DECODED_BY_CALLER: Spec = _DecodedByCaller()
 
 
 def reply_schema(value: Spec | None = None) -> Spec:
@@ -511,6 +527,8 @@ class SandboxPool:
         self._warm_requests: list[dict[str, Any]] = []
         self._spare_warm_ups: list[dict[str, Any]] = []
         self._registry_changed = False  # the running zygote has an older registry
+        # Registrations already applied (copies), so that registering the same again is cheap.
+        self._registered: list[tuple[Any, ...]] = []
         if jobs or warm_up_requests or spare_warm_up:
             self.register(jobs or {}, warm_up_requests, spare_warm_up)
 
@@ -538,11 +556,15 @@ class SandboxPool:
         once in the zygote before it forks, so children find everything imported and touched;
         ``spare_warm_up`` is a request each spare child runs while it waits for a job: each
         registration adds its own (a room touches its own paths), and a spare runs them all
-        before it says it is ready. Registering the same again changes nothing; a name
-        already registered to another function raises ValueError. Call it before the first
-        job: a registration that changes anything after the zygote started makes the next job
-        start a new zygote (jobs running in the old one then end as crashed).
+        once no job is running. Registering the same again changes nothing (and costs next to
+        nothing: every room job registers every room first); a name already registered to
+        another function raises ValueError. Call it before the first job: a registration that
+        changes anything after the zygote started makes the next job start a new zygote (jobs
+        running in the old one then end as crashed).
         """
+        key = (dict(jobs), list(warm_up_requests), spare_warm_up)
+        if key in self._registered:  # compared by value: a changed request is registered
+            return self
         with self._zygote_lock:
             new_jobs = dict(self._jobs)
             targets = dict(self._targets)
@@ -580,6 +602,7 @@ class SandboxPool:
                 self._jobs, self._targets = new_jobs, targets
                 self._warm_requests, self._spare_warm_ups = requests, spare
                 self._registry_changed = self._zygote is not None
+            self._registered = [*self._registered[-31:], copy.deepcopy(key)]
         return self
 
     @property

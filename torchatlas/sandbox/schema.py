@@ -141,7 +141,7 @@ class Bool(Spec):
         return value
 
 
-def _clean_text(value: str) -> str:
+def clean_text(value: str) -> str:
     """Lone surrogates (valid in JSON, not in UTF-8) would make the page's encoder raise."""
     try:
         value.encode("utf-8")
@@ -182,7 +182,7 @@ class Str(Spec):
             raise SchemaError("a string that is not one of the expected codes")
         if self.pattern is not None and not self.pattern.fullmatch(value):
             raise SchemaError("a string that is not in the expected form")
-        return _clean_text(value)
+        return clean_text(value)
 
 
 class Optional(Spec):
@@ -347,7 +347,7 @@ class AnyJSON(Spec):
         if kind is str:
             if len(value) > self.max_str:
                 raise SchemaError(f"a string of {len(value):,} characters")
-            return value if value.isascii() else _clean_text(value)
+            return value if value.isascii() else clean_text(value)
         if kind is int:
             if value.bit_length() > self.int_bits:
                 raise SchemaError(f"a whole number of {value.bit_length()} bits")
@@ -388,7 +388,7 @@ class AnyJSON(Spec):
             if type(key) is not str or len(key) > max_str:
                 raise SchemaError("an object key that is not a bounded string")
             if not key.isascii():
-                key = _clean_text(key)
+                key = clean_text(key)
             kind = type(element)
             if (
                 (kind is str and len(element) <= max_str and element.isascii())
