@@ -10,11 +10,11 @@ Each room job pays a fixed cost (a place in the fair queue, a confined child tak
 request and the reply crossing a socket, the reply checked and rebuilt as dataclasses),
 measured in the same rounds as the median of a job that computes almost nothing. Target: the
 contained job ≤ 1.5 × in-process + that fixed cost (medians), for a visitor's job as the pool is
-built to serve it: by a warm spare child (the zygote forks and warms the next spare while the
-previous job runs; ``--settle-s`` leaves it that time between jobs). A burst of jobs back to back
-outruns the spare and forks fresh, cold children: that figure is printed beside, for context
-(the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their jobs back to back).
-Exits 1 when a target is missed.
+built to serve it: by a warm spare child (the zygote forks the next spare while a job runs and
+warms it up once no job runs; ``--settle-s`` leaves it that time between jobs). A job right
+behind another takes the next spare before it could warm up (cold): that figure is printed
+beside, for context (the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their
+jobs back to back). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> int:
             samples["fixed"].append(timed(trivial))
             time.sleep(args.settle_s)
             samples["job"].append(timed(job))
-            samples["burst"].append(timed(job))  # right behind: no warm spare is ready
+            samples["burst"].append(timed(job))  # right behind: the spare is still cold
         job_s, fixed, here, burst = (statistics.median(samples[k]) for k in samples)
         ratio = max(job_s - fixed, 0.0) / here
         ok = ratio <= TARGET
@@ -111,7 +111,7 @@ def main() -> int:
             f"fixed per-job cost {fixed * 1000:.1f} ms\n"
             f"  (contained − fixed) / in-process = {ratio:.2f} (target ≤ {TARGET}) "
             f"{'ok' if ok else 'MISSED'}\n"
-            f"  a job right behind another (fresh child, no warm spare): {burst * 1000:.1f} ms, "
+            f"  a job right behind another (a spare not warmed up yet): {burst * 1000:.1f} ms, "
             f"{max(burst - fixed, 0.0) / here:.2f}× by the same measure"
         )
     return 1 if missed else 0
