@@ -54,6 +54,7 @@ def program() -> Room:
         ),
     )
     room = state.read_room()
+    state.write_link()  # also when the program is refused: the link restores what was typed
     for key, params in state.notes():
         st.warning(t(f"autograd.program.{key}", **params), icon=":material/link_off:")
     row = st.container(horizontal=True)
