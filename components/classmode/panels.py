@@ -227,6 +227,10 @@ def _teacher_bar(who: Role, page: str) -> None:
         if current.ended:
             st.info(t("classmode.teacher.ended"), icon=":material/flag:")
             return
+        step = state.step_of(current)
+        if step is not None:
+            with st.expander(t("classmode.student.read_step")):
+                st.markdown(step.text[language()])
         row = st.container(horizontal=True, key="classmode_teacher_moves")
         if row.button(
             t("classmode.teacher.to_class_page"), key="classmode_to_page", icon=":material/cast:"

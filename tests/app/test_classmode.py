@@ -24,6 +24,7 @@ from components.classmode import draw, state
 from tests.app.apptest import rendered_text
 from tests.app.hostile import Heartbeat, Visit, open_page_once, rss_mb
 from torchatlas.classmode import ALPHABET, ClassStore
+from torchatlas.i18n import translate
 from torchatlas.lessons import find
 
 PAGE = "views/classmode.py"
@@ -57,9 +58,17 @@ def _open(query: dict | None = None, lang: str = "en") -> AppTest:
     at.run()
     for name, value in (query or {}).items():
         at.query_params[name] = value
-    at.switch_page(PAGE).run()
+    _switch(at, PAGE)
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def _switch(at: AppTest, page: str) -> None:
+    """Open ``page`` once. AppTest keeps asking for the page its ``switch_page`` named on
+    every later run; a browser stays where the app's own last ``st.switch_page`` took it
+    (a student following the teacher), so the request is dropped after this run."""
+    at.switch_page(page).run()
+    at._page_hash = ""
 
 
 def _teacher(lang: str = "en", lesson: str | None = LESSON) -> tuple[AppTest, str, str]:
@@ -176,6 +185,7 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
         assert student.query_params.get("class") in (code, [code])
         assert student.session_state[state.PLACE_KEY][1] == "basics"
         assert "basics_" in " ".join(str(k) for k in student.session_state)  # the room ran
+        assert student.title[0].value == translate("app.rooms.basics.title", "en")
     teacher.button(key="classmode_ask").click().run()
     question = find(LESSON).step(1).question
     wrong = next(i for i in range(len(question.options)) if i != question.answer)
@@ -202,7 +212,7 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
     for student in students:
         student.run()
         assert student.session_state[state.PLACE_KEY][1] == "strides"
-        assert "strides_" in " ".join(str(k) for k in student.session_state)
+        assert student.title[0].value == translate("app.rooms.strides.title", "en")
 
 
 def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
@@ -308,7 +318,7 @@ def test_free_mode_brings_the_class_to_the_teachers_room(fresh_store: ClassStore
     # The teacher opens the strides room with a state of their own and brings the class.
     for name, value in {"s_shape": "4,6", "s_ops": [".t()"]}.items():
         teacher.query_params[name] = value
-    teacher.switch_page("views/strides.py").run()
+    _switch(teacher, "views/strides.py")
     assert not teacher.exception
     assert not _has_button(teacher, "classmode_next")  # no lesson: no steps
     teacher.button(key="classmode_bring").click().run()
@@ -326,7 +336,7 @@ def test_a_student_who_wanders_keeps_their_link_in_the_address_bar() -> None:
     student = _join(code, "Ha")
     _, key = student.session_state[state.STUDENT_KEY]
     student.query_params.clear()  # the sidebar's navigation starts a page with no query
-    student.switch_page("views/strides.py").run()
+    _switch(student, "views/strides.py")
     assert not student.exception
     assert student.query_params.get("student") in (key, [key])
     assert f"Class {code}" in " ".join(c.value for c in student.caption)
@@ -363,3 +373,19 @@ def test_every_engine_refusal_has_its_cause_and_fix(lang: str) -> None:
             continue  # the step is the one on the student's screen: not repeated
         for value in ERROR_PARAMS.get(code.value, {}).values():
             assert str(value) in text, (code, text)
+
+
+def test_the_teacher_drives_the_lesson_from_the_rooms(fresh_store: ClassStore) -> None:
+    teacher, code, key = _teacher()
+    teacher.button(key="classmode_next").click().run()  # step 1 (basics), from the Class page
+    teacher.button(key="classmode_open_room").click().run()  # show it on the projector
+    assert not teacher.exception
+    assert teacher.query_params.get("class") in (code, [code])
+    assert key not in json.dumps(dict(teacher.query_params))  # never in a projected URL
+    assert "lesson" not in teacher.query_params  # the class's question, not the lesson's
+    assert _has_button(teacher, "classmode_to_page")  # the class bar above the room
+    teacher.button(key="classmode_next").click().run()  # step 2 is in the strides room
+    assert fresh_store.state(code).step == 2 and fresh_store.state(code).room == "strides"
+    assert "strides_" in " ".join(str(k) for k in teacher.session_state)
+    teacher.button(key="classmode_to_page").click().run()
+    assert _has_button(teacher, "classmode_end")  # back on the projector view
