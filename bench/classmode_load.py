@@ -50,6 +50,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -339,7 +340,20 @@ async def wait_for(
         if problem:
             return None, problem
         await asyncio.sleep(0.01)
+    stall_dump()
     return None, f"not shown within {timeout_s:g} s ({describe(student)})"
+
+
+# --dump-on-stall: the server runs with PYTHONFAULTHANDLER=1; at the first tab left waiting,
+# SIGABRT makes it write every thread's stack to its log (and end the run).
+STALL = {"pid": 0, "dumped": False}
+
+
+def stall_dump() -> None:
+    if STALL["pid"] and not STALL["dumped"]:
+        STALL["dumped"] = True
+        with contextlib.suppress(OSError):
+            os.kill(int(STALL["pid"]), signal.SIGABRT)
 
 
 class Tab(Student):
@@ -526,6 +540,8 @@ async def run_app_class(
         with CommitWatch(url, code) as commits:
             for number in range(1, fig.steps + 1):
                 await lesson_step(teacher, present, code, lesson, number, commits, rng, fig, log)
+                if STALL["dumped"]:
+                    raise RuntimeError("a tab waited in vain: the server's stacks are in its log")
                 if time.monotonic() > args.deadline:
                     raise RuntimeError("the deadline passed mid-lesson")
         fig.idle_s = args.idle_s
@@ -697,12 +713,17 @@ def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
         database(args.database, Path(folder)) as (url, env),
     ):
         saved = {name: os.environ.get(name) for name in env}
+        if args.dump_on_stall:
+            env = {**env, "PYTHONFAULTHANDLER": "1"}
+            saved.setdefault("PYTHONFAULTHANDLER", os.environ.get("PYTHONFAULTHANDLER"))
         os.environ.update(env)  # the server inherits them
         server = Server(0, Path(folder) / "server.log")
         try:
             log(f"starting the server on {server.url} ({args.database})")
             server.start(args.deadline)
             args.server_pid = fig.server_pid = server.pid
+            if args.dump_on_stall:
+                STALL["pid"] = server.pid
             asyncio.run(warm(server.url))
             time.sleep(2)
             fig.baseline_pss = TreePss(server).settled()
@@ -860,6 +881,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--server-log", type=Path, default=None)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--dump-on-stall",
+        action="store_true",
+        help="diagnosis: at the first tab left waiting, the server writes its threads' stacks"
+        " to its log (--server-log) and the run ends",
+    )
     # bench/classroom.py hands over its whole command line (``--mode class ...``).
     parser.add_argument("--mode", default="class", help=argparse.SUPPRESS)
     args, unknown = parser.parse_known_args(argv)
