@@ -7,8 +7,10 @@ question and its answer button in the bar at the top of whatever room they are i
 answering needs no scrolling.
 
 Polling: a student's bar runs :func:`_follow_poll` every ``state.POLL_S`` seconds; it reads one
-cached version number and draws nothing, so an idle student costs one tiny fragment run. Only
-when the teacher changed something does the whole page rerun (and, after a move, switch room).
+cached version number and draws nothing, so an idle student costs one tiny fragment run
+(measured by tests/e2e/test_classmode_poll.py). When the teacher moved, the poll switches the
+student to the teacher's room at once; any other change (a question opened or revealed, the
+class ended) reruns the page once.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from components.contained import guarded
 from components.i18n import language, t
 from components.lessons.draw import option_label
 from components.theme import palette
-from torchatlas.classmode import ClassState, Tally
+from torchatlas.classmode import ClassState, Student, Tally
 from torchatlas.lessons import ROOMS, Lesson
 
 # --------------------------------------------------------------------------- shared bits
@@ -133,7 +135,9 @@ def _student_bar(who: Role, page: str) -> None:
     _follow_poll(who.code)
 
 
-def _student_question(who: Role, current: ClassState, lesson: Lesson | None, me) -> None:
+def _student_question(
+    who: Role, current: ClassState, lesson: Lesson | None, me: Student | None
+) -> None:
     step = state.step_of(current)
     assert step is not None and step.question is not None
     question = step.question
