@@ -730,7 +730,7 @@ def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
             with TreePss(server) as sampler:
                 asyncio.run(run_app_class(server.url, url, args, fig, log))
             fig.peak_pss = sampler.peak
-        except (RuntimeError, TimeoutError, OSError) as error:
+        except Exception as error:  # a lost server or connection ends the run, reported
             fig.aborted = f"{type(error).__name__}: {error}"[:500]
         finally:
             server.stop()
