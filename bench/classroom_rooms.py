@@ -289,7 +289,8 @@ async def shapes_analyse(student: Student, round_: int, deadline: float) -> Outc
 
 def _predictions_present(student: Student, since: int, name: str | None = None) -> bool:
     fresh = student.fresh(since)
-    shown = any(n.kind in ("plotly_chart", "dataframe") and "c_top" in n.widget_id for n in fresh)
+    charts = ("plotly_chart", "dataframe")
+    shown = any(n.kind in charts and "classify_top_" in n.widget_id for n in fresh)
     shown = shown or any(n.kind == "imgs" for n in fresh)
     if name is None:
         return shown
@@ -299,7 +300,7 @@ def _predictions_present(student: Student, since: int, name: str | None = None) 
 
 
 def sample_picker(student: Student) -> list[Node]:
-    return student.find(kind="button_group", key="c_samples") or student.find(
+    return student.find(kind="button_group", key="classify_samples") or student.find(
         kind="button_group", where=lambda n: "sample" in n.widget_id
     )
 
@@ -341,7 +342,7 @@ async def classify_upload(
     student: Student, round_: int, photo: tuple[str, bytes], deadline: float
 ) -> Outcome:
     action = "classify.upload"
-    uploaders = student.find(kind="file_uploader", key="c_uploads") or student.find(
+    uploaders = student.find(kind="file_uploader", key="classify_uploads") or student.find(
         kind="file_uploader"
     )
     if not uploaders:
