@@ -84,10 +84,10 @@ def _editor() -> CodeEditor:
         label=t("modules.inspect.code"),
         help=t("modules.inspect.code_help"),
         height=EDITOR_HEIGHT,
-        form_key="modules_form",
+        form_key=state.FORM,
         run_label=t("modules.inspect.run"),
         run_icon=":material/search:",
-        run_key="modules_inspect",
+        run_key=state.INSPECT_BUTTON,
         preset_key=state.PRESET,
         preset_label=t("modules.inspect.preset"),
         preset_options=tuple(state.preset_labels()),
@@ -126,7 +126,7 @@ def _report(inspection: state.Inspection) -> None:
     lang = language()
     report = inspection.report
     if report.error is not None:
-        with st.container(border=True, key="modules_error"):
+        with st.container(border=True, key=state.ERROR_BOX):
             error_card(report.error)
             st.markdown(report.error.text(lang, "hint"))
             if report.error.line:
@@ -147,7 +147,7 @@ def _report(inspection: state.Inspection) -> None:
         return
     counts = draw.kind_counts(report)
     # A horizontal container wraps its metrics: three to a row on a phone, not six rows.
-    with st.container(key="modules_summary", horizontal=True, gap="medium"):
+    with st.container(key=state.SUMMARY_BOX, horizontal=True, gap="medium"):
         st.metric(
             t("modules.summary.parameters"),
             format_count(report.total_params),
@@ -176,7 +176,7 @@ def _report(inspection: state.Inspection) -> None:
             state.tensor_table(inspection, lang),
             hide_index=True,
             width="stretch",
-            key="modules_tensors",
+            key=state.TENSOR_TABLE,
         )
     else:
         st.info(t("modules.table.none"))
@@ -260,7 +260,7 @@ def _training() -> None:
     )
     job = _editor().run(state.trace_job, queued=_queued)
     if job.value is None:
-        with st.container(border=True, key="modules_train_failed"):
+        with st.container(border=True, key=state.TRAIN_FAILED_BOX):
             if job.refused is not None:
                 code, params = job.refused
                 error_card(ModelsError(code, **params))
@@ -270,7 +270,7 @@ def _training() -> None:
     trace = job.value
     colours = palette()
     if trace.optimizer_error:
-        with st.container(border=True, key="modules_train_refused"):
+        with st.container(border=True, key=state.TRAIN_REFUSED_BOX):
             st.error(t("modules.training.refused"), icon=":material/block:")
             st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
     total = len(trace.steps)
@@ -286,7 +286,7 @@ def _training() -> None:
     )
     button_column.button(
         t("modules.training.next"),
-        key="modules_next",
+        key=state.NEXT_BUTTON,
         icon=":material/skip_next:",
         on_click=state.next_phase,
         args=(total,),
@@ -300,7 +300,7 @@ def _training() -> None:
         state.step_table(trace, step, phase, lang),
         hide_index=True,
         width="stretch",
-        key="modules_step_table",
+        key=state.STEP_TABLE,
     )
     if trace.diverged_at is not None:
         st.warning(
@@ -312,7 +312,7 @@ def _training() -> None:
     st.plotly_chart(
         state.loss_figure(trace, step, colours, lang),
         theme="streamlit",
-        key="modules_loss_chart",
+        key=state.LOSS_CHART,
     )
     if trace.stopped_at is not None:
         st.caption(t("modules.training.stopped", step=trace.stopped_at + 1))
@@ -345,7 +345,7 @@ def quiz() -> None:
 def _question(question: Question) -> None:
     """One question through the kit: the prediction, then torch's answer from a live run and
     the run's own numbers (or torch's refusal) as the explanation."""
-    with st.container(border=True, key=f"modules_question_{question.value}"):
+    with st.container(border=True, key=state.QUESTION_BOX + question.value):
         predict_reveal(
             state.quiz_key(question),
             prompt=f"**{t(f'modules.quiz.{question.value}.question')}**",
@@ -420,7 +420,7 @@ def _modes() -> None:
 
 # ---------------------------------------------------------------- saving and loading
 def save_load() -> None:
-    with st.container(key="modules_save_panel"):
+    with st.container(key=state.SAVE_PANEL):
         st.header(t("modules.save.header"), anchor=False)
         st.markdown(t("modules.save.lead"))
         _save_load()
@@ -457,7 +457,7 @@ def _save_load() -> None:
         data=report.file_bytes,
         file_name=f"{key}_state_dict.pt",
         mime="application/octet-stream",
-        key="modules_download",
+        key=state.DOWNLOAD_BUTTON,
         icon=":material/download:",
     )
     st.markdown(
@@ -483,7 +483,7 @@ def _save_load() -> None:
 
 # ---------------------------------------------------------------- memory
 def memory() -> None:
-    with st.container(key="modules_memory_panel"):
+    with st.container(key=state.MEMORY_PANEL):
         st.header(t("modules.memory.header"), anchor=False)
         st.markdown(t("modules.memory.lead"))
         _memory()
@@ -494,7 +494,7 @@ def memory() -> None:
 def _memory() -> None:
     lang = language()
     again = st.button(
-        t("modules.memory.again"), key="modules_memory_again", icon=":material/refresh:"
+        t("modules.memory.again"), key=state.MEMORY_AGAIN_BUTTON, icon=":material/refresh:"
     )
     report = state.memory(fresh=again)
     if report.failure is not None:

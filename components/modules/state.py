@@ -70,6 +70,14 @@ TRAIN_MODEL, LR, STEPS, FORGET = (
     LINK.key("nn_forget"),
 )
 STEP, PHASE = "modules_step", "modules_phase"
+# The page's widgets and boxes (tests and the e2e select them as ``.st-key-<key>``).
+FORM, INSPECT_BUTTON, ERROR_BOX = "modules_form", "modules_inspect", "modules_error"
+SUMMARY_BOX, TENSOR_TABLE = "modules_summary", "modules_tensors"
+TRAIN_FAILED_BOX, TRAIN_REFUSED_BOX = "modules_train_failed", "modules_train_refused"
+NEXT_BUTTON, STEP_TABLE, LOSS_CHART = "modules_next", "modules_step_table", "modules_loss_chart"
+SAVE_PANEL, DOWNLOAD_BUTTON = "modules_save_panel", "modules_download"
+MEMORY_PANEL, MEMORY_AGAIN_BUTTON = "modules_memory_panel", "modules_memory_again"
+QUESTION_BOX = "modules_question_"  # + the question's value
 MODE, SAVE_MODEL, MEMORY = LINK.key("nn_mode"), LINK.key("nn_save"), "modules_memory"
 QUIZ = "modules_quiz_"  # + the question's value: the kit's predict-then-reveal keys
 SECTION = LINK.key("nn_section")

@@ -56,7 +56,7 @@ def _editor() -> CodeEditor:
         label=t("shapes.editor.code"),
         help=t("shapes.editor.code_help"),
         height=EDITOR_HEIGHT,
-        form_key="shapes_form",
+        form_key=state.FORM,
         run_label=t("shapes.editor.run"),
         preset_key=state.PRESET,
         preset_label=t("shapes.editor.preset"),

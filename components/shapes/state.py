@@ -66,6 +66,7 @@ SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC = (
 PRESET_KEY = LINK.key("m_preset")  # the chosen preset's key; PRESET holds its translated label
 PRESET = "shapes_preset"
 RESULT, WHY = "shapes_result", "shapes_why"
+FORM = "shapes_form"  # the editor's form
 DEPTH, FLOW_DEPTH = "shapes_depth", "shapes_flow_depth"  # the table's and the flow's sliders
 MAX_URL_SOURCE_CHARS = shapes_link.MAX_LINK_SOURCE_CHARS
 ANALYSE_TIMEOUT_S = 10
