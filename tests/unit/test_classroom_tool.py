@@ -454,7 +454,9 @@ def test_autograd_examples_that_teach_an_error_are_left_out() -> None:
 
 def test_every_label_and_widget_key_the_driver_uses_is_in_the_rooms_code() -> None:
     """A renamed key would make every action of a room fail with "no ... on the page"; this
-    names the key instead. Keys are read from components/<room>/panels.py and state.py."""
+    names the key instead. Keys are read from components/<room>/panels.py and state.py, and
+    from the room's link declaration (torchatlas/<room>/link.py), which names the widgets'
+    session keys of the fields a link carries."""
     import re
 
     from bench import classroom_rooms as rooms
@@ -471,9 +473,9 @@ def test_every_label_and_widget_key_the_driver_uses_is_in_the_rooms_code() -> No
     assert {"autograd_next", "autograd_all", "basics_section", "modules_lr"} <= used
     for key in sorted(used):
         room = key.split("_")[0]
-        code = "".join(
-            (ROOT / "components" / room / name).read_text() for name in ("panels.py", "state.py")
-        )
+        files = [ROOT / "components" / room / name for name in ("panels.py", "state.py")]
+        files.append(ROOT / "torchatlas" / room / "link.py")
+        code = "".join(path.read_text() for path in files if path.exists())
         assert f'"{key}"' in code, f"{key} is not a key in components/{room}"
 
 
