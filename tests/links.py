@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from torchatlas.links import Choice, Field, Flag, Float, Int, LinkSpec, Source, Text, Texts
+from torchatlas.links import Choice, Field, Flag, Float, Int, LinkSpec, Offered, Source, Text, Texts
 
 # Text a visitor might type: letters, digits, punctuation, spaces, Korean, emoji, no controls.
 TYPED_CHARS = st.characters(codec="utf-8", exclude_categories=("Cc", "Cs"))
@@ -26,7 +26,7 @@ def field_values(item: Field) -> st.SearchStrategy[Any]:
         low = max(item.low, -1e12)
         high = min(item.high, 1e12)
         return st.floats(low, high, allow_nan=False, allow_infinity=False)
-    if isinstance(item, Choice):
+    if isinstance(item, Choice | Offered):
         return st.sampled_from(item.options)
     if isinstance(item, Flag):
         return st.booleans()

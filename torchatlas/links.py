@@ -136,6 +136,20 @@ class Float(Field):
 
 
 @dataclass(frozen=True)
+class Offered(Field):
+    """One of the numbers a control offers, exactly as the page writes it (``0.1``, ``40``):
+    a link picks what the control offers, never another number (nor ``１`` or ``1e9``)."""
+
+    options: tuple[float, ...] = ()
+
+    def parse(self, raw: str) -> Any:
+        for option in self.options:
+            if str(option) == raw:
+                return option
+        raise Unreadable(self.name)
+
+
+@dataclass(frozen=True)
 class Choice(Field):
     """One of a closed list of words."""
 

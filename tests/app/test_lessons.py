@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from components.shapes.state import encode_source
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
 from torchatlas.lessons import ROOMS, Expectation, Lesson, Step, find, load_all
+from torchatlas.links import encode_source
 
 LESSONS = load_all()
 STEPS = [(lesson, step) for lesson in LESSONS for step in lesson.steps]

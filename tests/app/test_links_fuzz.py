@@ -4,6 +4,7 @@ exception and never the last wall's unexpected-error card (tests/app/conftest.py
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -11,24 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.app.apptest import open_page
+from torchatlas.rooms import room_links
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Each room's link fields (what its state.py reads from st.query_params), and lang.
+# Each room's link fields, from its declaration (torchatlas/<room>/link.py), and lang; the
+# pages that are no room carry none of their own.
 ROOM_LINKS: dict[str, tuple[str, ...]] = {
-    "views/autograd.py": ("a_ex", "a_prog", "a_seed", "a_root", "a_step"),
-    "views/basics.py": (
-        "b_sec", "b_l", "b_lv", "b_op", "b_r", "b_rk", "b_rv", "b_shapes", "b_eq", "b_es",
-        "b_ishape", "b_ix", "b_sshape", "b_sv", "b_sdt",
-    ),
-    "views/strides.py": ("s_shape", "s_dtype", "s_ops", "s_seed", "s_step"),
-    "views/shapes.py": ("m_src", "m_model", "m_preset", "m_shapes", "m_dtypes", "m_sym"),
-    "views/modules.py": (
-        "nn_section", "nn_preset", "nn_src", "nn_model", "nn_lr", "nn_steps", "nn_mode",
-        "nn_train", "nn_save", "nn_forget",
-    ),
-    "views/classify.py": ("c_model",),
-    "views/devices.py": (),
+    **{spec.script: spec.names for spec in room_links().values()},
     "views/home.py": (),
 }  # fmt: skip
 
@@ -67,13 +58,12 @@ def _links(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, str | list[str]
     return st.dictionaries(st.sampled_from(fields), one, max_size=len(fields))
 
 
-@pytest.mark.parametrize("script", sorted(ROOM_LINKS))
-def test_the_fields_fuzzed_are_the_rooms_own(script: str) -> None:
-    """A renamed link field fails here, so the fuzzing below never aims at a dead name."""
-    room = script.removeprefix("views/").removesuffix(".py")
-    source = "".join(p.read_text() for p in (ROOT / "components" / room).glob("*.py"))
-    for key in ROOM_LINKS[script]:
-        assert f'"{key}"' in source, f"{key} is not a link field of {room}"
+@pytest.mark.parametrize("room", sorted(room_links()))
+def test_each_room_keeps_its_declared_link_through_the_kit(room: str) -> None:
+    """The fields fuzzed below are the ones the room reads: its state keeps the declaration
+    with the kit's RoomLink, so a renamed field is renamed for both."""
+    state = importlib.import_module(f"components.{room}.state")
+    assert state.LINK.spec is room_links()[room]
 
 
 @pytest.mark.slow

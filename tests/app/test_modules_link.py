@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.app.apptest import open_page
-from tests.links import field_values, junk_queries
-from torchatlas.modules.link import LINK, Offered
+from tests.links import junk_queries
+from tests.links import valid_values as link_values
+from torchatlas.modules.link import LINK
 from torchatlas.modules.presets import PRESETS
 
 SCRIPT = "views/modules.py"
@@ -25,15 +26,7 @@ BOXES = {"nn_src": "source", "nn_model": "model"}  # a link field at None: the p
 
 
 def valid_values() -> st.SearchStrategy[dict[str, Any]]:
-    """tests/links.py's states, with the room's own field (a number a control offers)."""
-    return st.fixed_dictionaries(
-        {
-            item.name: st.sampled_from(item.options)
-            if isinstance(item, Offered)
-            else field_values(item)
-            for item in LINK.fields
-        }
-    )
+    return link_values(LINK)
 
 
 def _normal(values: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from components.lessons.draw import option_label
-from components.shapes.state import encode_source
 from tests.e2e.conftest import (
     assert_looks_like_reference,
     assert_no_error,
@@ -20,6 +19,7 @@ from tests.e2e.conftest import (
 )
 from torchatlas.i18n import translate
 from torchatlas.lessons import ROOMS, Lesson, Step, find
+from torchatlas.links import encode_source
 
 LESSON = "linear_layer"
 

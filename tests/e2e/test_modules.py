@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from components.shapes.state import encode_source
 from tests.e2e.conftest import (
     assert_no_error,
     save_element_screenshot,
@@ -17,6 +16,7 @@ from tests.e2e.conftest import (
     wait_for_app,
 )
 from torchatlas.i18n import translate
+from torchatlas.links import encode_source
 from torchatlas.modules import PRESETS
 
 

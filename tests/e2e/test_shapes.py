@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.shapes.state import encode_source
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from torchatlas.links import encode_source
 from torchatlas.presets import PRESETS
 
 

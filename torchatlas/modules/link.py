@@ -17,10 +17,7 @@ The names are the room's URL names since its first shared link; lessons use them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from torchatlas.links import Choice, Field, Flag, LinkSpec, Source, Text, Unreadable
+from torchatlas.links import Choice, Flag, LinkSpec, Offered, Source, Text
 from torchatlas.modelcode import MAX_MODEL_CHARS
 from torchatlas.modules.presets import DEFAULT_PRESET, PRESETS
 from torchatlas.modules.serialization import SAVE_MODELS
@@ -32,20 +29,6 @@ LR_CHOICES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0)
 STEP_CHOICES = tuple(range(10, MAX_STEPS + 1, 10))
 DEFAULT_LR, DEFAULT_STEPS = 0.1, 100
 MAX_LINK_SOURCE_CHARS = 6000  # the longest code token the page writes into a link
-
-
-@dataclass(frozen=True)
-class Offered(Field):
-    """One of the numbers a control offers, exactly as the page writes it (``0.1``, ``40``):
-    a link picks what the control offers, never another number (nor ``１`` or ``1e9``)."""
-
-    options: tuple[float, ...] = ()
-
-    def parse(self, raw: str) -> Any:
-        for option in self.options:
-            if str(option) == raw:
-                return option
-        raise Unreadable(self.name)
 
 
 LINK = LinkSpec(

@@ -8,6 +8,8 @@ classroom can share one server.
 
 from __future__ import annotations
 
+from torchatlas.shown_tensors import MAX_SHOWN_ELEMENTS
+
 MAX_RANK = 6
 MAX_OPS = 24
 MAX_OP_TEXT = 200
@@ -20,7 +22,7 @@ MAX_CHAIN_TEXT = MAX_OPS * (MAX_OP_TEXT + 1)
 FOOTPRINT_BINS = 96
 # Any step (and the start storage) may hold at most this many elements: expand() is free, but
 # a later contiguous() or clone() of it would allocate them all on a shared server.
-MAX_ELEMENTS = 1 << 20
+MAX_ELEMENTS = MAX_SHOWN_ELEMENTS  # the bound the basics room's shown tensors share
 # Per-element lists (storage_indices, values, storage_values) stop here; the numbers that
 # describe the layout (size, stride, offset, …) are computed at any size.
 MAX_LISTED = 1 << 16
