@@ -1,6 +1,6 @@
 """Pure builders for the basics room: HTML pictures, tables and text. No ``streamlit``.
 
-Colours come from :class:`components.theme.Palette`, so light and dark both read; every
+Colours come from :class:`components.palette.Palette`, so light and dark both read; every
 picture writes its numbers inside its cells (colour alone never carries an answer).
 """
 
@@ -14,7 +14,7 @@ from fractions import Fraction
 import pandas as pd
 
 from components.format import format_bytes
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.basics import (
     DTYPES,
     SCALAR_TYPES,

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from PIL import Image
 from plotly.colors import sample_colorscale, unlabel_rgb
 
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.classify.images import Conversion, Decoded
 from torchatlas.classify.models import ModelSpec
 from torchatlas.classify.predict import Prediction, Stage

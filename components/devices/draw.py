@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from components.format import format_bytes, format_seconds
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.devices.demos import Demonstration, Snapshot, SnapshotKind
 from torchatlas.devices.inventory import AcceleratorInfo, BuildInfo, CpuInfo, MetaInfo
 from torchatlas.devices.transfer import (

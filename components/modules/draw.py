@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from components.format import format_count
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.i18n import translate
 from torchatlas.modules import (
     Container,

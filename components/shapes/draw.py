@@ -23,7 +23,7 @@ from pygments.lexers.python import PythonLexer
 from pygments.token import Comment, Keyword, Name, Number, Operator, String
 
 from components.format import format_bytes
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.i18n import placeholders, translate
 from torchatlas.shapes import (
     DeviceMove,
