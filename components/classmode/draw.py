@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import segno
 
 from components.lessons.draw import WORDS
-from components.theme import Palette
+from components.palette import Palette
 from torchatlas.i18n import translate
 
 # Every ASCII punctuation character can be backslash-escaped in CommonMark; escaping them all
