@@ -33,7 +33,10 @@ def test_every_page_renders(app_page: OpenPage, path: str, dark: bool) -> None:
     # Rooms' own tests save richer "<room>-light" pictures for the README; these are the
     # pages as a first visit shows them.
     name = f"{path}-page" if path else "home"
-    shot = save_screenshot(page, f"{name}-{'dark' if dark else 'light'}")
+    # The devices page ends with the server's latest benchmark, which every visitor shares: it
+    # is there when another test ran one on this server, so only the part above it is compared.
+    height = {"devices": 3400}.get(path, 5000)
+    shot = save_screenshot(page, f"{name}-{'dark' if dark else 'light'}", max_height=height)
     assert_looks_like_reference(shot)
 
 
