@@ -23,6 +23,7 @@ A room declares its codes as a ``str`` enum and one subclass that names its tabl
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
@@ -71,4 +72,122 @@ class CodedError(Exception):
 def _rebuild(kind: type[CodedError], code: Any, params: dict[str, Any]) -> CodedError:
     error = kind.__new__(kind)
     CodedError.__init__(error, code, **params)
+    return error
+
+
+class SourceError(CodedError, ValueError):
+    """A coded error about pasted source code (the rooms that run a visitor's model): where it
+    happened (line and column of the source) and the lines the sandbox's allow-list refused.
+    It crosses the sandbox as JSON (:meth:`to_dict`) and compares by value. Its texts are
+    ``<room>.errors.<kind>.{title,message,hint}``; :meth:`text` without a part is the card.
+
+    A room adds fields of its own by naming them in :attr:`extra` (the shape explorer's layer
+    and the shapes it received); they travel, compare and pickle like the others.
+    """
+
+    extra: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        kind: Enum | str,
+        params: dict[str, Any] | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        refusals: list[Any] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(kind)
+        unknown = set(extra) - set(self.extra)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)}")
+        self.params = dict(params or {})  # a parameter may be called anything, even "code"
+        self.line, self.col = line, col
+        self.refusals: list[Any] = list(refusals or [])
+        for name in self.extra:
+            setattr(self, name, extra.get(name))
+
+    @property
+    def kind(self) -> Any:
+        return self.code
+
+    @property
+    def key(self) -> str:
+        return f"{self.room}.errors.{getattr(self.kind, 'value', self.kind)}.message"
+
+    def shown_params(self, lang: str) -> dict[str, Any]:
+        """A parameter the worker left empty (None) shows as nothing."""
+        return {key: "" if value is None else str(value) for key, value in self.params.items()}
+
+    def text(self, lang: str = DEFAULT_LANGUAGE, part: str | None = None) -> str:
+        """``part`` ("title", "message" or "hint") in ``lang``; without a part, the card."""
+        if part is None:
+            return self.card(lang)
+        kind = getattr(self.kind, "value", self.kind)
+        return translate(f"{self.room}.errors.{kind}.{part}", lang, **self.shown_params(lang))
+
+    def card(self, lang: str) -> str:
+        """The whole card: the title, then the message."""
+        return f"**{self.text(lang, 'title')}** — {self.text(lang, 'message')}"
+
+    @property
+    def message(self) -> str:
+        return self.text(DEFAULT_LANGUAGE, "message")
+
+    @property
+    def hint(self) -> str:
+        return self.text(DEFAULT_LANGUAGE, "hint")
+
+    def __str__(self) -> str:
+        return f"{getattr(self.kind, 'value', self.kind)}: {self.message}"
+
+    def _fields(self) -> tuple[Any, ...]:
+        extras = tuple(getattr(self, name) for name in self.extra)
+        return (self.kind, self.params, self.line, self.col, self.refusals, *extras)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.line, self.col))
+
+    def __repr__(self) -> str:
+        kind = getattr(self.kind, "value", self.kind)
+        return f"{type(self).__name__}({kind!r}, params={self.params!r}, line={self.line!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        extras = {name: getattr(self, name) for name in self.extra}
+        return _rebuild_source_error, (type(self), self.kind, self.params, self.line, self.col,
+                                       self.refusals, extras)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON for the trip out of the sandbox (the room's schema checks it on the way in)."""
+        data = {
+            "kind": getattr(self.kind, "value", self.kind),
+            "params": {key: _plain(value) for key, value in self.params.items()},
+            "line": self.line,
+            "col": self.col,
+            "refusals": [_plain(refusal) for refusal in self.refusals],
+        }
+        data.update({name: _plain(getattr(self, name)) for name in self.extra})
+        return data
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses → dicts, enums → values, sequences → lists (JSON-ready)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {item.name: _plain(getattr(value, item.name)) for item in fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _rebuild_source_error(kind: type[SourceError], code: Any, params: dict[str, Any],
+                          line: Any, col: Any, refusals: list[Any],
+                          extras: dict[str, Any]) -> SourceError:  # fmt: skip
+    error = kind.__new__(kind)
+    SourceError.__init__(error, code, params, line, col, refusals, **extras)
     return error

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any
 
-from torchatlas.errors import CodedError
+from torchatlas.errors import SourceError
 from torchatlas.i18n import DEFAULT_LANGUAGE, translate
 from torchatlas.sandbox.schema import (
     Bool,
@@ -200,75 +200,18 @@ class RefusedLine:
     detail: str = ""
 
 
-class ModuleError(CodedError, ValueError):
+class ModuleError(SourceError):
     """Why the inspection stopped: a stable code (:class:`ErrorKind`), the parameters its
     texts need, and where (the line and column of the pasted source, the refused lines).
 
-    The room's coded error (:class:`torchatlas.errors.CodedError`): its text is
-    ``modules.errors.<kind>.{title,message,hint}``; :meth:`text` with no part is the card
-    (title and message), which the page shows with the kit's error card. It crosses the
+    The room's coded error for pasted source (:class:`torchatlas.errors.SourceError`): its
+    text is ``modules.errors.<kind>.{title,message,hint}``; :meth:`text` with no part is the
+    card (title and message), which the page shows with the kit's error card. It crosses the
     sandbox as JSON (:meth:`to_dict`, :data:`ERROR_SCHEMA`), and compares by value.
     """
 
     room = "modules"
     codes = ErrorKind
-
-    def __init__(
-        self,
-        kind: ErrorKind | str,
-        params: dict[str, Any] | None = None,
-        line: int | None = None,
-        col: int | None = None,
-        refusals: list[RefusedLine] | None = None,
-    ) -> None:
-        super().__init__(kind)
-        self.params = dict(params or {})  # a parameter may be called anything, even "code"
-        self.line, self.col = line, col
-        self.refusals: list[RefusedLine] = list(refusals or [])
-
-    @property
-    def kind(self) -> ErrorKind:
-        return self.code  # type: ignore[return-value]
-
-    @property
-    def key(self) -> str:
-        return f"modules.errors.{self.kind.value}.message"
-
-    def text(self, lang: str = DEFAULT_LANGUAGE, part: str | None = None) -> str:
-        """``part`` ("title", "message" or "hint") in ``lang``; without a part, the card:
-        the title, then the message."""
-        if part is not None:
-            return translate(f"modules.errors.{self.kind.value}.{part}", lang,
-                             **self.shown_params(lang))  # fmt: skip
-        return f"**{self.text(lang, 'title')}** — {self.text(lang, 'message')}"
-
-    @property
-    def message(self) -> str:
-        return self.text(DEFAULT_LANGUAGE, "message")
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}: {self.message}"
-
-    def _fields(self) -> tuple[Any, ...]:
-        return (self.kind, self.params, self.line, self.col, self.refusals)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.line, self.col))
-
-    def __repr__(self) -> str:
-        return f"ModuleError({self.kind.value!r}, params={self.params!r}, line={self.line!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return ModuleError, (self.kind, self.params, self.line, self.col, self.refusals)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value, "params": _plain(self.params), "line": self.line,
-            "col": self.col, "refusals": [_plain(refusal) for refusal in self.refusals],
-        }  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum, StrEnum
 from typing import Any
 
-from torchatlas.errors import CodedError
-from torchatlas.i18n import DEFAULT_LANGUAGE, translate
+from torchatlas.errors import SourceError
+from torchatlas.i18n import translate
 from torchatlas.sandbox.schema import (
     Bool,
     Dict,
@@ -234,20 +234,23 @@ class Constraint:
     constraint: str
 
 
-class ShapeError(CodedError, ValueError):
+class ShapeError(SourceError):
     """Why the analysis stopped: a stable code (:class:`ErrorKind`), the parameters its texts
     need, and where (the line and column of the pasted source, the layer and the shapes it
     received, the lines the sandbox refused).
 
-    The room's coded error (:class:`torchatlas.errors.CodedError`): its text is
-    ``shapes.errors.<kind>.{title,message,hint}`` filled with ``params``; :meth:`text` with
-    no part is the whole card (title, message, and the layer with its shapes), which the page
-    shows with the kit's error card. It crosses the sandbox as JSON (:meth:`to_dict`,
+    The room's coded error for pasted source (:class:`torchatlas.errors.SourceError`): its
+    text is ``shapes.errors.<kind>.{title,message,hint}`` filled with ``params``; :meth:`text`
+    with no part is the whole card (title, message, and the layer with its shapes), which the
+    page shows with the kit's error card. It crosses the sandbox as JSON (:meth:`to_dict`,
     :data:`ERROR_SCHEMA`), and compares by value.
     """
 
     room = "shapes"
     codes = ErrorKind
+    extra = ("layer", "input_shapes")
+    layer: str | None
+    input_shapes: list[Shape]
 
     def __init__(
         self,
@@ -259,30 +262,11 @@ class ShapeError(CodedError, ValueError):
         input_shapes: list[Shape] | None = None,
         refusals: list[RefusedLine] | None = None,
     ) -> None:
-        super().__init__(kind)
-        self.params = dict(params or {})  # a parameter may be called anything, even "code"
-        self.line, self.col, self.layer = line, col, layer
-        self.input_shapes: list[Shape] = list(input_shapes or [])
-        self.refusals: list[RefusedLine] = list(refusals or [])
+        super().__init__(kind, params, line, col, refusals, layer=layer,
+                         input_shapes=list(input_shapes or []))  # fmt: skip
 
-    @property
-    def kind(self) -> ErrorKind:
-        return self.code  # type: ignore[return-value]
-
-    @property
-    def key(self) -> str:
-        return f"shapes.errors.{self.kind.value}.message"
-
-    def shown_params(self, lang: str) -> dict[str, Any]:
-        """A parameter the worker left empty (None) shows as nothing."""
-        return {key: "" if value is None else str(value) for key, value in self.params.items()}
-
-    def text(self, lang: str = DEFAULT_LANGUAGE, part: str | None = None) -> str:
-        """``part`` ("title", "message" or "hint") in ``lang``; without a part, the card:
-        title, message, and the layer with the shapes it received."""
-        if part is not None:
-            return translate(f"shapes.errors.{self.kind.value}.{part}", lang,
-                             **self.shown_params(lang))  # fmt: skip
+    def card(self, lang: str) -> str:
+        """Title, message, and the layer with the shapes it received."""
         body = f"**{self.text(lang, 'title')}**\n\n{self.text(lang, 'message')}"
         if self.layer:
             scalar = translate("shapes.table.scalar", lang)
@@ -292,41 +276,6 @@ class ShapeError(CodedError, ValueError):
             )
             body += "\n\n" + translate("shapes.errors.where", lang, layer=self.layer, shapes=shapes)
         return body
-
-    @property
-    def message(self) -> str:
-        return self.text(DEFAULT_LANGUAGE, "message")
-
-    @property
-    def hint(self) -> str:
-        return self.text(DEFAULT_LANGUAGE, "hint")
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}: {self.message}"
-
-    def _fields(self) -> tuple[Any, ...]:
-        return (self.kind, self.params, self.line, self.col, self.layer, self.input_shapes,
-                self.refusals)  # fmt: skip
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.line, self.col, self.layer))
-
-    def __repr__(self) -> str:
-        return f"ShapeError({self.kind.value!r}, params={self.params!r}, line={self.line!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return ShapeError, (self.kind, self.params, self.line, self.col, self.layer,
-                            self.input_shapes, self.refusals)  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value, "params": self.params, "line": self.line, "col": self.col,
-            "layer": self.layer, "input_shapes": self.input_shapes,
-            "refusals": [_plain(refusal) for refusal in self.refusals],
-        }  # fmt: skip
 
 
 @dataclass(frozen=True)
