@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S")
 
 # The sandbox's own kinds of failure, plus "untrusted" (a reply outside its declared type)
 # and "unavailable" (no sandbox on this server). A room maps each to its own translated text.
@@ -123,6 +124,37 @@ class RoomJob(Generic[T]):
     def worth_keeping(self) -> bool:
         """Whether a cache may keep this outcome for the next visitor with the same input."""
         return self.failure is None or not self.failure.transient
+
+
+def source_failure(
+    error_type: Callable[..., S],
+    failure: JobFailure,
+    timeout_s: float,
+    codes: Mapping[str, Any],
+    fallback: Any,
+    refusal: Callable[[Refusal], Any],
+) -> S:
+    """A failed job that ran pasted source, as the room's error (a
+    :class:`~torchatlas.errors.SourceError` subclass): ``codes`` maps the failure's kind to
+    the room's own code (``fallback`` for a kind it lacks), so its text is the room's; the
+    sandbox's English words stay a detail. The texts need the time limit and the number of
+    refused lines; ``refusal`` turns each refused place into the room's own record."""
+    refusals = [refusal(item) for item in failure.refusals]
+    lines = max(1, len({item.line for item in failure.refusals}))
+    return error_type(
+        codes.get(failure.kind, fallback),
+        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
+        line=failure.line,
+        col=failure.col,
+        refusals=refusals,
+    )
+
+
+def transient_error(error: Any) -> bool:
+    """Whether a room's error stands for a failure of the moment (:data:`TRANSIENT_KINDS`):
+    a cache shares it with whoever asked at the same time but does not keep it."""
+    kind = getattr(error, "kind", None)
+    return error is not None and getattr(kind, "value", kind) in TRANSIENT_KINDS
 
 
 _REFUSAL_PARAMS_LIMITS = Limits(max_str=2000, max_items=64, max_nodes=2000, max_depth=4)

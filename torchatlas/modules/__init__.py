@@ -74,10 +74,11 @@ from torchatlas.modules.training import (
 )
 from torchatlas.sandboxed import (
     FAILURE_KINDS,
-    TRANSIENT_KINDS,
     JobFailure,
     RoomJob,
     run_room_job,
+    source_failure,
+    transient_error,
 )
 
 __all__ = [
@@ -132,26 +133,17 @@ FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE
 
 
 def _failure_error(failure: JobFailure, timeout_s: float) -> ModuleError:
-    """The sandbox's failure as the room's error: its kind selects our translated text; the
-    sandbox's English message is kept only as a detail."""
-    refusals = [
-        RefusedLine(refusal.line, refusal.col, refusal.code, refusal.detail)
-        for refusal in failure.refusals
-    ]
-    lines = max(1, len({refusal.line for refusal in refusals}))
-    return ModuleError(
-        FAILURE_CODES.get(failure.kind, ErrorKind.JOB_ERROR),
-        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
-        line=failure.line,
-        col=failure.col,
-        refusals=refusals,
-    )
+    """The sandbox's failure as the room's error (its kind selects our translated text)."""
+    return source_failure(
+        ModuleError, failure, timeout_s, FAILURE_CODES, ErrorKind.JOB_ERROR,
+        refusal=lambda item: RefusedLine(item.line, item.col, item.code, item.detail),
+    )  # fmt: skip
 
 
 def transient(error: ModuleError | None) -> bool:
     """Whether ``error`` is a failure of the moment (torchatlas.sandboxed.TRANSIENT_KINDS): a
     cache shares it with whoever asked at the same time but does not keep it."""
-    return error is not None and error.kind.value in TRANSIENT_KINDS
+    return transient_error(error)
 
 
 def check_boxes(source: str, model: str | None) -> ModuleError | None:

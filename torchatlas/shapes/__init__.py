@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torchatlas.sandboxed import FAILURE_KINDS, TRANSIENT_KINDS, JobFailure, run_room_job
+from torchatlas.sandboxed import (
+    FAILURE_KINDS,
+    JobFailure,
+    run_room_job,
+    source_failure,
+    transient_error,
+)
 from torchatlas.shapes.analysis import (
     DTYPES,
     AnalysisError,
@@ -101,27 +107,18 @@ FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE
 
 
 def _failure_error(failure: JobFailure, timeout_s: float) -> ShapeError:
-    """The sandbox's failure as the room's error: its kind selects our translated text; the
-    sandbox's English message is kept only as a detail, which the page shows beside it. The
-    texts need the time limit and the number of refused lines."""
-    refusals = [
-        RefusedLine(refusal.line, refusal.col, RefusalCode.of(refusal.code), refusal.detail)
-        for refusal in failure.refusals
-    ]
-    lines = max(1, len({refusal.line for refusal in refusals}))
-    return ShapeError(
-        FAILURE_CODES.get(failure.kind, ErrorKind.JOB_ERROR),
-        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
-        line=failure.line,
-        col=failure.col,
-        refusals=refusals,
-    )
+    """The sandbox's failure as the room's error (its kind selects our translated text)."""
+    return source_failure(
+        ShapeError, failure, timeout_s, FAILURE_CODES, ErrorKind.JOB_ERROR,
+        refusal=lambda item: RefusedLine(item.line, item.col, RefusalCode.of(item.code),
+                                         item.detail),
+    )  # fmt: skip
 
 
 def transient(error: ShapeError | None) -> bool:
     """Whether ``error`` is a failure of the moment (torchatlas.sandboxed.TRANSIENT_KINDS): a
     cache shares it with whoever asked at the same time but does not keep it."""
-    return error is not None and error.kind.value in TRANSIENT_KINDS
+    return transient_error(error)
 
 
 def explore(
