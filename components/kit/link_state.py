@@ -62,6 +62,14 @@ class RoomLink:
         state[self._started_key] = True
         return read
 
+    def fill_unset(self, values: Mapping[str, Any]) -> None:
+        """Give each named field whose value is None (the link left it to the room, e.g. "the
+        preset's own code") the value in ``values``."""
+        state = st.session_state
+        for name, value in values.items():
+            if state.get(self.key(name)) is None:
+                state[self.key(name)] = value
+
     def values(self) -> dict[str, Any]:
         """Every field's current value (its session key, or the default)."""
         state = st.session_state

@@ -128,9 +128,7 @@ def start() -> None:
         return
     state = st.session_state
     preset = PRESETS[state[PRESET_KEY]]
-    for name, attribute in _PRESET_BOXES:
-        if state.get(LINK.key(name)) is None:
-            state[LINK.key(name)] = getattr(preset, attribute)
+    LINK.fill_unset({name: getattr(preset, attribute) for name, attribute in _PRESET_BOXES})
     state[PRESET] = t(f"shapes.presets.{preset.key}")
 
 
