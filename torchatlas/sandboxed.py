@@ -225,7 +225,11 @@ def run_room_job(
     except Exception as exc:  # no sandbox on this server: the room says so, nothing breaks
         LOG.warning("room job %s: the sandbox is unavailable: %s", job, str(exc)[:300])
         return RoomJob(failure=JobFailure("unavailable", f"{type(exc).__name__}: {exc}"[:500]))
-    extra = {"on_queued": on_queued} if on_queued is not None else {}
+    extra: dict[str, Any] = {"on_queued": on_queued} if on_queued is not None else {}
+    if reader is None:  # the codec rebuilds and bounds the value: no generic walk before it
+        from torchatlas.sandbox.pool import DECODED_BY_CALLER
+
+        extra["value_schema"] = DECODED_BY_CALLER
     result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
     usage = dict(getattr(result, "usage", None) or {})
     if not result.ok or result.value is None:

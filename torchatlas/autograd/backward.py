@@ -26,6 +26,7 @@ from torchatlas.autograd.graph import (
     node_order,
     read,
 )
+from torchatlas.autograd.parser import Program
 from torchatlas.autograd.programs import parse
 from torchatlas.autograd.run import Run, execute
 
@@ -226,11 +227,12 @@ def record(
 
 
 def trace_and_backward(
-    program: str, root: str | None = None, *, seed: int = 0
+    program: str | Program, root: str | None = None, *, seed: int = 0
 ) -> tuple[Graph, BackwardTrace | None]:
     """One run for both: the graph, then backward from ``root`` (default: the graph's own
-    default root), without running the program twice."""
-    run = execute(parse(program), seed)
+    default root), without running the program twice. ``program`` is its text, or the text
+    already checked (:func:`~torchatlas.autograd.programs.parse`)."""
+    run = execute(parse(program) if isinstance(program, str) else program, seed)
     nodes = node_order(run)
     graph = read(run, nodes)
     chosen = root or graph.default_root

@@ -21,7 +21,7 @@ from torchatlas.autograd.errors import AutogradError, ProgramError
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
 from torchatlas.autograd.parser import python_code
-from torchatlas.autograd.programs import parse
+from torchatlas.autograd.programs import parse, parse_uncached
 from torchatlas.sandbox.codec import job_reply
 from torchatlas.sandbox.schema import SchemaError
 
@@ -41,10 +41,13 @@ class ProgramRun:
     code: str
 
 
-def run_program(program: str, seed: int, root: str | None) -> ProgramRun:
-    """Trace ``program`` and replay backward from ``root`` (default: the graph's own)."""
-    graph, trace = trace_and_backward(program, root, seed=seed)
-    return ProgramRun(graph, trace, python_code(parse(program), seed))
+def run_program(program: str, seed: int, root: str | None, *, cached: bool = True) -> ProgramRun:
+    """Trace ``program`` and replay backward from ``root`` (default: the graph's own). The
+    text is checked once; ``cached=False`` skips the parse cache (a sandbox child runs one
+    program and ends)."""
+    parsed = parse(program) if cached else parse_uncached(program)
+    graph, trace = trace_and_backward(parsed, root, seed=seed)
+    return ProgramRun(graph, trace, python_code(parsed, seed))
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ def run_job(namespace: dict[str, Any], *, program: str, seed: int, root: str | N
     the engine's own checks comes back as its code and parameters)."""
     del namespace  # no pasted module: the program is data for the room's own interpreter
     return job_reply(
-        lambda: ProgramReply.of(run_program(program, seed, root)), refusals=(AutogradError,)
+        lambda: ProgramReply.of(run_program(program, seed, root, cached=False)),
+        refusals=(AutogradError,),
     )
 
 

@@ -16,7 +16,7 @@ from torchatlas.autograd.parser import MAX_SOURCE, Program, check
 from torchatlas.autograd.run import plan_program
 from torchatlas.cache import BoundedCache, deep_size
 
-__all__ = ["PARSED_BYTES", "parse"]
+__all__ = ["PARSED_BYTES", "parse", "parse_uncached"]
 
 PARSED_BYTES = 8 << 20
 
@@ -35,6 +35,12 @@ def parse(text: str) -> Program:
     if len(text) > MAX_SOURCE:  # refused before a long text is hashed as a key
         check(text)
     return PARSED.get_or_compute(text, lambda: _planned(check(text)))
+
+
+def parse_uncached(text: str) -> Program:
+    """:func:`parse` without the cache, for a process that runs one program and ends (a
+    sandbox child): pricing a cache entry costs more there than the check it would save."""
+    return _planned(check(text))
 
 
 def _planned(program: Program) -> Program:
