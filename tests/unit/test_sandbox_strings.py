@@ -368,6 +368,8 @@ def _guard_outcomes() -> dict[str, str]:
             "().\uff3f\uff3fclass\uff3f\uff3f <> 1", "<t>", "eval", barry
         ),
         "syntax tree": lambda: compile(ast.parse("1"), "<t>", "eval"),
+        "a dunder's syntax tree": lambda: compile(ast.parse("()." + dunder), "<t>", "eval"),
+        "parse only": lambda: ast.parse("()." + dunder + "\nimport os"),
         "code object": lambda: (lambda: 0).__code__.replace(co_name="x"),
         "function": lambda: types.FunctionType((lambda: 0).__code__, {}),
         "marshal": lambda: marshal.loads(marshal.dumps((lambda: 0).__code__)),
@@ -392,6 +394,8 @@ def test_text_guard_refuses_text_that_becomes_code() -> None:
         "flag-only syntax": "refused",
         "look-alike underscores": "refused",
         "syntax tree": "refused",
+        "a dunder's syntax tree": "refused",  # parsing is free; compiling the tree is not
+        "parse only": "ran",  # a syntax tree is not code (a room's parser reads text this way)
         "code object": "refused",
         "function": "refused",
         "marshal": "refused",
