@@ -39,8 +39,9 @@ def parse(text: str) -> Program:
 
 def parse_uncached(text: str) -> Program:
     """:func:`parse` without the cache, for a process that runs one program and ends (a
-    sandbox child): pricing a cache entry costs more there than the check it would save."""
-    return _planned(check(text))
+    sandbox child): pricing a cache entry costs more there than the check it would save, and
+    the run builds each plan as it first needs it."""
+    return check(text)
 
 
 def _planned(program: Program) -> Program:
