@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from torchatlas.links import Choice, Field, Flag, Float, Int, LinkSpec, Offered, Source, Text, Texts
@@ -63,3 +64,47 @@ def junk_queries(spec: LinkSpec) -> st.SearchStrategy[dict[str, list[str]]]:
             {name: st.lists(JUNK, min_size=1, max_size=3) for name in chosen}
         )
     )
+
+
+# ------------------------------------------------------------ a room's link, through AppTest
+# Each room's tests/app/test_<room>_link.py opens its page with these: a random valid state's
+# link must fill the room and be written back as it came; junk must keep the declared defaults
+# and be named in the kit's notice.
+PAGE = settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def address_bar(at: Any) -> dict[str, list[str]]:
+    """The page's query after the run, every name with all its values."""
+    return {
+        name: [values] if isinstance(values, str) else list(values)
+        for name, values in at.query_params.items()
+    }
+
+
+def assert_link_written(at: Any, spec: LinkSpec, values: dict[str, Any]) -> None:
+    """The room wrote exactly the link of ``values`` into the address bar (its own names)."""
+    written = {name: value for name, value in address_bar(at).items() if name in spec.names}
+    expected = spec.to_query(values)
+    assert written == {k: [v] if isinstance(v, str) else list(v) for k, v in expected.items()}
+
+
+def assert_no_broken_notice(at: Any) -> None:
+    assert all("could not be used" not in box.value for box in at.info)
+
+
+def assert_junk_handled(
+    at: Any, spec: LinkSpec, query: dict[str, list[str]], values: dict[str, Any],
+    *, fitted: tuple[str, ...] = (),
+) -> None:  # fmt: skip
+    """Each field the link could not use kept its default (``fitted`` fields are fitted to
+    another field by the room instead), and one notice names them all."""
+    broken = spec.read(query).broken
+    for name in broken:
+        if name not in fitted:
+            assert values[name] == spec.field(name).default, name
+    if broken:
+        assert any(all(name in box.value for name in broken) for box in at.info), broken

@@ -16,7 +16,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 
 from tests.app.apptest import open_page
-from tests.links import junk_queries, valid_values
+from tests.links import assert_junk_handled, assert_link_written, junk_queries, valid_values
 from torchatlas.classify import models
 from torchatlas.classify.link import LINK
 
@@ -66,19 +66,14 @@ def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:
     assert _session_values(at) == values
     assert at.selectbox(key="classify_model").value == values["c_model"]
     assert at.slider(key="classify_topk").value == values["c_topk"]
-    written = {name: at.query_params[name] for name in LINK.names if name in at.query_params}
-    assert written == LINK.to_query(values)
+    assert_link_written(at, LINK, values)
 
 
 @PAGE
 @given(query=junk_queries(LINK))
 def test_junk_keeps_the_defaults_and_says_so(query: dict[str, list[str]]) -> None:
-    read = LINK.read(query)
     with _offline():
         at = open_page(SCRIPT, query=query)
     assert not at.exception, [e.value for e in at.exception]
     values = _session_values(at)
-    for name in read.broken:
-        assert values[name] == LINK.field(name).default
-    if read.broken:
-        assert any(all(name in box.value for name in read.broken) for box in at.info)
+    assert_junk_handled(at, LINK, query, values)

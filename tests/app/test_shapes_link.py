@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 from tests.app.apptest import open_page
-from tests.links import junk_queries, valid_values
+from tests.links import (
+    PAGE,
+    address_bar,
+    assert_junk_handled,
+    assert_no_broken_notice,
+    junk_queries,
+    valid_values,
+)
 from torchatlas.presets import PRESETS
 from torchatlas.shapes.link import LINK
 
 SCRIPT = "views/shapes.py"
-PAGE = settings(
-    max_examples=12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
 # The code and boxes a preset fills: a link field at None is "the preset's own".
 BOXES = {"m_src": "source", "m_model": "model", "m_shapes": "shapes", "m_dtypes": "dtypes"}
 
@@ -39,13 +41,6 @@ def _room_values(at: Any) -> dict[str, Any]:
     return _normal({name: session[LINK.session_key(name)] for name in LINK.names})
 
 
-def _query(at: Any) -> dict[str, list[str]]:
-    return {
-        name: [values] if isinstance(values, str) else list(values)
-        for name, values in at.query_params.items()
-    }
-
-
 @settings(max_examples=200, deadline=None)
 @given(values=valid_values(LINK))
 def test_a_state_becomes_a_link_and_back_unchanged(values: dict[str, Any]) -> None:
@@ -58,10 +53,10 @@ def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:
     at = open_page(SCRIPT, query=LINK.to_query(values))
     assert not at.exception
     assert _room_values(at) == _normal(values)
-    assert all("could not be used" not in box.value for box in at.info)
+    assert_no_broken_notice(at)
     assert at.text_area(key="shapes_source").value == values["m_src"]
     # The analysis on arrival writes the link back: the same one (the preset's own left out).
-    written = {name: value for name, value in _query(at).items() if name in LINK.names}
+    written = {name: value for name, value in address_bar(at).items() if name in LINK.names}
     expected = LINK.to_query(_normal(values))
     assert written == {k: [v] if isinstance(v, str) else v for k, v in expected.items()}
 
@@ -74,10 +69,7 @@ def test_junk_keeps_the_defaults_and_says_so(query: dict[str, list[str]]) -> Non
     assert not at.exception
     values = _room_values(at)
     assert values == _normal(read.values)
-    for name in read.broken:
-        assert values[name] == LINK.field(name).default, name
-    if read.broken:
-        assert any(all(name in box.value for name in read.broken) for box in at.info)
+    assert_junk_handled(at, LINK, query, values)
 
 
 def test_a_link_without_code_opens_its_presets_own() -> None:
@@ -88,4 +80,4 @@ def test_a_link_without_code_opens_its_presets_own() -> None:
     assert at.text_input(key="shapes_inputs").value == preset.shapes
     at = open_page(SCRIPT, query={"m_preset": "resnet18", "m_model": ""})  # an empty box
     assert at.text_input(key="shapes_model").value == ""
-    assert _query(at)["m_model"] == [""]
+    assert address_bar(at)["m_model"] == [""]
