@@ -41,12 +41,6 @@ def test_the_room_declares_its_link_where_other_rooms_find_it() -> None:
     assert link_of("basics") is LINK
 
 
-@settings(max_examples=200, deadline=None)
-@given(values=valid_values(LINK))
-def test_a_state_becomes_a_link_and_back_unchanged(values: dict[str, Any]) -> None:
-    assert LINK.read(LINK.to_query(values)).values == values
-
-
 @PAGE
 @given(values=STATES)
 def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:

@@ -51,12 +51,6 @@ def test_the_model_keeps_its_old_link_name() -> None:
     assert LINK.names[0] == "c_model" and LINK.session_prefix == "classify_"
 
 
-@settings(max_examples=200, deadline=None)
-@given(values=valid_values(LINK))
-def test_a_state_becomes_a_link_and_back_unchanged(values: dict[str, Any]) -> None:
-    assert LINK.read(LINK.to_query(values)).values == values
-
-
 @PAGE
 @given(values=valid_values(LINK))
 def test_a_link_opens_the_room_in_its_state(values: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from torchatlas.links import (
     encode_source,
     strict_int,
 )
+from torchatlas.rooms import room_links
 
 SPEC = LinkSpec(
     "demo",
@@ -94,3 +95,17 @@ def test_a_declaration_refuses_duplicates_and_foreign_session_keys() -> None:
     with pytest.raises(ValueError):
         LinkSpec("r", "r_", (Int("a", 1, key="other_a"),))
     assert SPEC.session_key("d_n") == "demo_d_n"
+
+
+@pytest.mark.parametrize("room", sorted(room_links()))
+def test_every_rooms_state_becomes_a_link_and_back_unchanged(room: str) -> None:
+    """Each room's declaration (torchatlas/<room>/link.py): 200 random states it can be in
+    round-trip through its link; tests/app/test_<room>_link.py opens them in the page."""
+    spec = room_links()[room]
+
+    @settings(max_examples=200, deadline=None)
+    @given(values=valid_values(spec))
+    def check(values) -> None:
+        assert spec.read(spec.to_query(values)).values == values
+
+    check()
