@@ -24,17 +24,7 @@ from torchatlas.shapes import register_jobs
 
 TRIVIAL_TARGET_S = 0.1
 RESNET_RATIO_TARGET = 3.0
-SMALL_MODEL = """
-import torch.nn as nn
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.fc(x)
-"""
+SMALL_MODEL = sandbox_jobs.GOOD_MODEL  # a one-layer model: the job's cost is the sandbox's
 RESNET = "from torchvision.models import resnet50\n"
 RESNET_PARAMS = {"input_shapes": [[1024, 3, 2048, 2048]], "model": "resnet50()"}
 

@@ -302,9 +302,7 @@ class ClassStore:
         query: Mapping[str, str | list[str]],
     ) -> ClassState:
         """Take the class to ``room`` with its link fields ``query`` at lesson step ``step``."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
         def work(conn: Connection) -> ClassState:
             row = self._teacher(conn, code, teacher_key, "update")
@@ -316,9 +314,7 @@ class ClassStore:
 
     def ask(self, code: str, teacher_key: str) -> ClassState:
         """Open the current step's question (again: no change; after its reveal: refused)."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
         def work(conn: Connection) -> ClassState:
             row = self._teacher(conn, code, teacher_key, "update")
@@ -341,9 +337,7 @@ class ClassStore:
 
     def reveal(self, code: str, teacher_key: str) -> ClassState:
         """Show the current question's answer; answers to it are closed from now on."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
         def work(conn: Connection) -> ClassState:
             # The class row's exclusive lock waits for answers in flight (they hold it
@@ -367,9 +361,7 @@ class ClassStore:
     def end(self, code: str, teacher_key: str) -> None:
         """End the class: students see that it ended; the teacher keeps the summary until
         the class expires."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
         def work(conn: Connection) -> None:
             row = self._teacher(conn, code, teacher_key, "update")
@@ -380,9 +372,7 @@ class ClassStore:
 
     def tally(self, code: str, teacher_key: str, step: int | None = None) -> Tally:
         """Answers to ``step``'s question so far (default: the current step), teacher only."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
         if step is not None and (not _whole(step) or not 0 <= step <= FREE_MAX_STEP):
             raise ClassError(ErrorCode.BAD_PLACE, room="", field="step")
 
@@ -421,9 +411,7 @@ class ClassStore:
 
     def summary(self, code: str, teacher_key: str) -> tuple[QuestionSummary, ...]:
         """Every question the teacher opened, in step order, with its final counts."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
         return read(self._engine, lambda conn: self._summary(conn, code, teacher_key)[1])
 
     def _summary(
@@ -458,9 +446,7 @@ class ClassStore:
         """One row per student: nickname, then per question the option picked and 1/0 for
         right; a last row of shares. Nicknames only (no keys); cells a spreadsheet would run
         as formulas start with an apostrophe."""
-        code = clean.check_code(code)
-        if not clean.key_ok(teacher_key):
-            raise ClassError(ErrorCode.NOT_TEACHER)
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
         def work(conn: Connection) -> tuple[tuple[QuestionSummary, ...], list, list]:
             row, summary = self._summary(conn, code, teacher_key)
@@ -561,9 +547,7 @@ class ClassStore:
 
     def student(self, code: str, student_key: str) -> Student:
         """The student holding ``student_key`` in this class: nickname and answers so far."""
-        code = clean.check_code(code)
-        if not clean.key_ok(student_key):
-            raise ClassError(ErrorCode.NOT_STUDENT)
+        code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
 
         def work(conn: Connection) -> Student:
             row = self._row(conn, code)
@@ -579,9 +563,7 @@ class ClassStore:
 
     def answer(self, code: str, student_key: str, option: int) -> None:
         """Pick ``option`` for the current step's open question (changeable until revealed)."""
-        code = clean.check_code(code)
-        if not clean.key_ok(student_key):
-            raise ClassError(ErrorCode.NOT_STUDENT)
+        code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
         if not _whole(option):
             raise ClassError(ErrorCode.BAD_OPTION, options=0)
 
@@ -676,3 +658,12 @@ class ClassStore:
         for code in codes:
             self._remember(code, None)
         return len(codes)
+
+
+def _checked(code: str, key: str, refusal: ErrorCode) -> str:
+    """The class code in its stored form, before any database call: a malformed code is
+    ``no_such_class``, a key that cannot be one is ``refusal`` (not the teacher or student)."""
+    code = clean.check_code(code)
+    if not clean.key_ok(key):
+        raise ClassError(refusal)
+    return code
