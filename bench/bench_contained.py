@@ -10,10 +10,10 @@ Each room job pays a fixed cost (a place in the fair queue, a confined child tak
 request and the reply crossing a socket, the reply checked and rebuilt as dataclasses),
 measured in the same rounds as the median of a job that computes almost nothing. Target: the
 contained job ≤ 1.5 × in-process + that fixed cost (medians), for a visitor's job as the pool is
-built to serve it: by a warm spare child (the zygote forks the next spare while a job runs and
-warms it up once no job runs; ``--settle-s`` leaves it that time between jobs). A job right
-behind another takes the next spare before it could warm up (cold): that figure is printed
-beside, for context (the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their
+built to serve it: by a warm spare child (the zygote forks the next spare just after a job's
+child exits and warms it up once no job runs; ``--settle-s`` leaves it that time before each
+timing, in-process ones too). A job right behind another finds no spare ready and gets a
+child forked on the spot: that figure is printed beside, for context (the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their
 jobs back to back). Exits 1 when a target is missed.
 """
 
@@ -96,12 +96,15 @@ def main() -> int:
         job(), trivial(), in_process()  # first touches, not timed
         samples: dict[str, list[float]] = {"job": [], "fixed": [], "here": [], "burst": []}
         for _ in range(args.rounds):  # interleaved: each sees the same moments of the machine
+            # Each timing starts on a settled machine: the zygote forks its next spare and
+            # warms it up after a job, which would slow whatever runs then, in-process too.
+            time.sleep(args.settle_s)
             samples["here"].append(timed(in_process))
             time.sleep(args.settle_s)
             samples["fixed"].append(timed(trivial))
             time.sleep(args.settle_s)
             samples["job"].append(timed(job))
-            samples["burst"].append(timed(job))  # right behind: the spare is still cold
+            samples["burst"].append(timed(job))  # right behind: no spare is ready yet
         job_s, fixed, here, burst = (statistics.median(samples[k]) for k in samples)
         ratio = max(job_s - fixed, 0.0) / here
         ok = ratio <= TARGET

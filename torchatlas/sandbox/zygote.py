@@ -1,17 +1,21 @@
 """The zygote: a separate process that imports torch once, then forks one fresh child per job.
 
-One child is always forked ahead (the spare): it confines itself and waits for a job, so a
-request pays neither the fork nor the confinement. Once no job is running, the zygote tells it
-to warm up (it runs the callers' warm-up requests, taking the child's first page faults and
-cold caches off the next request); a warm-up started while a job runs would take the CPU
-from that job and from the server decoding its reply (a sandbox host has one or two cores).
-A job goes to the spare whatever it is doing: one still confining itself or warming up takes
-the job as soon as that step is done, which is sooner than a fresh fork would be ready. Every
-job still gets its own new process; jobs that switch a layer off (tests only) get a child
-forked on the spot instead. When a job is handed to the spare, the spare first checks that
-nothing outside changed it while it waited (its uid, limits, priority, affinity, ...) and
-answers; a spare that refuses is replaced by a child forked on the spot for the same job, so
-the job never runs in a process another job touched.
+One child is forked ahead (the spare): it confines itself and waits for a job, so a request
+pays neither the fork nor the confinement. The next spare is forked once the job's child has
+exited, not while a short job runs: forking this process and confining a child, on a host
+with one or two cores, slow the running job and the server decoding its reply (a job that
+finds no spare gets a child forked on the spot, as does a job right behind another; a job
+still running after ``SPARE_FORK_DURING_JOB_S`` gets the next spare forked beside it). Once
+no job is running, the zygote tells the spare to warm up (it runs the callers' warm-up
+requests, taking the child's first page faults and cold caches off the next request); a
+warm-up started while a job runs would take the CPU from that job and from the server
+decoding its reply. A job goes to the spare whatever it is doing: one still confining itself
+or warming up takes the job as soon as that step is done, which is sooner than a fresh fork
+would be ready. Every job still gets its own new process; jobs that switch a layer off (tests
+only) get a child forked on the spot instead. When a job is handed to the spare, the spare
+first checks that nothing outside changed it while it waited (its uid, limits, priority,
+affinity, ...) and answers; a spare that refuses is replaced by a child forked on the spot
+for the same job, so the job never runs in a process another job touched.
 
 Started by :class:`torchatlas.sandbox.pool.SandboxPool` as ``python -m torchatlas.sandbox.zygote
 FD`` with a scrubbed environment (the server is multithreaded, so it must never fork itself).
@@ -47,6 +51,9 @@ HANDOVER_TIMEOUT_S = 2.0
 # How long no job must have run before the spare warms up: long enough for the server to
 # decode the last reply undisturbed, short against the time between a visitor's clicks.
 SPARE_WARM_DELAY_S = 0.05
+# When a job has held the spare this long and still runs, the next spare is forked anyway: the
+# jobs behind a long one should not each wait for a fork of their own.
+SPARE_FORK_DURING_JOB_S = 0.05
 NOBODY = 65534
 CLONE_NEWUSER = 0x10000000
 
@@ -150,6 +157,7 @@ class Zygote:
         # confining a child and its first page faults all take time; a spare prepared while
         # the previous job runs takes all three off each request.
         self.spare: _Spare | None = None
+        self.fork_at: float | None = None  # when to fork the next spare (None: one exists)
         self.fork_spare()
 
     def _in_child(self) -> None:
@@ -170,6 +178,7 @@ class Zygote:
             spare_main(theirs, self.spare_warm_up)  # never returns
         theirs.close()
         self.spare = _Spare(pid, ours)
+        self.fork_at = None
         self.selector.register(ours, selectors.EVENT_READ, "spare")
 
     def _drop_spare(self) -> _Spare | None:
@@ -273,7 +282,7 @@ class Zygote:
         self.children[pidfd] = job
         self.selector.register(pidfd, selectors.EVENT_READ, "child")
         if self.spare is None:
-            self.fork_spare()
+            self.fork_at = time.monotonic() + SPARE_FORK_DURING_JOB_S
 
     def reap(self, pidfd: int) -> None:
         job = self.children.pop(pidfd)
@@ -282,6 +291,8 @@ class Zygote:
         _, status, usage = os.wait4(job["pid"], 0)
         if not self.children:
             self.idle_since = time.monotonic()
+        if self.spare is None:
+            self.fork_at = time.monotonic()  # once the exit report below is sent
         self.send(
             {
                 "op": "exit",
@@ -324,9 +335,9 @@ class Zygote:
         self.selector.register(self.control, selectors.EVENT_READ, "control")
         while True:
             deadlines = [job["deadline"] for job in self.children.values() if not job["timed_out"]]
-            warm_at = self.warm_due()
-            if warm_at is not None:
-                deadlines.append(warm_at)
+            for due in (self.warm_due(), self.fork_at):
+                if due is not None:
+                    deadlines.append(due)
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for key, _ in self.selector.select(wait):
                 if key.data == "control":
@@ -347,6 +358,8 @@ class Zygote:
                 else:
                     self.reap(key.fd)
             self.kill_overdue()
+            if self.fork_at is not None and time.monotonic() >= self.fork_at:
+                self.fork_spare()
             warm_at = self.warm_due()
             if warm_at is not None and time.monotonic() >= warm_at:
                 self.warm_spare()

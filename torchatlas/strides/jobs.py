@@ -74,12 +74,13 @@ class ChainRun:
 class WireStep:
     """A step as it crosses the boundary: its numbers, and its per-element lists packed as
     bytes without repeats. ``step`` carries no lists; ``cells_read`` is every element's
-    storage cell (row-major, little-endian int64); ``storage_values`` every storage cell's
-    value (in :data:`WIRE_DTYPES`' exact numpy dtype for the step's dtype), unless an earlier
-    step (``storage_same_as``) reads the same storage in the same dtype (a chain does not
-    write, so the values are the same); ``values`` only where the storage is not listed (an
-    element's value is otherwise the value of the cell it reads). Bytes travel as base64
-    text: one bounded string per list, checked and unpacked at numpy speed."""
+    storage cell (row-major, little-endian, in :func:`cells_dtype`); ``storage_values``
+    every storage cell's value (in :data:`WIRE_DTYPES`' exact numpy dtype for the step's
+    dtype), unless an earlier step (``storage_same_as``) reads the same storage in the same
+    dtype (a chain does not write, so the values are the same); ``values`` only where the
+    storage is not listed (an element's value is otherwise the value of the cell it reads).
+    Bytes travel as base64 text: one bounded string per list, checked and unpacked at numpy
+    speed."""
 
     step: Step
     cells_read: str | None = None
@@ -134,7 +135,17 @@ WIRE_DTYPES: dict[str, str] = {
     "float8_e4m3fn": "<f4", "float8_e4m3fnuz": "<f4", "float8_e5m2": "<f4",
     "float8_e5m2fnuz": "<f4", "float8_e8m0fnu": "<f4",
 }  # fmt: skip
-CELLS_DTYPE = "<i8"
+
+
+def cells_dtype(storage_cells: int) -> str:
+    """The narrowest unsigned dtype that holds every cell number of a storage this large (a
+    64×64 float tensor's cells fit two bytes each: a quarter of the reply that int64 made)."""
+    for kind, top in (("u1", 1 << 8), ("<u2", 1 << 16), ("<u4", 1 << 32)):
+        if storage_cells <= top:
+            return kind
+    return "<u8"
+
+
 # Torch dtypes whose .numpy() works, and the torch dtype each wire dtype widens from.
 _NUMPY_OK = frozenset(
     {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
@@ -179,7 +190,7 @@ def to_wire(steps: list[Step]) -> tuple[WireStep, ...]:
         kind = WIRE_DTYPES[step.dtype]
         cells = None
         if step.storage_indices is not None:
-            cells = _pack(_flatten(step.storage_indices), CELLS_DTYPE)
+            cells = _pack(_flatten(step.storage_indices), cells_dtype(step.storage_cells or 0))
         same_as = storage = values = None
         if step.storage_values is not None:
             key = (step.storage_id, step.dtype)
@@ -282,7 +293,7 @@ def wire_chain_of(
         step = dataclasses.replace(step, storage_indices=None, values=None, storage_values=None)
         cells = storage = values = same_as = None
         if listable(tuple(tensor.shape), listed_up_to):
-            cells = _pack_tensor(indices_of(tensor), CELLS_DTYPE)
+            cells = _pack_tensor(indices_of(tensor), cells_dtype(step.storage_cells or 0))
         if (step.storage_cells or 0) <= listed_up_to:
             key = (step.storage_id, step.dtype)
             same_as = seen.get(key)
@@ -459,7 +470,7 @@ def from_wire(wire: tuple[WireStep, ...]) -> tuple[Step, ...]:
         if item.cells_read is not None:
             if not listable(size, MAX_LISTED):
                 raise SchemaError("storage cells listed for a step too large to list")
-            read = _unpack(item.cells_read, CELLS_DTYPE, numel)
+            read = _unpack(item.cells_read, cells_dtype(cells), numel)
             if numel and (int(read.min()) < 0 or int(read.max()) >= cells):
                 raise SchemaError("a storage cell outside the storage")
             changes["storage_indices"] = read.reshape(size).tolist()
