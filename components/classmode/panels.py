@@ -16,6 +16,7 @@ class ended) reruns the page once.
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from components.classmode import draw, state
 from components.classmode.state import Role
@@ -23,8 +24,8 @@ from components.contained import guarded
 from components.i18n import language, t
 from components.lessons.draw import option_label
 from components.theme import palette
-from torchatlas.classmode import ClassState, Student, Tally
-from torchatlas.lessons import ROOMS, Lesson
+from torchatlas.classmode import ClassState, Tally
+from torchatlas.lessons import ROOMS, Lesson, Question
 
 # --------------------------------------------------------------------------- shared bits
 
@@ -126,94 +127,113 @@ def _student_bar(who: Role, page: str) -> None:
             ):
                 state.follow(current, who)
         step = state.step_of(current)
-        if step is not None and step.question is not None and current.asked:
-            with st.container(key="classmode_question"):
-                _student_question(who, current, lesson, me)
-        elif step is not None:
+        if step is not None:
             with st.expander(t("classmode.student.read_step")):
                 st.markdown(step.text[language()])
-    _follow_poll(who.code)
+        _follow_poll(who.code)  # in the bar: it draws the step's question once it is asked
 
 
-def _student_question(
-    who: Role, current: ClassState, lesson: Lesson | None, me: Student | None
-) -> None:
+def _student_question(who: Role, current: ClassState) -> None:
+    """The step's question once the teacher opened it: the options and Send until the reveal,
+    then the right answer with torch's explanation and whether this student's was right."""
     step = state.step_of(current)
-    assert step is not None and step.question is not None
+    if step is None or step.question is None or not current.asked:
+        return
     question = step.question
     lang = language()
-    picked = state.answer_of(me, current.step)
-    st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")
-    if current.revealed:
-        right = current.correct if current.correct is not None else question.answer
-        answer_text = option_label(question.options[right], lang)
-        if picked is None:
-            st.info(t("classmode.question.no_answer", answer=answer_text), icon=":material/info:")
-        elif picked == right:
-            st.success(
-                t("classmode.question.right", answer=answer_text), icon=":material/check_circle:"
+    picked = state.answer_of(state.me(who), current.step)
+    with st.container(key="classmode_question"):
+        st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")
+        if current.revealed:
+            _verdict(question, current, picked, lang)
+            return
+        key = f"{state.PICK_KEY}_{current.code}_{current.step}"
+        if picked is not None and key not in st.session_state:
+            st.session_state[key] = picked
+        choice = st.radio(
+            t("classmode.question.options"),
+            options=list(range(len(question.options))),
+            format_func=lambda i: option_label(question.options[i], lang),
+            index=None,
+            key=key,
+            label_visibility="collapsed",
+        )
+        label = "classmode.question.send" if picked is None else "classmode.question.change"
+        if st.button(
+            t(label),
+            key=f"classmode_send_{current.step}",
+            type="primary",
+            disabled=choice is None or choice == picked,
+            icon=":material/send:",
+        ):
+            if state.answer(who, int(choice)):
+                _rerun_question()
+            refusal_card()
+        if picked is not None:
+            st.caption(
+                t("classmode.question.sent", answer=option_label(question.options[picked], lang))
             )
         else:
-            st.error(
-                t(
-                    "classmode.question.wrong",
-                    answer=answer_text,
-                    picked=option_label(question.options[picked], lang),
-                ),
-                icon=":material/cancel:",
-            )
-        st.markdown(question.explain[lang])
-        return
-    key = f"{state.PICK_KEY}_{current.code}_{current.step}"
-    if picked is not None and key not in st.session_state:
-        st.session_state[key] = picked
-    choice = st.radio(
-        t("classmode.question.options"),
-        options=list(range(len(question.options))),
-        format_func=lambda i: option_label(question.options[i], lang),
-        index=None,
-        key=key,
-        label_visibility="collapsed",
-    )
-    label = "classmode.question.send" if picked is None else "classmode.question.change"
-    if st.button(
-        t(label),
-        key=f"classmode_send_{current.step}",
-        type="primary",
-        disabled=choice is None or choice == picked,
-        icon=":material/send:",
-    ):
-        if state.answer(who, int(choice)):
-            st.rerun()
-        refusal_card()
-    if picked is not None:
-        st.caption(
-            t("classmode.question.sent", answer=option_label(question.options[picked], lang))
+            st.caption(t("classmode.question.hint"))
+
+
+def _rerun_question() -> None:
+    """Draw the question again with the answer just sent: only the poll's fragment when this
+    run is one of its own (a phone's press), the page when the press came in a whole-page run
+    (Streamlit allows the fragment scope only in the fragment's own runs)."""
+    try:
+        st.rerun(scope="fragment")
+    except StreamlitAPIException:
+        st.rerun()
+
+
+def _verdict(question: Question, current: ClassState, picked: int | None, lang: str) -> None:
+    right = current.correct if current.correct is not None else question.answer
+    answer_text = option_label(question.options[right], lang)
+    if picked is None:
+        st.info(t("classmode.question.no_answer", answer=answer_text), icon=":material/info:")
+    elif picked == right:
+        st.success(
+            t("classmode.question.right", answer=answer_text), icon=":material/check_circle:"
         )
     else:
-        st.caption(t("classmode.question.hint"))
+        st.error(
+            t(
+                "classmode.question.wrong",
+                answer=answer_text,
+                picked=option_label(question.options[picked], lang),
+            ),
+            icon=":material/cancel:",
+        )
+    st.markdown(question.explain[lang])
 
 
 @st.fragment(run_every=state.POLL_S)
 @guarded
 def _follow_poll(code: str) -> None:
     """Every ``state.POLL_S`` seconds: has the teacher changed anything? One cached integer
-    read and nothing drawn. On a change: a move switches straight to the teacher's room from
-    here (no whole-page run of the room being left first); anything else (a question opened
-    or revealed, the class ended or gone) reruns the page once."""
+    read; nothing drawn unless a question is open. A move switches straight to the teacher's
+    room from here (no whole-page run of the room being left first); the class ending or
+    going reruns the page once; a question opened or revealed, and a student's own answer,
+    are drawn here in place: the room below does not run again (sixty phones running their
+    rooms at one click of the teacher's was most of a class's load on the server)."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll
         return
-    if version is not None and version <= state.seen_version():
-        return
     who = state.role()
-    current = state.class_state(code) if version is not None else None
-    student = who is not None and not who.teacher
-    if current is not None and student and not current.ended and state.needs_follow(current):
+    current = state.seen_state()
+    if version is None or version > state.seen_version() or current is None:
+        current = state.class_state(code) if version is not None else None
+        student = who is not None and not who.teacher
+        if current is None or not student or current.ended or state.needs_follow(current):
+            if current is not None and student and not current.ended:
+                state.mark_seen(current)
+                state.follow(current, who)
+            st.rerun(scope="app")
         state.mark_seen(current)
-        state.follow(current, who)
-    st.rerun(scope="app")
+    if who is not None and current.code == code:
+        _student_question(who, current)
 
 
 def _teacher_bar(who: Role, page: str) -> None:

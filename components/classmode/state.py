@@ -20,9 +20,11 @@ once as a card (``classmode.errors.<code>``).
 Following: the student's page runs a fragment every :data:`POLL_S` seconds that reads only
 ``store.version(code)`` (served from the engine's per-process cache, at most ~0.5 s old, so
 sixty phones cost one database read per class per half second). When the version has grown,
-the whole page reruns once: :func:`observe` reads the class's state, and if the teacher's
-place (step, room, link) changed, the room's own session keys are forgotten and the page is
-switched to the room with the teacher's link, as the lessons open a step.
+the fragment reads the class's state: if the teacher's place (step, room, link) changed, the
+room's own session keys are forgotten and the page is switched to the room with the
+teacher's link (:func:`follow`), as the lessons open a step; a question opened or revealed is
+drawn in the fragment itself. The state last drawn is kept (:func:`mark_seen`), so a poll
+that finds nothing new reads nothing else.
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.5  # a student's screen asks for the class's version this often (a move shows within 2 s)
-TEACHER_POLL_S = 1.5  # the teacher's live counts and tally
+POLL_S = 1.0  # a student's screen asks for the class's version this often (a move shows within 2 s)
+TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
 
 TEACHER_KEY = "classmode_teacher"  # (code, teacher key) this session drives
 STUDENT_KEY = "classmode_student"  # (code, student key) this session answers as
-SEEN_KEY = "classmode_seen"  # the class version this session's screen last drew
+SEEN_KEY = "classmode_seen"  # the class's state as this session's screen last drew it
 PLACE_KEY = "classmode_place"  # (step, room, query) the student last followed
 ERROR_KEY = "classmode_error"  # (code, params) of a refusal, shown once
 LINK_READ_KEY = "classmode_link_read"  # the (class, teacher, student) link values read
@@ -375,12 +377,17 @@ def summary(who: Role) -> tuple | None:
 # --------------------------------------------------------------------------- following
 
 
+def seen_state() -> ClassState | None:
+    return st.session_state.get(SEEN_KEY)
+
+
 def seen_version() -> int:
-    return st.session_state.get(SEEN_KEY, -1)
+    seen = seen_state()
+    return seen.version if seen is not None else -1
 
 
 def mark_seen(state: ClassState) -> None:
-    st.session_state[SEEN_KEY] = state.version
+    st.session_state[SEEN_KEY] = state
 
 
 def place_of(state: ClassState) -> tuple[int, str, tuple]:
