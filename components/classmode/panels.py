@@ -112,6 +112,7 @@ def _student_bar(who: Role, page: str) -> None:
     lesson = state.lesson_of(current)
     with st.container(border=True, key="classmode_bar"):
         me = state.me(who)
+        state.remember_answers(who, me)
         name = draw.plain(me.nickname) if me is not None else "—"
         st.caption(t("classmode.student.bar", code=current.code, name=name))
         st.markdown(f"**{draw.plain(_step_line(current, lesson))}**")
@@ -133,7 +134,7 @@ def _student_bar(who: Role, page: str) -> None:
         _follow_poll(who.code)  # in the bar: it draws the step's question once it is asked
 
 
-def _student_question(who: Role, current: ClassState) -> None:
+def _student_question(who: Role, current: ClassState, *, fresh: bool = False) -> None:
     """The step's question once the teacher opened it: the options and Send until the reveal,
     then the right answer with torch's explanation and whether this student's was right."""
     step = state.step_of(current)
@@ -141,7 +142,7 @@ def _student_question(who: Role, current: ClassState) -> None:
         return
     question = step.question
     lang = language()
-    picked = state.answer_of(state.me(who), current.step)
+    picked = state.my_answer(who, current.step, fresh=fresh)
     with st.container(key="classmode_question"):
         st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")
         if current.revealed:
@@ -166,7 +167,7 @@ def _student_question(who: Role, current: ClassState) -> None:
             disabled=choice is None or choice == picked,
             icon=":material/send:",
         ):
-            if state.answer(who, int(choice)):
+            if state.answer(who, current.step, int(choice)):
                 _rerun_question()
             refusal_card()
         if picked is not None:
@@ -223,7 +224,8 @@ def _follow_poll(code: str) -> None:
         return
     who = state.role()
     current = state.seen_state()
-    if version is None or version > state.seen_version() or current is None:
+    changed = version is None or version > state.seen_version() or current is None
+    if changed:
         current = state.class_state(code) if version is not None else None
         student = who is not None and not who.teacher
         if current is None or not student or current.ended or state.needs_follow(current):
@@ -233,7 +235,7 @@ def _follow_poll(code: str) -> None:
             st.rerun(scope="app")
         state.mark_seen(current)
     if who is not None and current.code == code:
-        _student_question(who, current)
+        _student_question(who, current, fresh=changed)
 
 
 def _teacher_bar(who: Role, page: str) -> None:

@@ -60,6 +60,7 @@ JOIN_CODE_KEY = "classmode_join_code"  # the join form's boxes
 JOIN_NAME_KEY = "classmode_join_name"
 LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
+ANSWERS_KEY = "classmode_answers"  # ((code, student key), {step: option}) last read or sent
 
 T = TypeVar("T")
 
@@ -122,7 +123,7 @@ def role() -> Role | None:
 
 def leave() -> None:
     """Forget this session's place in a class (the class itself goes on)."""
-    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY):
+    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY, ANSWERS_KEY):
         st.session_state.pop(key, None)
     for name in (URL_TEACHER, URL_STUDENT):
         if name in st.query_params:
@@ -357,12 +358,15 @@ def end(who: Role) -> None:
     attempt(store().end, who.code, who.key)
 
 
-def answer(who: Role, option: int) -> bool:
+def answer(who: Role, step: int, option: int) -> bool:
     try:
         store().answer(who.code, who.key, option)
     except ClassError as error:
         refuse(error.code.value, **error.params)
         return False
+    held = st.session_state.get(ANSWERS_KEY)
+    if held is not None and held[0] == (who.code, who.key):
+        held[1][step] = option
     return True
 
 
@@ -439,7 +443,17 @@ def lesson_options() -> list[str | None]:
     return [None, *(lesson.id for lesson in lessons())]
 
 
-def answer_of(student: Student | None, step: int) -> int | None:
-    if student is None:
-        return None
-    return dict(student.answers).get(step)
+def my_answer(who: Role, step: int, *, fresh: bool = False) -> int | None:
+    """This student's answer to ``step``, as this session last read or sent it: a poll that
+    finds nothing new draws the open question without a database read. ``fresh`` reads it
+    again (the class changed: another tab of the same student may have answered)."""
+    held = st.session_state.get(ANSWERS_KEY)
+    if fresh or held is None or held[0] != (who.code, who.key):
+        remember_answers(who, me(who))
+        held = st.session_state[ANSWERS_KEY]
+    return held[1].get(step)
+
+
+def remember_answers(who: Role, student: Student | None) -> None:
+    answers = dict(student.answers) if student is not None else {}
+    st.session_state[ANSWERS_KEY] = ((who.code, who.key), answers)
