@@ -111,8 +111,7 @@ def _student_bar(who: Role, page: str) -> None:
             state.follow(current, who)
     lesson = state.lesson_of(current)
     with st.container(border=True, key="classmode_bar"):
-        me = state.me(who)
-        state.remember_answers(who, me)
+        me = state.my_record(who)
         name = draw.plain(me.nickname) if me is not None else "—"
         st.caption(t("classmode.student.bar", code=current.code, name=name))
         st.markdown(f"**{draw.plain(_step_line(current, lesson))}**")

@@ -30,7 +30,7 @@ that finds nothing new reads nothing else.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -60,7 +60,7 @@ JOIN_CODE_KEY = "classmode_join_code"  # the join form's boxes
 JOIN_NAME_KEY = "classmode_join_name"
 LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
-ANSWERS_KEY = "classmode_answers"  # ((code, student key), {step: option}) last read or sent
+RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
 
 T = TypeVar("T")
 
@@ -123,7 +123,7 @@ def role() -> Role | None:
 
 def leave() -> None:
     """Forget this session's place in a class (the class itself goes on)."""
-    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY, ANSWERS_KEY):
+    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY, RECORD_KEY):
         st.session_state.pop(key, None)
     for name in (URL_TEACHER, URL_STUDENT):
         if name in st.query_params:
@@ -313,7 +313,9 @@ def join(code: str, nickname: str) -> bool:
 
 
 def class_state(code: str) -> ClassState | None:
-    return attempt(store().state, code)
+    """The class's state at its current version (one database read per change, shared by
+    this server's sessions)."""
+    return attempt(store().current_state, code)
 
 
 def version(code: str) -> int | None:
@@ -364,9 +366,10 @@ def answer(who: Role, step: int, option: int) -> bool:
     except ClassError as error:
         refuse(error.code.value, **error.params)
         return False
-    held = st.session_state.get(ANSWERS_KEY)
+    held = st.session_state.get(RECORD_KEY)
     if held is not None and held[0] == (who.code, who.key):
-        held[1][step] = option
+        answers = tuple(sorted({**dict(held[1].answers), step: option}.items()))
+        st.session_state[RECORD_KEY] = (held[0], replace(held[1], answers=answers))
     return True
 
 
@@ -443,17 +446,19 @@ def lesson_options() -> list[str | None]:
     return [None, *(lesson.id for lesson in lessons())]
 
 
-def my_answer(who: Role, step: int, *, fresh: bool = False) -> int | None:
-    """This student's answer to ``step``, as this session last read or sent it: a poll that
-    finds nothing new draws the open question without a database read. ``fresh`` reads it
-    again (the class changed: another tab of the same student may have answered)."""
-    held = st.session_state.get(ANSWERS_KEY)
+def my_record(who: Role, *, fresh: bool = False) -> Student | None:
+    """This student's nickname and answers as this session last read or sent them: the bar
+    and the poll draw without a database read. ``fresh`` reads them again (the class
+    changed: another tab of the same student may have answered)."""
+    held = st.session_state.get(RECORD_KEY)
     if fresh or held is None or held[0] != (who.code, who.key):
-        remember_answers(who, me(who))
-        held = st.session_state[ANSWERS_KEY]
-    return held[1].get(step)
+        student = me(who)
+        if student is None:
+            return None
+        held = st.session_state[RECORD_KEY] = ((who.code, who.key), student)
+    return held[1]
 
 
-def remember_answers(who: Role, student: Student | None) -> None:
-    answers = dict(student.answers) if student is not None else {}
-    st.session_state[ANSWERS_KEY] = ((who.code, who.key), answers)
+def my_answer(who: Role, step: int, *, fresh: bool = False) -> int | None:
+    record = my_record(who, fresh=fresh)
+    return dict(record.answers).get(step) if record is not None else None

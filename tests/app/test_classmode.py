@@ -33,11 +33,12 @@ LESSON = "broadcasting"  # three steps: basics, strides, basics; each asks a que
 
 @pytest.fixture(autouse=True)
 def fresh_store(tmp_path, monkeypatch) -> Iterator[ClassStore]:
-    """A database of this test's own; the page's cached store rebuilt on it."""
+    """A database of this test's own, and the page's store on it: the test acts through the
+    same store as the pages, as a class on one server does (two replicas: the e2e tests)."""
     monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("ATLAS_DATABASE_URL", raising=False)
     state.store.clear()
-    yield ClassStore()
+    yield state.store()
     state.store.clear()
 
 

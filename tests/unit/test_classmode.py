@@ -508,6 +508,25 @@ def test_version_reads_are_shared(make, monkeypatch) -> None:  # type: ignore[no
     assert len(reads) <= 1 + int(elapsed / 0.5) + 1, (len(reads), elapsed)  # not 400
 
 
+def test_the_current_state_is_read_once_per_version(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = make(version_cache_s=60)  # one replica: its own changes update its cache
+    teacher = store.start(LESSON, "en", client="t")
+    store.join(teacher.code, "Ada", client="s")
+    from torchatlas.classmode import store as module
+
+    reads = []
+    real = module.read
+    monkeypatch.setattr(module, "read", lambda *a: reads.append(1) or real(*a))
+    seen = {store.current_state(teacher.code) for _ in range(60)}  # sixty phones poll
+    assert len(seen) == 1 and len(reads) == 1
+    moved = go_to(store, teacher, 1)
+    after = [store.current_state(teacher.code) for _ in range(60)]
+    assert {state.version for state in after} == {moved.version} and after[0].step == 1
+    assert len(reads) <= 1 + 1 + 2  # the move's own reads, then one for everyone
+    store.ask(teacher.code, teacher.teacher_key)
+    assert store.current_state(teacher.code).asked
+
+
 # --------------------------------------------------------------------------- concurrency
 
 
