@@ -527,6 +527,18 @@ def test_the_current_state_is_read_once_per_version(make, monkeypatch) -> None: 
     assert store.current_state(teacher.code).asked
 
 
+def test_a_snapshot_older_than_a_change_never_hides_it(make) -> None:  # type: ignore[no-untyped-def]
+    """A poll's read that began before the teacher's change committed comes back with the
+    old version; the change (already published by this replica) must stay what it sees."""
+    store = make(version_cache_s=60)
+    teacher = store.start(LESSON, "en", client="t")
+    before = store.current_state(teacher.code)
+    moved = go_to(store, teacher, 1)
+    store._remember(teacher.code, before.version)  # what that late read tells the cache
+    assert store.version(teacher.code) == moved.version
+    assert store.current_state(teacher.code) == moved
+
+
 # --------------------------------------------------------------------------- concurrency
 
 

@@ -162,16 +162,29 @@ class ClassStore:
             .where(classes.c.id == row.id)
             .values(version=classes.c.version + 1, active=self.clock(), **values)
         )
-        state = self._state(conn, self._row(conn, row.code))
+        return self._state(conn, self._row(conn, row.code))
+
+    def _changed(self, state: ClassState) -> ClassState:
+        """A teacher's change, committed: this replica's sessions see it at their next poll
+        (their version and state caches hold it now, no read needed)."""
         self._remember(state.code, state.version)
+        with self._versions_lock:
+            self._states[state.code] = state
         return state
 
     def _remember(self, code: str, version: int | None) -> None:
+        """Cache ``code``'s version. A read never moves a fresh entry back: a snapshot taken
+        before this replica's own change committed must not hide that change."""
+        now = time.monotonic()
         with self._versions_lock:
+            held = self._versions.get(code)
+            fresh = held is not None and now - held[0] <= self.limits.version_cache_s
+            if fresh and version is not None and held[1] is not None and held[1] > version:
+                return
             if len(self._versions) >= _VERSION_CACHE_ENTRIES:
                 self._versions.clear()
                 self._fetching.clear()
-            self._versions[code] = (time.monotonic(), version)
+            self._versions[code] = (now, version)
 
     def _count_attempt(self, client: object) -> None:
         """One join or start by ``client``: refused past the limit per minute (committed on
@@ -311,7 +324,7 @@ class ClassStore:
             number, place, text = self._place(row.lesson_id, step, room, query)
             return self._bump(conn, row, step=number, room=place, query=text)
 
-        return write(self._engine, work)
+        return self._changed(write(self._engine, work))
 
     def ask(self, code: str, teacher_key: str) -> ClassState:
         """Open the current step's question (again: no change; after its reveal: refused)."""
@@ -334,7 +347,7 @@ class ClassStore:
             )
             return self._bump(conn, row)
 
-        return write(self._engine, work)
+        return self._changed(write(self._engine, work))
 
     def reveal(self, code: str, teacher_key: str) -> ClassState:
         """Show the current question's answer; answers to it are closed from now on."""
@@ -357,19 +370,20 @@ class ClassStore:
             )
             return self._bump(conn, row)
 
-        return write(self._engine, work)
+        return self._changed(write(self._engine, work))
 
     def end(self, code: str, teacher_key: str) -> None:
         """End the class: students see that it ended; the teacher keeps the summary until
         the class expires."""
         code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> ClassState | None:
             row = self._teacher(conn, code, teacher_key, "update")
-            if not row.ended:
-                self._bump(conn, row, ended=True)
+            return None if row.ended else self._bump(conn, row, ended=True)
 
-        write(self._engine, work)
+        ended = write(self._engine, work)
+        if ended is not None:
+            self._changed(ended)
 
     def tally(self, code: str, teacher_key: str, step: int | None = None) -> Tally:
         """Answers to ``step``'s question so far (default: the current step), teacher only."""
@@ -622,7 +636,9 @@ class ClassStore:
         with self._versions_lock:
             if len(self._states) >= _VERSION_CACHE_ENTRIES:
                 self._states.clear()
-            self._states[code] = state
+            held = self._states.get(code)
+            if held is None or held.version <= state.version:  # never back to an older one
+                self._states[code] = state
         return state
 
     def version(self, code: str) -> int:
