@@ -13,8 +13,9 @@ contained job ≤ 1.5 × in-process + that fixed cost (medians), for a visitor's
 built to serve it: by a warm spare child (the zygote forks the next spare just after a job's
 child exits and warms it up once no job runs; ``--settle-s`` leaves it that time before each
 timing, in-process ones too). A job right behind another finds no spare ready and gets a
-child forked on the spot: that figure is printed beside, for context (the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their
-jobs back to back). Exits 1 when a target is missed.
+child forked on the spot: that figure is printed beside, for context (the room benchmarks,
+``bench_autograd`` and ``bench_strides``, time their jobs back to back). Exits 1 when a
+target is missed.
 """
 
 from __future__ import annotations
