@@ -130,7 +130,9 @@ def _student_bar(who: Role, page: str) -> None:
         if step is not None:
             with st.expander(t("classmode.student.read_step")):
                 st.markdown(step.text[language()])
-        _follow_poll(who.code)  # in the bar: it draws the step's question once it is asked
+        if current.revealed:  # settled: drawn with the page, so idle polls draw nothing
+            _student_question(who, current)
+        _follow_poll(who.code)  # in the bar: it draws the step's question while it is open
 
 
 def _student_question(who: Role, current: ClassState, *, fresh: bool = False) -> None:
@@ -215,12 +217,13 @@ def _follow_poll(code: str) -> None:
 
 @guarded
 def _poll(code: str) -> None:
-    """Has the teacher changed anything? One cached integer
-    read; nothing drawn unless a question is open. A move switches straight to the teacher's
-    room from here (no whole-page run of the room being left first); the class ending or
-    going reruns the page once; a question opened or revealed, and a student's own answer,
-    are drawn here in place: the room below does not run again (sixty phones running their
-    rooms at one click of the teacher's was most of a class's load on the server)."""
+    """Has the teacher changed anything? One cached integer read; nothing drawn unless a
+    question is open. A move switches straight to the teacher's room from here (no
+    whole-page run of the room being left first). An open question, and the student's own
+    answer to it, are drawn here in place: the room below does not run again while sixty
+    phones answer. A reveal, the class ending or going rerun the page once: the verdict is
+    then drawn with the page, and the polls that follow, most of a class's time, draw
+    nothing."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll
@@ -236,8 +239,11 @@ def _poll(code: str) -> None:
                 state.mark_seen(current)
                 state.follow(current, who)
             st.rerun(scope="app")
+        if current.revealed:
+            state.my_record(who, fresh=True)  # the verdict reads this student's last answer
+            st.rerun(scope="app")
         state.mark_seen(current)
-    if who is not None and current.code == code:
+    if who is not None and current.code == code and not current.revealed:
         _student_question(who, current, fresh=changed)
 
 
