@@ -6,11 +6,11 @@ the QR is up to 420 px, the tally's labels are 28-34 px. A student's phone shows
 question and its answer button in the bar at the top of whatever room they are in, so
 answering needs no scrolling.
 
-Polling: a student's bar runs :func:`_poll` every ``state.poll_period()`` seconds; it reads one
+Polling: a student's bar runs :func:`_follow_poll` every ``state.POLL_S`` seconds; it reads one
 cached version number and draws only the step's question, if one is open, so an idle student
 costs one small fragment run (measured by tests/e2e/test_classmode_poll.py). When the teacher
-moved, the poll switches the student to the teacher's room at once; a question opened or
-revealed is drawn by the poll itself; the class ending reruns the page once.
+moved, the poll switches the student to the teacher's room at once; a question opened is
+drawn by the poll itself; a reveal or the class ending reruns the page once.
 """
 
 from __future__ import annotations
@@ -210,20 +210,16 @@ def _verdict(question: Question, current: ClassState, picked: int | None, lang: 
     st.markdown(question.explain[lang])
 
 
-def _follow_poll(code: str) -> None:
-    """Poll the class every :func:`state.poll_period` seconds (this session's own period)."""
-    st.fragment(_poll, run_every=state.poll_period())(code)
-
-
+@st.fragment(run_every=state.POLL_S)
 @guarded
-def _poll(code: str) -> None:
-    """Has the teacher changed anything? One cached integer read; nothing drawn unless a
-    question is open. A move switches straight to the teacher's room from here (no
-    whole-page run of the room being left first). An open question, and the student's own
-    answer to it, are drawn here in place: the room below does not run again while sixty
-    phones answer. A reveal, the class ending or going rerun the page once: the verdict is
-    then drawn with the page, and the polls that follow, most of a class's time, draw
-    nothing."""
+def _follow_poll(code: str) -> None:
+    """Every ``state.POLL_S`` seconds: has the teacher changed anything? One cached integer
+    read; nothing drawn unless a question is open. A move switches straight to the teacher's
+    room from here (no whole-page run of the room being left first). An open question, and
+    the student's own answer to it, are drawn here in place: the room below does not run
+    again while sixty phones answer. A reveal, the class ending or going rerun the page
+    once: the verdict is then drawn with the page, and the polls that follow, most of a
+    class's time, draw nothing."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll

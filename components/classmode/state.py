@@ -17,7 +17,7 @@ Values from a link are bounded before the engine sees them; the engine checks th
 (code alphabet, keys in constant time). A refusal is kept as ``(code, params)`` and shown
 once as a card (``classmode.errors.<code>``).
 
-Following: the student's page runs a fragment every :func:`poll_period` seconds that reads only
+Following: the student's page runs a fragment every :data:`POLL_S` seconds that reads only
 ``store.version(code)`` (served from the engine's per-process cache, at most ~0.5 s old, so
 sixty phones cost one database read per class per half second). When the version has grown,
 the fragment reads the class's state: if the teacher's place (step, room, link) changed, the
@@ -29,7 +29,6 @@ that finds nothing new reads nothing else.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -46,8 +45,7 @@ from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.0  # a student's screen asks for the class's version this often, on average
-POLL_JITTER_S = 0.2  # each session's own period is POLL_S ± this (a move shows within 2 s)
+POLL_S = 1.0  # a student's screen asks for the class's version this often (a move shows within 2 s)
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
@@ -63,8 +61,6 @@ JOIN_NAME_KEY = "classmode_join_name"
 LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
 RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
-
-PERIOD_KEY = "classmode_poll_period"  # this session's poll period, drawn once
 
 T = TypeVar("T")
 
@@ -386,17 +382,6 @@ def summary(who: Role) -> tuple | None:
 
 
 # --------------------------------------------------------------------------- following
-
-
-def poll_period() -> float:
-    """This session's poll period, drawn once around :data:`POLL_S`. With one period for
-    all, the phones that followed a move together (their pages finish together: the server
-    runs them side by side) poll in step from then on, and every later change reaches all of
-    them in one burst after the same wait; periods that differ spread them out again."""
-    if PERIOD_KEY not in st.session_state:
-        spread = random.uniform(-POLL_JITTER_S, POLL_JITTER_S)
-        st.session_state[PERIOD_KEY] = round(POLL_S + spread, 2)
-    return st.session_state[PERIOD_KEY]
 
 
 def seen_state() -> ClassState | None:
