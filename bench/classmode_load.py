@@ -78,7 +78,7 @@ GOALS = {
     "idle_core_share": 0.25,
     "peak_pss_bytes": 2.0 * GB,
 }
-POLL_S = 1.0  # the page's student poll, on average (components/classmode/state.py POLL_S)
+POLL_S = 1.2  # the page's student poll, on average (components/classmode/state.py POLL_S)
 STEP_TIMEOUT_S = 30.0  # a student's screen must show a change within this, else an error
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

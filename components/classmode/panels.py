@@ -130,9 +130,12 @@ def _student_bar(who: Role, page: str) -> None:
         if step is not None:
             with st.expander(t("classmode.student.read_step")):
                 st.markdown(step.text[language()])
-        if current.revealed:  # settled: drawn with the page, so idle polls draw nothing
-            _student_question(who, current)
-        _follow_poll(who.code)  # in the bar: it draws the step's question while it is open
+    # The question sits right under the bar. Once revealed it is drawn with the page, so the
+    # polls of an idle class draw nothing; while open, the poll draws it (not inside the
+    # bar's container: a fragment nested in containers costs each poll more).
+    if current.revealed:
+        _student_question(who, current)
+    _follow_poll(who.code)
 
 
 def _student_question(who: Role, current: ClassState, *, fresh: bool = False) -> None:

@@ -45,7 +45,7 @@ from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.0  # a student's screen asks for the class's version this often (a move shows within 2 s)
+POLL_S = 1.2  # a student's screen asks for the class's version this often (a move shows within 2 s)
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
