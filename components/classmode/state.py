@@ -22,9 +22,9 @@ Following: the student's page runs a fragment every :data:`POLL_S` seconds that 
 sixty phones cost one database read per class per half second). When the version has grown,
 the fragment reads the class's state: if the teacher's place (step, room, link) changed, the
 room's own session keys are forgotten and the page is switched to the room with the
-teacher's link (:func:`follow`), as the lessons open a step; a question opened or revealed is
-drawn in the fragment itself. The state last drawn is kept (:func:`mark_seen`), so a poll
-that finds nothing new reads nothing else.
+teacher's link (:func:`follow`), as the lessons open a step; a question opened is drawn in
+the fragment itself, a reveal reruns the page once. The state last drawn is kept
+(:func:`mark_seen`), so a poll that finds nothing new reads nothing else.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.2  # a student's screen asks for the class's version this often (a move shows within 2 s)
+POLL_S = 1.2  # a student's screen asks for the class's version this often
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24

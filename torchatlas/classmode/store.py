@@ -169,6 +169,8 @@ class ClassStore:
         (their version and state caches hold it now, no read needed)."""
         self._remember(state.code, state.version)
         with self._versions_lock:
+            if len(self._states) >= _VERSION_CACHE_ENTRIES:
+                self._states.clear()
             self._states[state.code] = state
         return state
 

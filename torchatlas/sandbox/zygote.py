@@ -154,8 +154,8 @@ class Zygote:
         self.children: dict[int, dict[str, Any]] = {}  # pidfd → job
         self.idle_since = time.monotonic()  # when the last job's child ended
         # Forking this process (torch imported: hundreds of MB of private pages to map),
-        # confining a child and its first page faults all take time; a spare prepared while
-        # the previous job runs takes all three off each request.
+        # confining a child and its first page faults all take time; a spare prepared ahead
+        # of the request (after the previous job) takes all three off it.
         self.spare: _Spare | None = None
         self.fork_at: float | None = None  # when to fork the next spare (None: one exists)
         self.fork_spare()
