@@ -31,8 +31,8 @@ An error is a step not shown in time, an exception or a refusal card on a page, 
 connection, or a protocol failure; the run must have none.
 
 ``--level api``: the same class against the engine alone (threads in this process, one
-``ClassStore`` as one replica, students polling ``version()`` every second as the page does):
-the engine's share of the figures, without Streamlit.
+``ClassStore`` as one replica, students polling ``version()`` every ``POLL_S`` seconds as the
+page does): the engine's share of the figures, without Streamlit.
 
 Goals (issue 25): 0 errors; p95 follow ≤ 2 s and p95 tally ≤ 2 s; 60 idle following students
 ≤ 25 % of one core; server tree peak PSS ≤ 2.0 GB. Exits 1 when a goal is missed, 2 when the
@@ -78,7 +78,7 @@ GOALS = {
     "idle_core_share": 0.25,
     "peak_pss_bytes": 2.0 * GB,
 }
-POLL_S = 1.2  # the page's student poll, on average (components/classmode/state.py POLL_S)
+POLL_S = 1.2  # the page's student poll (components/classmode/state.py POLL_S)
 STEP_TIMEOUT_S = 30.0  # a student's screen must show a change within this, else an error
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

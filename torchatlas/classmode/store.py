@@ -168,11 +168,17 @@ class ClassStore:
         """A teacher's change, committed: this replica's sessions see it at their next poll
         (their version and state caches hold it now, no read needed)."""
         self._remember(state.code, state.version)
+        self._keep_state(state)
+        return state
+
+    def _keep_state(self, state: ClassState) -> None:
+        """Share ``state`` as its class's current one, unless a newer one is held already."""
         with self._versions_lock:
             if len(self._states) >= _VERSION_CACHE_ENTRIES:
                 self._states.clear()
-            self._states[state.code] = state
-        return state
+            held = self._states.get(state.code)
+            if held is None or held.version <= state.version:
+                self._states[state.code] = state
 
     def _remember(self, code: str, version: int | None) -> None:
         """Cache ``code``'s version. A read never moves a fresh entry back: a snapshot taken
@@ -635,12 +641,7 @@ class ClassStore:
         if held is not None and held.version == version:
             return held
         state = self.state(code)
-        with self._versions_lock:
-            if len(self._states) >= _VERSION_CACHE_ENTRIES:
-                self._states.clear()
-            held = self._states.get(code)
-            if held is None or held.version <= state.version:  # never back to an older one
-                self._states[code] = state
+        self._keep_state(state)
         return state
 
     def version(self, code: str) -> int:
