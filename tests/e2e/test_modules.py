@@ -44,8 +44,13 @@ def _open(app_page, *args, **kwargs):
 
 
 def _section(page, section: str, lang: str = "en") -> None:
+    """Pick a section and wait until the page draws it."""
     label = translate(f"modules.sections.{section}", lang)
     page.locator(".st-key-modules_section button").filter(has_text=label).first.click()
+    # The link changes before the click's rerun has drawn the section: wait for its header.
+    table = "training" if section == "train" else section
+    header = translate(f"modules.{table}.header", lang)
+    expect(page.locator("h2").filter(has_text=header)).to_be_visible(timeout=60_000)
     wait_for_app(page)
 
 
