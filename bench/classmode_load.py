@@ -107,6 +107,8 @@ class Figures:
     aborted: str | None = None
     # server CPU (ms) per student in each phase of a step, polling included: where time goes
     phase_cpu_ms: dict[str, list[float]] = field(default_factory=dict)
+    # this tool's own CPU (ms) per student in the same phases: the clients share the machine
+    client_cpu_ms: dict[str, list[float]] = field(default_factory=dict)
     server_pid: int | None = None
     cpus: int = field(default_factory=lambda: os.cpu_count() or 0)
     load_before: float = field(default_factory=lambda: os.getloadavg()[0])
@@ -142,15 +144,18 @@ class PhaseClock:
     def __init__(self, fig: Figures, students: int) -> None:
         self.fig, self.students = fig, max(1, students)
         self.last = tree_cpu_s(fig.server_pid) if fig.server_pid else 0.0
+        self.last_client = time.process_time()
 
     def mark(self, name: str) -> None:
         if not self.fig.server_pid:
             return
-        now = tree_cpu_s(self.fig.server_pid)
+        now, client = tree_cpu_s(self.fig.server_pid), time.process_time()
         if name != "between":
             per = 1000 * (now - self.last) / self.students
             self.fig.phase_cpu_ms.setdefault(name, []).append(per)
-        self.last = now
+            per = 1000 * (client - self.last_client) / self.students
+            self.fig.client_cpu_ms.setdefault(name, []).append(per)
+        self.last, self.last_client = now, client
 
 
 def _mb(value: int | None) -> str:
@@ -193,9 +198,11 @@ def format_figures(fig: Figures) -> str:
             f"  memory         PSS baseline {_mb(fig.baseline_pss)} MB, peak {_mb(fig.peak_pss)} MB"
         )
     for name, values in fig.phase_cpu_ms.items():
+        client = fig.client_cpu_ms.get(name) or [0.0]
         lines.append(
             f"  server CPU     {name}: {statistics.median(values):.0f} ms per student per step"
-            " (median over steps, polling included)"
+            f" (median over steps, polling included; this tool's clients:"
+            f" {statistics.median(client):.0f} ms)"
         )
     lines.append(
         f"  machine        {fig.cpus} CPUs; 1-min load average {fig.load_before:.1f} before,"

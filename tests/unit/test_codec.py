@@ -186,3 +186,44 @@ def test_typed_text_loses_its_lone_surrogates_too() -> None:
     assert back.leaves[0].name == "x?"
     assert decode(["a", "b\ud800"], tuple[str, ...]) == ("a", "b?")
     assert decode(["a", "b"], tuple[str, ...]) == ("a", "b")
+
+
+@dataclass(frozen=True)
+class Checked:
+    low: int
+    high: int = 10
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError("low above high")
+
+
+@dataclass(frozen=True, slots=True)
+class Slotted:
+    name: str
+    size: int = 1
+
+
+@dataclass
+class Plain:
+    name: str
+    size: int = 1
+    tags: list[str] = field(default_factory=list)
+
+
+def test_a_decoded_dataclass_is_what_its_constructor_would_build() -> None:
+    """Plain frozen dataclasses are filled field by field, without their ``__init__``; the
+    instance must be the same: equal, hashable alike, defaults filled, immutable. A class
+    whose instance is more than its fields (``__post_init__``, slots, a default factory)
+    still goes through its constructor, and its own checks still refuse."""
+    leaf = decode({"name": "a", "value": 1.5}, Leaf)
+    assert leaf == Leaf("a", 1.5) and hash(leaf) == hash(Leaf("a", 1.5))
+    assert leaf.exact is None and leaf.z == 0j and repr(leaf) == repr(Leaf("a", 1.5))
+    with pytest.raises(AttributeError):
+        leaf.name = "b"  # type: ignore[misc]
+    assert decode({"low": 1}, Checked) == Checked(1, 10)
+    with pytest.raises(SchemaError, match="low above high"):
+        decode({"low": 11}, Checked)
+    assert decode({"name": "s"}, Slotted) == Slotted("s", 1)
+    plain = decode({"name": "p"}, Plain)
+    assert plain == Plain("p") and plain.tags == [] and plain.tags is not Plain("q").tags

@@ -8,6 +8,7 @@ the job's trace is the in-process trace, number for number, and a forged reply i
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from typing import Any
@@ -175,7 +176,8 @@ def test_the_jobs_trace_is_torchs_trace(model: str, lr: float, steps: int, forge
 
 
 def test_a_refusal_comes_back_coded() -> None:
-    job = _outcome(train_job({}, model="x", lr=0.1, steps=5, forget=False), TrainingTrace, None)
+    reply = json.loads(json.dumps(train_job({}, model="x", lr=0.1, steps=5, forget=False)))
+    job = _outcome(reply, TrainingTrace, None)  # as the server reads it: plain JSON
     assert job.refused == ("bad_model", {"model": "x", "choices": "mylinear, mylinear_plain, mlp"})
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.sandbox_jobs import warm_pool
 from torchatlas.presets import PRESETS
@@ -124,6 +126,77 @@ def test_decoding_keeps_ordinary_numbers() -> None:
     assert protocol.decode(b'{"a": [1099511627776, -3, 2.5e-3, 1e300]}') == {
         "a": [2**40, -3, 0.0025, 1e300]
     }
+
+
+# What a reply may hold: whole numbers up to the protocol's digits (past orjson's 64 bits),
+# floats with long fractions, text with lone surrogates (which orjson refuses), nesting.
+_WIRE_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**39), max_value=10**39)
+    | st.integers(min_value=-(2**64), max_value=2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=40,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), _WIRE_VALUES, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_message_reads_back_as_python_s_json_reads_it(message: dict[str, Any]) -> None:
+    """orjson writes and reads the messages, with Python's ``json`` where orjson would not
+    say the same (a whole number past 64 bits, a lone surrogate): the reader's result is
+    exactly Python's, type for type (``1`` is never ``1.0``)."""
+    framed = protocol.encode(message)
+    (size,) = protocol.HEADER.unpack(framed[: protocol.HEADER.size])
+    body = framed[protocol.HEADER.size :]
+    assert size == len(body)
+    expected = json.loads(json.dumps(message))
+    got = protocol.decode(body)
+    assert got == expected and _types(got) == _types(expected)
+
+
+def _types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _types(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_types(item) for item in value]
+    return type(value)
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (b'{"n": 18446744073709551616}', 2**64),  # one past orjson's largest
+        (b'{"n": -9223372036854775809}', -(2**63) - 1),
+        (b'{"n": [0.0008918217499740422, 12]}', [0.0008918217499740422, 12]),  # a long fraction
+        (b'{"n": "a 12345678901234567890 b"}', "a 12345678901234567890 b"),  # digits in text
+        (b'{"n": "\\ud800"}', "\ud800"),  # a lone surrogate: orjson refuses it
+    ],
+)
+def test_whole_numbers_past_64_bits_stay_exact(body: bytes, expected: Any) -> None:
+    assert protocol.decode(body) == {"n": expected}
+    assert type(protocol.decode(body)["n"]) is type(expected)
+
+
+def test_orjson_writes_only_an_engine_s_reply_and_only_with_room_for_it(monkeypatch) -> None:
+    """orjson cannot stop at a size limit and crashes a child whose allocation fails, so a
+    child writes with it only a room engine's reply (bounded by the engine) and only while
+    the address space has room; pasted code's results go through Python's ``json``, which
+    raises MemoryError and lets the child answer "out of memory" or "too large". (The two
+    writers differ on NaN, which only Python's writes as ``NaN``: that tells them apart.)"""
+    from torchatlas.sandbox import worker
+    from torchatlas.sandbox.codec import EngineReply
+
+    def body(value: dict[str, Any]) -> bytes:
+        return worker.reply_frame({"ok": True, "value": value})[protocol.HEADER.size :]
+
+    assert body(EngineReply(result=float("nan"))) == b'{"ok":true,"value":{"result":null}}'
+    assert body({"result": float("nan")}) == b'{"ok":true,"value":{"result":NaN}}'
+    assert worker._has_room(1 << 20) and not worker._has_room(1 << 62)
+    monkeypatch.setattr(worker, "_has_room", lambda size: False)
+    assert body(EngineReply(result=float("nan"))) == b'{"ok":true,"value":{"result":NaN}}'
 
 
 # ---------------------------------------------------------------- the envelope

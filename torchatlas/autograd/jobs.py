@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,35 +52,75 @@ def run_program(program: str, seed: int, root: str | None, *, cached: bool = Tru
 
 @dataclass(frozen=True)
 class PackedValues:
-    """:class:`Values` on the wire: the numbers as float64 bytes in base64 (exact, and about
-    a third of their JSON text: a replay sends thousands of them)."""
+    """Every :class:`Values` of a replay on the wire, as columns: each one's shape and norm,
+    and the numbers of those that kept theirs (at most MAX_SHOWN each) as float64 bytes in
+    base64, one string per kept value (exact, about a third of their JSON text; columns are
+    a few objects to check and decode, where an object per value cost more than its
+    numbers)."""
 
-    shape: tuple[int, ...]
-    data: str | None  # None where the values were not kept (more than MAX_SHOWN)
-    norm: float
+    shapes: tuple[tuple[int, ...], ...]
+    norms: tuple[float, ...]
+    kept: tuple[int, ...]  # positions, in order, of the values whose numbers were kept
+    data: tuple[str, ...]  # the numbers of each kept value
 
     @classmethod
-    def of(cls, values: Values) -> PackedValues:
-        data = None
-        if values.flat is not None:
-            raw = struct.pack(f"<{len(values.flat)}d", *values.flat)
-            data = base64.b64encode(raw).decode("ascii")
-        return cls(values.shape, data, values.norm)
+    def of(cls, table: Sequence[Values]) -> PackedValues:
+        kept = [position for position, values in enumerate(table) if values.flat is not None]
+        return cls(
+            tuple(values.shape for values in table),
+            tuple(values.norm for values in table),
+            tuple(kept),
+            tuple(_base64_floats(table[position].flat or ()) for position in kept),
+        )
 
-    def unpack(self) -> Values:
-        """The values, checked: as many numbers as the shape holds, at most MAX_SHOWN."""
-        if self.data is None:
-            return Values(self.shape, None, self.norm)
-        count = math.prod(self.shape) if self.shape else 1
-        if count > MAX_SHOWN or len(self.data) > 4 * (8 * MAX_SHOWN + 2) // 3 + 4:
+    def unpack(self) -> list[Values]:
+        """The values, checked: columns of matching lengths, kept positions in order, and
+        each kept value exactly as many numbers as its shape holds, at most MAX_SHOWN."""
+        if len(self.shapes) != len(self.norms) or len(self.kept) != len(self.data):
+            raise SchemaError("values columns of different lengths")
+        if list(self.kept) != sorted(set(self.kept)):
+            raise SchemaError("kept values out of order")
+        if self.kept and not (self.kept[0] >= 0 and self.kept[-1] < len(self.shapes)):
+            raise SchemaError("a kept value outside the values table")
+        numbers = dict(zip(self.kept, self.data, strict=True))
+        table = []
+        for position, (shape, norm) in enumerate(zip(self.shapes, self.norms, strict=True)):
+            text = numbers.get(position)
+            table.append(Values(shape, None if text is None else _floats(text, shape), norm))
+        return table
+
+
+def _floats(text: str, shape: tuple[int, ...]) -> tuple[float, ...]:
+    """The numbers of a kept value of ``shape``, checked before and after decoding."""
+    count = _kept_count(shape)
+    if len(text) != 4 * ((8 * count + 2) // 3):  # before decoding anything
+        raise SchemaError("values that do not fill their shape")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SchemaError("values that are not base64") from exc
+    if len(raw) != 8 * count:
+        raise SchemaError("values that do not fill their shape")
+    return struct.unpack(f"<{count}d", raw)
+
+
+def _base64_floats(numbers: Sequence[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(numbers)}d", *numbers)).decode("ascii")
+
+
+def _kept_count(shape: tuple[int, ...]) -> int:
+    """How many numbers a kept value of ``shape`` holds; SchemaError past MAX_SHOWN (checked
+    as the product grows: a forged shape of huge sizes is never multiplied out)."""
+    if any(size < 0 for size in shape):
+        raise SchemaError("a negative size")
+    if 0 in shape:
+        return 0
+    count = 1
+    for size in shape:
+        count *= size
+        if count > MAX_SHOWN:
             raise SchemaError("more values than a reply carries")
-        try:
-            raw = base64.b64decode(self.data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise SchemaError("values that are not base64") from exc
-        if len(raw) != 8 * count:
-            raise SchemaError("values that do not fill their shape")
-        return Values(self.shape, struct.unpack(f"<{count}d", raw), self.norm)
+    return count
 
 
 @dataclass(frozen=True)
@@ -101,7 +141,7 @@ class Replay:
     """A :class:`BackwardTrace` without its graph (the reply's own graph is that graph)."""
 
     root: str
-    values: tuple[PackedValues, ...]
+    values: PackedValues
     steps: tuple[PackedStep, ...]
     total_steps: int
     grads: tuple[LeafGrad, ...]
@@ -109,16 +149,16 @@ class Replay:
 
     @classmethod
     def of(cls, trace: BackwardTrace) -> Replay:
-        table: dict[int, int] = {}
-        values: list[PackedValues] = []
+        positions: dict[int, int] = {}
+        table: list[Values] = []
 
         def position(value: Values | None) -> int | None:
             if value is None:
                 return None
-            if id(value) not in table:  # the engine shares one Values per gradient tensor
-                table[id(value)] = len(values)
-                values.append(PackedValues.of(value))
-            return table[id(value)]
+            if id(value) not in positions:  # the engine shares one Values per gradient tensor
+                positions[id(value)] = len(table)
+                table.append(value)
+            return positions[id(value)]
 
         steps = tuple(
             PackedStep(
@@ -131,10 +171,11 @@ class Replay:
             )
             for s in trace.steps
         )
-        return cls(trace.root, tuple(values), steps, trace.total_steps, trace.grads, trace.error)
+        values = PackedValues.of(table)
+        return cls(trace.root, values, steps, trace.total_steps, trace.grads, trace.error)
 
     def steps_unpacked(self) -> tuple[BackwardStep, ...]:
-        values = [v.unpack() for v in self.values]
+        values = self.values.unpack()
 
         def value(position: int | None) -> Values | None:
             if position is None:

@@ -344,6 +344,22 @@ def _type_decoder(hint: type) -> Decoder:
     raise TypeError(f"cannot decode the type {hint.__name__}")
 
 
+def _builds_by_fields(cls: type, fields: Mapping[str, dataclasses.Field[Any]]) -> bool:
+    """Whether an instance of ``cls`` is exactly its fields: dataclasses' own ``__init__``
+    (made from source text, hence ``<string>``), every field an ``__init__`` parameter, no
+    ``__post_init__`` and no slots. Then the decoder fills the instance's ``__dict__``
+    directly, as that ``__init__`` would (a frozen one sets each field through
+    ``object.__setattr__``: slower than checking the field)."""
+    init = cls.__dict__.get("__init__")
+    return (
+        getattr(getattr(init, "__code__", None), "co_filename", None) == "<string>"
+        and len(fields) == len(dataclasses.fields(cls))
+        and not hasattr(cls, "__post_init__")
+        and not hasattr(cls, "__slots__")
+        and all(field.default_factory is dataclasses.MISSING for field in fields.values())
+    )
+
+
 def _dataclass_decoder(cls: type) -> Decoder:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     names = frozenset(fields)
@@ -354,6 +370,11 @@ def _dataclass_decoder(cls: type) -> Decoder:
         for name, field in fields.items()
         if field.default is missing and field.default_factory is missing
     )
+    defaults = {
+        name: field.default for name, field in fields.items() if field.default is not missing
+    }
+    by_fields = _builds_by_fields(cls, fields)
+    new = object.__new__
     decoders: dict[str, Decoder] = {}
 
     def decode_dataclass(data: Any, budget: _Budget, depth: int) -> Any:
@@ -373,12 +394,16 @@ def _dataclass_decoder(cls: type) -> Decoder:
         depth += 1
         if depth > budget.max_depth and data:
             budget.too_deep()
-        values = {}
+        values = dict(defaults) if by_fields and len(data) < len(names) else {}
         for name, item in data.items():
             try:
                 values[name] = decoders[name](item, budget, depth)
             except SchemaError as exc:
                 raise exc.at(name) from None
+        if by_fields:
+            instance = new(cls)
+            instance.__dict__.update(values)
+            return instance
         try:
             return cls(**values)
         except (TypeError, ValueError) as exc:
@@ -418,6 +443,9 @@ def _all_leaves(data: list[Any], decoder: Decoder, budget: _Budget) -> bool:
     if decoder is _decode_float:
         return kinds == {float} and all(map(math.isfinite, data))
     return False
+
+
+_LEAVES = frozenset({_decode_int, _decode_str, _decode_float})  # what _all_leaves can check
 
 
 def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
@@ -469,7 +497,7 @@ def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
                     raise exc.at(index) from None
             return tuple(items)
         decoder = decoders[0]
-        if _all_leaves(data, decoder, budget):
+        if not data or (decoder in _LEAVES and _all_leaves(data, decoder, budget)):
             items = data
         else:
             items = []
@@ -520,6 +548,12 @@ def decode(data: Any, hint: Any, limits: Limits = DEFAULT_LIMITS) -> Any:
 
 
 # ------------------------------------------------------------------ the job's side
+class EngineReply(dict[str, Any]):
+    """A room job's reply, from :func:`job_reply`: a room engine's result, whose size the
+    engine's own checks bound (pasted code's results are not). The worker writes such a
+    reply with orjson when the child has room for it (see ``worker.reply_frame``)."""
+
+
 def job_reply(
     compute: Callable[[], Any], refusals: tuple[type[BaseException], ...] = ()
 ) -> dict[str, Any]:
@@ -532,13 +566,13 @@ def job_reply(
     except refusals as exc:
         code = getattr(exc, "code", None)
         params = getattr(exc, "params", None) or {}
-        return {
-            "refused": {
+        return EngineReply(
+            refused={
                 "code": str(getattr(code, "value", code)),
                 "params": {str(k): _param(v) for k, v in dict(params).items()},
             }
-        }
-    return {"result": encode(value)}
+        )
+    return EngineReply(result=encode(value))
 
 
 def _param(value: Any) -> Any:

@@ -6,6 +6,15 @@ choice of callables in the server. Decoding is bounded too: whole numbers longer
 thousands of digits is slow), and so are ``NaN``/``Infinity`` and over-long number literals.
 What the message then holds is checked against a schema by the receiver
 (:mod:`torchatlas.sandbox.schema`).
+
+Messages are written and read with orjson, in C: a room's reply is tens of kilobytes, and
+Python's own ``json`` with the bounded-number hooks took longer than the job's work to cross.
+Each side falls back to ``json`` where orjson would not say exactly the same thing: a whole
+number past 64 bits (orjson refuses to write one, and reads one as a float), or text orjson
+refuses (a lone surrogate). The reader takes orjson's result only for a body in which every
+whole number fits orjson's 64 bits and no fraction or exponent is unusually long (see
+``_NUMBER_MARKS``): both readers then give the same object. (orjson reads any number literal
+in linear time, so the length bound above is there for Python's reader.)
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ import json
 import socket
 import struct
 from typing import Any
+
+import orjson
 
 HEADER = struct.Struct("!Q")
 # Between the zygote and its spare child: the spare is confined (it can take a job), the
@@ -32,20 +43,51 @@ class MessageTooLarge(Exception):
         self.limit = limit
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode()
+# Where orjson and the bounded reader could disagree, the bounded reader reads the body:
+# - a whole number of 19 digits may be past orjson's 64 bits (2**63 has 19), and orjson reads
+#   such a number as a float;
+# - a fraction or exponent of 45 digits makes a literal the bounded reader refuses (no float
+#   Python or orjson writes has one).
+# The body is mapped to digits, fraction or exponent marks, and the rest, and searched for
+# those runs (a regular expression, which tries every position of a digit-heavy body, took
+# longer than the read itself). A match may be inside a string too: the bounded reader then
+# reads the body, which costs time, never correctness.
+_NUMBER_MARKS = bytes(
+    ord("0") if byte in b"0123456789" else ord(".") if byte in b".eE" else ord(" ")
+    for byte in range(256)
+)
+_LONG_WHOLE_NUMBER = b" " + b"0" * 19
+_LONG_FRACTION = b"." + b"0" * 45
+
+
+def encode(message: dict[str, Any], *, fast: bool = True) -> bytes:
+    """``message`` as one framed JSON body; ``TypeError``/``ValueError`` when it is not JSON.
+
+    ``fast=False`` writes with Python's ``json`` only: orjson cannot stop at a size limit, and
+    where an allocation fails (a sandbox child at its address-space limit) it crashes the
+    process instead of raising MemoryError, so a child writes an unbounded reply this way."""
+    body = None
+    if fast:
+        try:
+            body = orjson.dumps(message)
+        except orjson.JSONEncodeError:  # a whole number past 64 bits, a key that is not text
+            body = None
+    if body is None:
+        body = json.dumps(message, separators=(",", ":")).encode()
     return HEADER.pack(len(body)) + body
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
-        if not chunk:
+    # Read into one buffer of the announced size (within the caller's limit): a recv of a
+    # large maximum allocates that maximum for every chunk.
+    buffer = bytearray(size)
+    view, done = memoryview(buffer), 0
+    while done < size:
+        count = sock.recv_into(view[done:])
+        if not count:
             return None
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        done += count
+    return bytes(buffer)
 
 
 def _bounded_int(text: str) -> int:
@@ -67,9 +109,17 @@ def _no_constant(name: str) -> Any:
 def decode(body: bytes | str) -> dict[str, Any]:
     """One message's JSON object; ``ValueError`` (or ``RecursionError`` for absurd nesting)
     when it is not JSON, not an object, or holds numbers past the bounds above."""
-    message = json.loads(
-        body, parse_int=_bounded_int, parse_float=_bounded_float, parse_constant=_no_constant
-    )
+    message = None
+    marks = body.translate(_NUMBER_MARKS) if isinstance(body, bytes) else None
+    if marks is not None and _LONG_WHOLE_NUMBER not in marks and _LONG_FRACTION not in marks:
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            message = None  # Python's reader says why (or accepts what orjson would not)
+    if message is None:
+        message = json.loads(
+            body, parse_int=_bounded_int, parse_float=_bounded_float, parse_constant=_no_constant
+        )
     if not isinstance(message, dict):
         raise ValueError("a sandbox message must be a JSON object")
     return message

@@ -54,6 +54,7 @@ import errno
 import functools
 import io
 import json
+import mmap
 import os
 import platform
 import resource
@@ -67,6 +68,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchatlas.sandbox import protocol
+from torchatlas.sandbox.codec import EngineReply
 from torchatlas.sandbox.facade import USER_MODULE_NAME, capability_namespace, text_guard
 from torchatlas.sandbox.jobs import Job
 from torchatlas.sandbox.policy import (
@@ -79,6 +81,9 @@ from torchatlas.sandbox.policy import (
 USER_FILENAME = "<pasted model>"
 MAX_REQUEST_BYTES = 1 << 20
 MAX_RESULT_BYTES = 8 << 20
+# The address space an engine's reply needs free before orjson writes it, in reply limits:
+# orjson grows its buffer by doubling, and the frame is one more copy.
+REPLY_ROOM_FACTOR = 4
 DEFAULT_MEMORY_MB = 1024
 KEPT_ENVIRONMENT = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 NOBODY = 65534  # only where the ids below cannot be used (a user namespace that maps few)
@@ -287,16 +292,38 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
     return {"ok": True, "value": value}
 
 
-def encode_reply(reply: dict[str, Any], limit: int = MAX_RESULT_BYTES) -> bytes:
+def reply_frame(reply: dict[str, Any], limit: int = MAX_RESULT_BYTES) -> bytes:
+    """The reply as a framed message (see :func:`encode_reply`), written with orjson when it
+    is a room engine's reply (bounded by the engine) and the address space has room for
+    orjson's buffer: orjson crashes the child where an allocation fails, and a crash would
+    tell the visitor less than "out of memory" or "too large"."""
+    fast = isinstance(reply.get("value"), EngineReply) and _has_room(REPLY_ROOM_FACTOR * limit)
+    return encode_reply(reply, limit, fast=fast)
+
+
+def _has_room(size: int) -> bool:
+    """Whether ``size`` more bytes of address space can be mapped now (mapped, never touched,
+    and unmapped at once: the address-space limit counts mappings, not pages in use)."""
+    try:
+        mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
+    except (OSError, ValueError, MemoryError):
+        return False
+    return True
+
+
+def encode_reply(
+    reply: dict[str, Any], limit: int = MAX_RESULT_BYTES, *, fast: bool = False
+) -> bytes:
     """The reply as a framed message, replaced by an error when it is too large or not JSON."""
     try:
-        framed = protocol.encode(reply)
+        framed = protocol.encode(reply, fast=fast)
     except (TypeError, ValueError) as exc:
         framed = protocol.encode(
-            _error("job_error", f"The analysis returned data that is not JSON: {exc}")
+            _error("job_error", f"The analysis returned data that is not JSON: {exc}"),
+            fast=False,
         )
     except MemoryError:
-        framed = protocol.encode(_memory_error())
+        framed = protocol.encode(_memory_error(), fast=False)
     if len(framed) - protocol.HEADER.size > limit:
         size_mb = (len(framed) - protocol.HEADER.size) / 2**20
         framed = protocol.encode(
@@ -304,7 +331,8 @@ def encode_reply(reply: dict[str, Any], limit: int = MAX_RESULT_BYTES) -> bytes:
                 "output_too_large",
                 f"The result is {size_mb:.1f} MB; the limit is {limit / 2**20:.0f} MB. "
                 "Analyse a smaller model or fewer layers.",
-            )
+            ),
+            fast=False,
         )
     return framed
 
@@ -577,7 +605,7 @@ def child_main(job_fd: int, order: dict[str, Any], confinement: Confinement | No
             reply = _error("job_error", "The sandbox request was missing or too large.")
         else:
             reply = execute(request, layers_off)
-        framed = encode_reply(reply, int(order.get("max_result_bytes", MAX_RESULT_BYTES)))
+        framed = reply_frame(reply, int(order.get("max_result_bytes", MAX_RESULT_BYTES)))
         sock.sendall(framed)
         status = 0
     except BaseException:
@@ -620,7 +648,7 @@ def spare_main(channel: socket.socket, warm_up: list[dict[str, Any]] | None = No
             for request in warm_up or ():
                 if select.select([channel], [], [], 0)[0]:
                     break  # a job came: it needs this process more than the warm-up does
-                encode_reply(execute(request))
+                reply_frame(execute(request))
             else:
                 channel.send(protocol.SPARE_READY)
             data, fds, _, _ = socket.recv_fds(channel, 65536, 1)

@@ -122,7 +122,7 @@ def warm_up(jobs: dict[str, str], requests: list[dict[str, Any]]) -> dict[str, s
         if request.get("job") not in loaded or request.get("job") in failures:
             continue
         reply = worker.execute(request)
-        worker.encode_reply(reply)
+        worker.reply_frame(reply)  # the same writer a job's child uses, orjson included
         if not reply.get("ok"):
             failures[request["job"]] = json.dumps(reply.get("error"))[:500]
     if loaded:
