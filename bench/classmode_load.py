@@ -340,13 +340,18 @@ async def wait_for(
     """Seconds from ``since`` (perf_counter) until ``ready()`` holds with no run in
     progress; (None, why) on a timeout or an error on the page."""
     limit = time.monotonic() + timeout_s
-    while time.monotonic() < limit:
+    while True:
+        student.settled.clear()  # before looking: a run that finishes after the look wakes us
         if not student.running and ready():
             return time.perf_counter() - since, None
         problem = _refusal(student)
         if problem:
             return None, problem
-        await asyncio.sleep(0.01)
+        remaining = limit - time.monotonic()
+        if remaining <= 0:
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(student.settled.wait(), min(remaining, 1.0))
     stall_dump()
     return None, f"not shown within {timeout_s:g} s ({describe(student)})"
 

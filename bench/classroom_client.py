@@ -223,6 +223,10 @@ class Student:
         self.states: dict[str, Any] = {}
         self._fragments_this_run: set[str] = set()
         self._wake = asyncio.Event()
+        # Set when a run finishes or the connection ends: what a waiter for a page state
+        # waits on (checking the page at every message, or every few milliseconds, cost this
+        # tool as much CPU as the server spent, on the server's own machine).
+        self.settled = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
         self._auto: dict[str, asyncio.Task[None]] = {}
         self._url_requests: dict[str, asyncio.Future[Any]] = {}
@@ -336,6 +340,7 @@ class Student:
                 if not future.done():
                     future.set_exception(ProtocolError(self.closed_reason))
             self._wake.set()
+            self.settled.set()
 
     @property
     def polling(self) -> frozenset[str]:
@@ -447,6 +452,7 @@ class Student:
         self.epoch += 1
         self.running = False
         self._judge()
+        self.settled.set()
 
     def _start_auto(self, fragment_id: str, interval_s: float) -> None:
         if not fragment_id:

@@ -7,10 +7,10 @@ question and its answer button in the bar at the top of whatever room they are i
 answering needs no scrolling.
 
 Polling: a student's bar runs :func:`_follow_poll` every ``state.POLL_S`` seconds; it reads one
-cached version number and draws only the step's question, if one is open, so an idle student
-costs one small fragment run (measured by tests/e2e/test_classmode_poll.py). When the teacher
-moved, the poll switches the student to the teacher's room at once; a question opened is
-drawn by the poll itself; a reveal or the class ending reruns the page once.
+cached version number and draws only the step's question, if one is open or revealed, so an
+idle student costs one small fragment run (measured by tests/e2e/test_classmode_poll.py). When
+the teacher moved, the poll switches the student to the teacher's room at once; a question
+opened and its reveal are drawn by the poll itself; the class ending reruns the page once.
 """
 
 from __future__ import annotations
@@ -130,11 +130,8 @@ def _student_bar(who: Role, page: str) -> None:
         if step is not None:
             with st.expander(t("classmode.student.read_step")):
                 st.markdown(step.text[language()])
-    # The question sits right under the bar. Once revealed it is drawn with the page, so the
-    # polls of an idle class draw nothing; while open, the poll draws it (not inside the
-    # bar's container: a fragment nested in containers costs each poll more).
-    if current.revealed:
-        _student_question(who, current)
+    # The question sits right under the bar, drawn by the poll (not inside the bar's
+    # container: a fragment nested in containers costs each poll more).
     _follow_poll(who.code)
 
 
@@ -217,12 +214,12 @@ def _verdict(question: Question, current: ClassState, picked: int | None, lang: 
 @guarded
 def _follow_poll(code: str) -> None:
     """Every ``state.POLL_S`` seconds: has the teacher changed anything? One cached integer
-    read; nothing drawn unless a question is open. A move switches straight to the teacher's
-    room from here (no whole-page run of the room being left first). An open question, and
-    the student's own answer to it, are drawn here in place: the room below does not run
-    again while sixty phones answer. A reveal, the class ending or going rerun the page
-    once: the verdict is then drawn with the page, and the polls that follow, most of a
-    class's time, draw nothing."""
+    read; nothing drawn unless a question is open or revealed. A move switches straight to the
+    teacher's room from here (no whole-page run of the room being left first). An open question, the
+    student's own answer to it and, once revealed, the verdict are drawn here in place: the
+    room below does not run again while sixty phones answer or see the verdict, and the
+    phones' poll timers, which a whole-page run restarts together, are not lined up again
+    right when a teacher is about to move on. The class ending or going reruns the page."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll
@@ -238,11 +235,8 @@ def _follow_poll(code: str) -> None:
                 state.mark_seen(current)
                 state.follow(current, who)
             st.rerun(scope="app")
-        if current.revealed:
-            state.my_record(who, fresh=True)  # the verdict reads this student's last answer
-            st.rerun(scope="app")
         state.mark_seen(current)
-    if who is not None and current.code == code and not current.revealed:
+    if who is not None and current.code == code:
         _student_question(who, current, fresh=changed)
 
 
