@@ -6,7 +6,7 @@ the QR is up to 420 px, the tally's labels are 28-34 px. A student's phone shows
 question and its answer button in the bar at the top of whatever room they are in, so
 answering needs no scrolling.
 
-Polling: a student's bar runs :func:`_follow_poll` every ``state.POLL_S`` seconds; it reads one
+Polling: a student's bar runs :func:`_poll` every ``state.poll_period()`` seconds; it reads one
 cached version number and draws only the step's question, if one is open or revealed, so an
 idle student costs one small fragment run (measured by tests/e2e/test_classmode_poll.py). When
 the teacher moved, the poll switches the student to the teacher's room at once; a question
@@ -210,10 +210,14 @@ def _verdict(question: Question, current: ClassState, picked: int | None, lang: 
     st.markdown(question.explain[lang])
 
 
-@st.fragment(run_every=state.POLL_S)
-@guarded
 def _follow_poll(code: str) -> None:
-    """Every ``state.POLL_S`` seconds: has the teacher changed anything? One cached integer
+    """Poll the class every :func:`state.poll_period` seconds (this session's own period)."""
+    st.fragment(_poll, run_every=state.poll_period())(code)
+
+
+@guarded
+def _poll(code: str) -> None:
+    """Has the teacher changed anything? One cached integer
     read; nothing drawn unless a question is open or revealed. A move switches straight to the
     teacher's room from here (no whole-page run of the room being left first). An open question, the
     student's own answer to it and, once revealed, the verdict are drawn here in place: the

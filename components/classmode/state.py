@@ -29,6 +29,7 @@ the fragment itself, a reveal reruns the page once. The state last drawn is kept
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -45,7 +46,8 @@ from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.2  # a student's screen asks for the class's version this often
+POLL_S = 1.2  # a student's screen asks for the class's version this often, on average
+POLL_SPREAD_S = 0.2  # each session's own period is drawn from POLL_S ± this
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
@@ -61,6 +63,7 @@ JOIN_NAME_KEY = "classmode_join_name"
 LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
 RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
+PERIOD_KEY = "classmode_poll_period"  # this session's poll period, drawn once
 
 T = TypeVar("T")
 
@@ -382,6 +385,19 @@ def summary(who: Role) -> tuple | None:
 
 
 # --------------------------------------------------------------------------- following
+
+
+def poll_period() -> float:
+    """This session's poll period, drawn once from :data:`POLL_S` ± :data:`POLL_SPREAD_S`.
+    A whole-page run restarts a page's poll timer, and the phones that followed a move
+    together finish that run together (the server runs them side by side): with one period
+    for all, every later change would reach the whole class after the same wait, in one
+    burst of page runs. Periods that differ spread the phones' polls out again within a few
+    polls, so a change reaches each after its own wait."""
+    if PERIOD_KEY not in st.session_state:
+        spread = random.uniform(-POLL_SPREAD_S, POLL_SPREAD_S)
+        st.session_state[PERIOD_KEY] = round(POLL_S + spread, 2)
+    return st.session_state[PERIOD_KEY]
 
 
 def seen_state() -> ClassState | None:

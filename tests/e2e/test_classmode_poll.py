@@ -1,8 +1,9 @@
 """What an idle following student costs the server: the CPU time of its poll.
 
 A student's screen follows the teacher by a fragment that Streamlit reruns every
-``state.POLL_S`` seconds (the browser's timer asks for it); each run reads one cached version
-number and draws nothing. Here real Chromium
+``state.poll_period()`` seconds (the session's own period, ``POLL_S`` on average; the
+browser's timer asks for it); each run reads one cached version number and draws nothing.
+Here real Chromium
 students sit in a class with nothing happening, and the server process's CPU time over a
 window is compared with the same window with no student connected. The issue's budget: 60
 idle students at most 25 % of one core, i.e. ≤ 4.2 ms of server CPU per student per second.
