@@ -354,7 +354,10 @@ class Zygote:
                         for fd in fds:
                             os.close(fd)
                 elif key.data == "spare":
-                    self.spare_message()
+                    # A job handled earlier in this same batch may have taken the spare (its
+                    # channel's event is then stale): only the current spare's channel counts.
+                    if self.spare is not None and key.fileobj is self.spare.channel:
+                        self.spare_message()
                 else:
                     self.reap(key.fd)
             self.kill_overdue()
