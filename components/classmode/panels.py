@@ -217,13 +217,13 @@ def _follow_poll(code: str) -> None:
 
 @guarded
 def _poll(code: str) -> None:
-    """Has the teacher changed anything? One cached integer
-    read; nothing drawn unless a question is open or revealed. A move switches straight to the
-    teacher's room from here (no whole-page run of the room being left first). An open question, the
-    student's own answer to it and, once revealed, the verdict are drawn here in place: the
-    room below does not run again while sixty phones answer or see the verdict, and the
-    phones' poll timers, which a whole-page run restarts together, are not lined up again
-    right when a teacher is about to move on. The class ending or going reruns the page."""
+    """Has the teacher changed anything? One cached integer read; nothing drawn unless a
+    question is open or revealed. A move switches straight to the teacher's room from here
+    (no whole-page run of the room being left first). An open question, the student's own
+    answer to it and, once revealed, the verdict are drawn here in place: the room below does
+    not run again while sixty phones answer or see the verdict, and the phones' poll timers,
+    which a whole-page run restarts, are not lined up again just before the teacher moves
+    on. The class ending or going reruns the page."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll

@@ -17,13 +17,14 @@ Values from a link are bounded before the engine sees them; the engine checks th
 (code alphabet, keys in constant time). A refusal is kept as ``(code, params)`` and shown
 once as a card (``classmode.errors.<code>``).
 
-Following: the student's page runs a fragment every :data:`POLL_S` seconds that reads only
+Following: the student's page runs a fragment every :func:`poll_period` seconds (the
+session's own period, :data:`POLL_S` on average) that reads only
 ``store.version(code)`` (served from the engine's per-process cache, at most ~0.5 s old, so
 sixty phones cost one database read per class per half second). When the version has grown,
 the fragment reads the class's state: if the teacher's place (step, room, link) changed, the
 room's own session keys are forgotten and the page is switched to the room with the
-teacher's link (:func:`follow`), as the lessons open a step; a question opened is drawn in
-the fragment itself, a reveal reruns the page once. The state last drawn is kept
+teacher's link (:func:`follow`), as the lessons open a step; a question opened, and its
+reveal, are drawn in the fragment itself. The state last drawn is kept
 (:func:`mark_seen`), so a poll that finds nothing new reads nothing else.
 """
 

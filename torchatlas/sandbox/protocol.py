@@ -8,7 +8,8 @@ What the message then holds is checked against a schema by the receiver
 (:mod:`torchatlas.sandbox.schema`).
 
 Messages are written and read with orjson, in C: a room's reply is tens of kilobytes, and
-Python's own ``json`` with the bounded-number hooks took longer than the job's work to cross.
+writing and reading it with Python's own ``json`` (the reader calling a bounded-number hook
+for every number) was a large share of what crossing the boundary cost.
 Each side falls back to ``json`` where orjson would not say exactly the same thing: a whole
 number past 64 bits (orjson refuses to write one, and reads one as a float), or text orjson
 refuses (a lone surrogate). The reader takes orjson's result only for a body in which every
