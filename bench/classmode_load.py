@@ -69,6 +69,7 @@ from bench.classroom import (
     pss_bytes,
 )
 from bench.classroom_client import Student
+from components.classmode.state import POLL_S  # the page's student poll, on average
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 1_000_000_000
@@ -78,7 +79,6 @@ GOALS = {
     "idle_core_share": 0.25,
     "peak_pss_bytes": 2.0 * GB,
 }
-POLL_S = 1.2  # the page's student poll (components/classmode/state.py POLL_S)
 STEP_TIMEOUT_S = 30.0  # a student's screen must show a change within this, else an error
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

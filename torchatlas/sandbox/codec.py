@@ -433,19 +433,18 @@ def _all_leaves(data: list[Any], decoder: Decoder, budget: _Budget) -> bool:
     item. False sends the list through the decoder item by item (which names the culprit)."""
     if not data:
         return True
-    kinds = set(map(type, data))
+    # The decoder first: a list of objects (most lists in a reply) costs no look at its items.
     if decoder is _decode_int:
+        kinds = set(map(type, data))
         return kinds == {int} and max(map(int.bit_length, data)) <= budget.int_bits
     if decoder is _decode_str:
+        kinds = set(map(type, data))
         return (
             kinds == {str} and max(map(len, data)) <= budget.max_str and all(map(str.isascii, data))
         )
     if decoder is _decode_float:
-        return kinds == {float} and all(map(math.isfinite, data))
+        return set(map(type, data)) == {float} and all(map(math.isfinite, data))
     return False
-
-
-_LEAVES = frozenset({_decode_int, _decode_str, _decode_float})  # what _all_leaves can check
 
 
 def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
@@ -497,7 +496,7 @@ def _generic_decoder(origin: Any, args: tuple[Any, ...]) -> Decoder:
                     raise exc.at(index) from None
             return tuple(items)
         decoder = decoders[0]
-        if not data or (decoder in _LEAVES and _all_leaves(data, decoder, budget)):
+        if _all_leaves(data, decoder, budget):
             items = data
         else:
             items = []

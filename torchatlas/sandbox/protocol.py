@@ -78,9 +78,10 @@ def encode(message: dict[str, Any], *, fast: bool = True) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+def _read_exactly(sock: socket.socket, size: int) -> bytearray | None:
     # Read into one buffer of the announced size (within the caller's limit): a recv of a
-    # large maximum allocates that maximum for every chunk.
+    # large maximum allocates that maximum for every chunk. Both readers take the buffer as
+    # it is (no copy into bytes).
     buffer = bytearray(size)
     view, done = memoryview(buffer), 0
     while done < size:
@@ -88,7 +89,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
         if not count:
             return None
         done += count
-    return bytes(buffer)
+    return buffer
 
 
 def _bounded_int(text: str) -> int:
@@ -107,11 +108,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def decode(body: bytes | str) -> dict[str, Any]:
+def decode(body: bytes | bytearray | str) -> dict[str, Any]:
     """One message's JSON object; ``ValueError`` (or ``RecursionError`` for absurd nesting)
     when it is not JSON, not an object, or holds numbers past the bounds above."""
     message = None
-    marks = body.translate(_NUMBER_MARKS) if isinstance(body, bytes) else None
+    marks = body.translate(_NUMBER_MARKS) if isinstance(body, bytes | bytearray) else None
     if marks is not None and _LONG_WHOLE_NUMBER not in marks and _LONG_FRACTION not in marks:
         try:
             message = orjson.loads(body)
