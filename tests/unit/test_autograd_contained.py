@@ -32,3 +32,41 @@ def test_a_refusal_in_the_job_comes_back_as_the_rooms_code() -> None:
     params = {"program": "x = randn(3)\ny = x.unfold(0, 2, 1)", "seed": 0, "root": None}
     job = run_room_job(RUN, params, ProgramReply, session_id="tests-refusal")
     assert job.refused is not None and job.refused[0] == "unknown_method"
+
+
+def _replay_values() -> dict:
+    """An honest reply's values columns, as the server receives them."""
+    from torchatlas.sandbox.codec import encode
+
+    reply = ProgramReply.of(run_program(EXAMPLES["mlp"].program, 3, None))
+    assert reply.replay is not None
+    return encode(reply.replay.values)
+
+
+@pytest.mark.parametrize(
+    ("forge", "why"),
+    [
+        (lambda v: v["norms"].pop(), "different lengths"),
+        (lambda v: v["data"].pop(), "different lengths"),
+        (lambda v: v.update(kept=v["kept"][::-1]), "out of order"),
+        (lambda v: v.update(kept=[v["kept"][0]] * len(v["kept"])), "out of order"),
+        (lambda v: v.update(kept=[*v["kept"][:-1], len(v["shapes"])]), "outside"),
+        (lambda v: v["data"].__setitem__(0, v["data"][0][:-4]), "do not fill"),
+        (lambda v: v["data"].__setitem__(0, "!" * len(v["data"][0])), "not base64"),
+        (lambda v: v["shapes"].__setitem__(v["kept"][0], [10**30, 10**30]), "more values"),
+        (lambda v: v["shapes"].__setitem__(v["kept"][0], [-1, 3]), "negative"),
+    ],
+)
+def test_forged_values_columns_are_refused(forge, why: str) -> None:
+    """The values columns are checked before anything is decoded or multiplied out: a reply
+    whose columns do not hold together is refused, never unpacked."""
+    from torchatlas.autograd.jobs import PackedValues
+    from torchatlas.sandbox.codec import decode
+    from torchatlas.sandbox.schema import SchemaError
+
+    honest = _replay_values()
+    assert decode(honest, PackedValues).unpack()  # the honest columns unpack
+    forged = _replay_values()
+    forge(forged)
+    with pytest.raises(SchemaError, match=why):
+        decode(forged, PackedValues).unpack()
