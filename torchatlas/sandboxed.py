@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from torchatlas.sandbox.codec import DEFAULT_LIMITS, Limits, decode
 from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
@@ -160,7 +161,17 @@ def transient_error(error: Any) -> bool:
 _REFUSAL_PARAMS_LIMITS = Limits(max_str=2000, max_items=64, max_nodes=2000, max_depth=4)
 
 
+def _typed_reader(returns: Any, limits: Limits) -> Callable[[bytes | bytearray], Any] | None:
+    """The typed reader of ``returns`` (None: the codec reads every reply of that type)."""
+    try:
+        return result_reader(returns, limits)
+    except TypeError:  # a hint that cannot be a cache key: read the ordinary way
+        return None
+
+
 def _outcome(value: Any, returns: Any, limits: Limits) -> RoomJob[Any]:
+    if type(value) is Rebuilt:  # read and checked from the reply's bytes by its typed reader
+        return RoomJob(value=value["result"])
     if type(value) is not dict or len(value) != 1:
         raise SchemaError("a room job's reply is one of result or refused")
     if "result" in value:
@@ -227,9 +238,9 @@ def run_room_job(
         return RoomJob(failure=JobFailure("unavailable", f"{type(exc).__name__}: {exc}"[:500]))
     extra: dict[str, Any] = {"on_queued": on_queued} if on_queued is not None else {}
     if reader is None:  # the codec rebuilds and bounds the value: no generic walk before it
-        from torchatlas.sandbox.pool import DECODED_BY_CALLER
+        from torchatlas.sandbox.pool import DecodedByCaller
 
-        extra["value_schema"] = DECODED_BY_CALLER
+        extra["value_schema"] = DecodedByCaller(_typed_reader(returns, limits))
     result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
     usage = dict(getattr(result, "usage", None) or {})
     if not result.ok or result.value is None:

@@ -169,7 +169,8 @@ class _Budget:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def hints_of(cls: type) -> dict[str, Any]:
+    """A dataclass's type hints, resolved once."""
     return typing.get_type_hints(cls)
 
 
@@ -363,7 +364,7 @@ def _builds_by_fields(cls: type, fields: Mapping[str, dataclasses.Field[Any]]) -
 def _dataclass_decoder(cls: type) -> Decoder:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     names = frozenset(fields)
-    hints = _hints(cls)
+    hints = hints_of(cls)
     missing = dataclasses.MISSING
     required = frozenset(
         name

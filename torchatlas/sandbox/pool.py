@@ -91,10 +91,17 @@ _ERROR = Dict(
 GENERIC_VALUE = AnyJSON(max_depth=32)
 
 
-class _DecodedByCaller(Spec):
+class DecodedByCaller(Spec):
     """A job's value that its caller rebuilds with :func:`torchatlas.sandbox.codec.decode`,
     which bounds everything itself (types, sizes, depth, the number of values) and cleans its
-    text: here it only has to be an object, so the reply is walked once, not twice."""
+    text: here it only has to be an object, so the reply is walked once, not twice.
+
+    ``read_body``: the caller's reader of a whole reply's bytes (see
+    :mod:`torchatlas.sandbox.typed_reply`), tried first: what it returns (a dict) is the
+    job's value, already checked; None sends the reply the ordinary way."""
+
+    def __init__(self, read_body: Callable[[bytes | bytearray], dict | None] | None = None):
+        self.read_body = read_body
 
     def check(self, value: Any, budget: Any) -> Any:
         if type(value) is not dict:
@@ -103,7 +110,7 @@ class _DecodedByCaller(Spec):
 
 
 # What a caller passes as ``value_schema`` when it decodes the value with the codec.
-DECODED_BY_CALLER: Spec = _DecodedByCaller()
+DECODED_BY_CALLER: Spec = DecodedByCaller()
 
 
 def reply_schema(value: Spec | None = None) -> Spec:
@@ -125,6 +132,16 @@ def check_reply(reply: Any, value: Spec | None = None) -> dict[str, Any]:
     if not clean["ok"] and clean.get("error") is None:
         raise SchemaError("not ok, and no error")
     return clean
+
+
+def _read_reply(body: bytes | bytearray, value_schema: Spec | None) -> dict[str, Any]:
+    """A reply's bytes, read and checked: by the caller's own reader of the whole reply when
+    it has one and vouches for these bytes, else as JSON checked by :func:`check_reply`."""
+    read_body = getattr(value_schema, "read_body", None)
+    value = read_body(body) if read_body is not None else None
+    if value is not None:
+        return {"ok": True, "value": value}
+    return check_reply(protocol.decode(body), value_schema)
 
 
 @dataclass
@@ -796,9 +813,9 @@ class SandboxPool:
             try:
                 ours.settimeout(max(0.1, deadline - time.monotonic()))
                 ours.sendall(protocol.encode({"source": source, "job": job, "params": params}))
-                received = protocol.receive(ours, self.max_result_bytes + 4096)
-                if received is not None:
-                    reply = check_reply(received, value_schema)
+                body = protocol.receive_body(ours, self.max_result_bytes + 4096)
+                if body is not None:
+                    reply = _read_reply(body, value_schema)
             except protocol.MessageTooLarge as exc:
                 too_large = exc
             except OSError:

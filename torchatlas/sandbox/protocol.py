@@ -108,12 +108,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def plain_numbers(body: bytes | bytearray) -> bool:
+    """Whether every whole number in ``body`` has fewer than 19 digits (so fits 64 bits) and
+    no fraction or exponent is unusually long: where orjson reads what the bounded reader
+    reads (digits inside strings count too; a false "no" only costs the slower reader)."""
+    marks = body.translate(_NUMBER_MARKS)
+    return _LONG_WHOLE_NUMBER not in marks and _LONG_FRACTION not in marks
+
+
 def decode(body: bytes | bytearray | str) -> dict[str, Any]:
     """One message's JSON object; ``ValueError`` (or ``RecursionError`` for absurd nesting)
     when it is not JSON, not an object, or holds numbers past the bounds above."""
     message = None
-    marks = body.translate(_NUMBER_MARKS) if isinstance(body, bytes | bytearray) else None
-    if marks is not None and _LONG_WHOLE_NUMBER not in marks and _LONG_FRACTION not in marks:
+    if isinstance(body, bytes | bytearray) and plain_numbers(body):
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -127,15 +134,19 @@ def decode(body: bytes | bytearray | str) -> dict[str, Any]:
     return message
 
 
-def receive(sock: socket.socket, limit: int) -> dict[str, Any] | None:
-    """The next message, ``None`` at end of stream; refuses to buffer more than ``limit`` bytes."""
+def receive_body(sock: socket.socket, limit: int) -> bytearray | None:
+    """The next message's body, unread, ``None`` at end of stream; refuses to buffer more than
+    ``limit`` bytes."""
     header = _read_exactly(sock, HEADER.size)
     if header is None:
         return None
     (size,) = HEADER.unpack(header)
     if size > limit:
         raise MessageTooLarge(size, limit)
-    body = _read_exactly(sock, size)
-    if body is None:
-        return None
-    return decode(body)
+    return _read_exactly(sock, size)
+
+
+def receive(sock: socket.socket, limit: int) -> dict[str, Any] | None:
+    """The next message, ``None`` at end of stream; refuses to buffer more than ``limit`` bytes."""
+    body = receive_body(sock, limit)
+    return None if body is None else decode(body)

@@ -1,0 +1,310 @@
+"""The typed reader of a room job's reply is a fast path, never a second judge: from the same
+bytes it returns exactly what the codec returns, or nothing (and the codec decides)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from bench.bench_autograd import fifty_op_program
+from torchatlas.autograd.examples import EXAMPLES
+from torchatlas.autograd.jobs import ProgramReply, run_job, run_program
+from torchatlas.sandbox import protocol
+from torchatlas.sandbox.codec import Limits, encode, job_reply
+from torchatlas.sandbox.pool import DecodedByCaller, _read_reply
+from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
+from torchatlas.sandbox.worker import reply_frame
+from torchatlas.sandboxed import _outcome
+
+
+class Mood(enum.StrEnum):
+    CALM = "calm"
+    LOUD = "loud"
+
+
+@dataclass(frozen=True)
+class Inner:
+    name: str
+    size: int | None
+    weights: tuple[float, ...]
+    mood: Mood = Mood.CALM
+
+
+@dataclass(frozen=True)
+class Checked:
+    line: int
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.line < 0:
+            raise ValueError("a negative line")
+        object.__setattr__(self, "params", {"line": self.line, **self.params})
+
+
+@dataclass(frozen=True)
+class Outer:
+    kind: Literal["a", "b"]
+    flag: bool
+    pair: tuple[int, str]
+    items: tuple[Inner, ...]
+    names: list[str]
+    ratio: float
+    checked: Checked | None = None
+
+
+LIMITS = Limits(max_str=12, max_items=4, max_nodes=2_000, max_depth=8)
+
+
+def _slow(body: bytes, hint: Any, limits: Limits) -> Any:
+    """What the ordinary path makes of ``body``: the value, or the exception it refuses with."""
+    try:
+        reply = protocol.decode(body)
+        return _outcome(reply["value"], hint, limits).value
+    except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        return exc
+
+
+def _body(result: Any) -> bytes:
+    """The reply as the worker's writer frames it (orjson, or Python's json past 64 bits)."""
+    return protocol.encode({"ok": True, "value": {"result": result}})[protocol.HEADER.size :]
+
+
+def _same(fast: Any, slow: Any) -> bool:
+    # repr tells 2 from 2.0, a tuple from a list and an enum from its text; == alone does not
+    return fast == slow and repr(fast) == repr(slow)
+
+
+def test_every_example_program_is_read_exactly_as_the_codec_reads_it() -> None:
+    read = result_reader(ProgramReply)
+    assert read is not None
+    programs = [example.program for example in EXAMPLES.values()] + [fifty_op_program()]
+    for program in programs:
+        reply = {"ok": True, "value": run_job({}, program=program, seed=0, root=None)}
+        body = reply_frame(reply)[protocol.HEADER.size :]  # as a worker sends it
+        fast = read(body)
+        slow = _slow(body, ProgramReply, Limits())
+        assert not isinstance(slow, Exception), program
+        if fast is None:  # e.g. a program whose values are not finite: the codec reads it
+            assert b'"$float"' in body, program
+            continue
+        assert type(fast) is Rebuilt and _same(fast["result"], slow), program
+
+
+def test_the_benchmark_program_takes_the_fast_path() -> None:
+    body = _body(encode(ProgramReply.of(run_program(fifty_op_program(), 0, None))))
+    assert result_reader(ProgramReply)(body) is not None
+
+
+def _text(max_size: int) -> st.SearchStrategy[str]:
+    """Mostly plain ASCII (the fast path's case), sometimes any text."""
+    ascii_text = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=max_size)
+    return st.one_of(*[ascii_text] * 9, st.text(max_size=max_size))
+
+
+def _floats() -> st.SearchStrategy[float]:
+    finite = st.floats(allow_nan=False, allow_infinity=False)
+    return st.one_of(*[finite] * 9, st.floats())
+
+
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _text(16)
+    | st.sampled_from(["calm", "loud", "a", "b", "$float", "nan", "$map"])
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_text(8), inner, max_size=4),
+    max_leaves=12,
+)
+
+inner = st.builds(
+    Inner,
+    _text(12),
+    st.none() | st.integers(-99, 99) | st.integers(-(2**64), 2**64),
+    st.lists(_floats(), max_size=4).map(tuple),
+    st.sampled_from(Mood),
+)
+outer = st.builds(
+    Outer,
+    st.sampled_from(["a", "b"]),
+    st.booleans(),
+    st.tuples(st.integers(-5, 5) | st.integers(-5, 10**20), _text(3)),
+    st.lists(inner, max_size=4).map(tuple),
+    st.lists(_text(12), max_size=4),
+    _floats(),
+    st.none()
+    | st.builds(
+        Checked,
+        st.integers(min_value=0, max_value=9),
+        st.dictionaries(_text(3), st.integers(-9, 9) | _text(3) | _floats(), max_size=3),
+    ),
+)
+
+
+def _paths(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(data, dict):
+        for key, item in data.items():
+            out += _paths(item, (*path, key))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            out += _paths(item, (*path, index))
+    return out
+
+
+def _at(data: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        data = data[step]
+    return data
+
+
+def _like(value: Any) -> st.SearchStrategy[Any]:
+    """Another value of the same JSON kind (sizes and texts that may break a bound)."""
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.integers(-(2**70), 2**70) | st.integers(-9, 9)
+    if isinstance(value, float):
+        return _floats()
+    if isinstance(value, str):
+        return _text(16) | st.sampled_from(["calm", "loud", "a", "b"])
+    if isinstance(value, list):
+        return st.just([*value, *value[:1]])  # one item more
+    return st.just(value)
+
+
+def _replaced(data: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(data, dict):
+        return {**data, head: _replaced(data[head], rest, new)}
+    return [*data[:head], _replaced(data[head], rest, new), *data[head + 1 :]]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=outer, data=st.data())
+def test_a_reply_is_read_as_the_codec_reads_it_or_left_to_the_codec(
+    value: Outer, data: st.DataObject
+) -> None:
+    read = result_reader(Outer, LIMITS)
+    assert read is not None
+    encoded = encode(value)
+    mutations = ["none", "replace", "same kind", "unknown field", "duplicate"]
+    mutation = data.draw(st.sampled_from(mutations))
+    if mutation in ("replace", "same kind"):
+        path = data.draw(st.sampled_from(_paths(encoded)))
+        old = _at(encoded, path)
+        new = data.draw(_like(old) if mutation == "same kind" else json_value)
+        encoded = _replaced(encoded, path, new)
+    body = _body(encoded)
+    if mutation == "unknown field":
+        body = body.replace(b'{"kind":', b'{"colour":1,"kind":', 1)
+    elif mutation == "duplicate":  # JSON readers keep the last of a repeated key
+        first = data.draw(st.sampled_from([b"true", b"false", b'"no"']))
+        body = body.replace(b'{"kind":', b'{"flag":' + first + b',"kind":', 1)
+    fast = read(body)
+    slow = _slow(body, Outer, LIMITS)
+    event(f"{mutation}: {'fast' if fast is not None else 'codec'}")
+    if fast is not None:
+        assert not isinstance(slow, Exception), slow
+        assert _same(fast["result"], slow)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=outer)
+def test_a_plain_reply_within_the_bounds_takes_the_fast_path(value: Outer) -> None:
+    body = _body(encode(value))
+    slow = _slow(body, Outer, LIMITS)
+    fits = not isinstance(slow, Exception)
+    plain = body.isascii() and b"\\u" not in body and b'"$float"' not in body
+    fast = result_reader(Outer, LIMITS)(body)
+    if fits and plain and protocol.plain_numbers(body):
+        assert fast is not None and _same(fast["result"], slow)
+    else:
+        assert fast is None or _same(fast["result"], slow)
+
+
+PLAIN = {"kind": "a", "flag": True, "pair": [1, "x"], "items": [], "names": [], "ratio": 1}
+FORGED = {
+    "an unknown field": {**PLAIN, "extra": 1},
+    "a string past max_str": {**PLAIN, "names": ["x" * 13]},
+    "a list past max_items": {**PLAIN, "names": ["x"] * 5},
+    "a number that is not finite": {**PLAIN, "ratio": 1e400},
+    "a __post_init__ that refuses": {**PLAIN, "checked": {"line": -1}},
+    "a literal outside its values": {**PLAIN, "kind": "c"},
+    "a number where a flag belongs": {**PLAIN, "flag": 1},
+}
+
+
+@pytest.mark.parametrize("why", sorted(FORGED))
+def test_forged_replies_get_no_fast_answer_and_the_codec_refuses_them(why: str) -> None:
+    body = json.dumps({"ok": True, "value": {"result": FORGED[why]}}).encode()
+    assert result_reader(Outer, LIMITS)(body) is None, why
+    assert isinstance(_slow(body, Outer, LIMITS), Exception), why
+
+
+def test_text_and_numbers_only_the_codec_reads_exactly_go_to_the_codec() -> None:
+    base = {key: value for key, value in PLAIN.items() if key != "pair"}
+    read = result_reader(Outer, LIMITS)
+    cases = {
+        "non-ASCII text": {**base, "pair": [1, "é"]},
+        "an escaped character": {**base, "pair": [1, "\x07"]},
+        "a whole number of 19 digits": {**base, "pair": [10**18, "x"]},
+        "a marked float": {**base, "pair": [1, "x"], "ratio": {"$float": "nan"}},
+    }
+    for why, result in cases.items():
+        body = json.dumps({"ok": True, "value": {"result": result}}).encode()
+        assert read(body) is None, why
+        slow = _slow(body, Outer, LIMITS)
+        if why == "a marked float":
+            assert math.isnan(slow.ratio)
+
+
+@dataclass(frozen=True)
+class Node:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Built:
+    size: int
+
+    def __init__(self, size: int) -> None:
+        object.__setattr__(self, "size", abs(size))
+
+
+WITHOUT_READER = [Node, Built, int | str, float | int, dict[str, list[int]], dict[int, str]]
+WITHOUT_READER += [Any, Fraction, complex, set[int], tuple, Literal[True], tuple[Any, ...]]
+
+
+@pytest.mark.parametrize("hint", WITHOUT_READER)
+def test_types_whose_checks_msgspec_cannot_state_exactly_have_no_reader(hint: Any) -> None:
+    assert result_reader(hint) is None
+
+
+def test_the_pool_takes_a_vouched_value_and_reads_anything_else_as_json() -> None:
+    value = Outer("a", True, (1, "x"), (), [], 0.5)
+    body = _body(encode(value))
+    schema = DecodedByCaller(result_reader(Outer, LIMITS))
+    reply = _read_reply(body, schema)
+    assert type(reply["value"]) is Rebuilt and reply["value"]["result"] == value
+    assert _outcome(reply["value"], Outer, LIMITS).value == value
+    refusal = orjson.dumps({"ok": True, "value": job_reply(lambda: 1 / 0, (ZeroDivisionError,))})
+    reply = _read_reply(refusal, schema)  # not a result: the ordinary reading, a plain dict
+    assert type(reply["value"]) is dict and "refused" in reply["value"]
+    with pytest.raises(SchemaError):
+        _read_reply(orjson.dumps({"ok": True, "value": 3}), schema)
