@@ -3,11 +3,13 @@ bytes it returns exactly what the codec returns, or nothing (and the codec decid
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -22,7 +24,7 @@ from torchatlas.sandbox import protocol
 from torchatlas.sandbox.codec import Limits, encode, job_reply
 from torchatlas.sandbox.pool import DecodedByCaller, _read_reply
 from torchatlas.sandbox.schema import SchemaError
-from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
+from torchatlas.sandbox.typed_reply import Rebuilt, result_reader, result_writer
 from torchatlas.sandbox.worker import reply_frame
 from torchatlas.sandboxed import _outcome
 
@@ -85,7 +87,7 @@ def _same(fast: Any, slow: Any) -> bool:
 
 
 def test_every_example_program_is_read_exactly_as_the_codec_reads_it() -> None:
-    read = result_reader(ProgramReply)
+    read = result_reader(ProgramReply, Limits())
     assert read is not None
     programs = [example.program for example in EXAMPLES.values()] + [fifty_op_program()]
     for program in programs:
@@ -102,7 +104,7 @@ def test_every_example_program_is_read_exactly_as_the_codec_reads_it() -> None:
 
 def test_the_benchmark_program_takes_the_fast_path() -> None:
     body = _body(encode(ProgramReply.of(run_program(fifty_op_program(), 0, None))))
-    assert result_reader(ProgramReply)(body) is not None
+    assert result_reader(ProgramReply, Limits())(body) is not None
 
 
 def _text(max_size: int) -> st.SearchStrategy[str]:
@@ -293,7 +295,7 @@ WITHOUT_READER += [Any, Fraction, complex, set[int], tuple, Literal[True], tuple
 
 @pytest.mark.parametrize("hint", WITHOUT_READER)
 def test_types_whose_checks_msgspec_cannot_state_exactly_have_no_reader(hint: Any) -> None:
-    assert result_reader(hint) is None
+    assert result_reader(hint, Limits()) is None
 
 
 def test_the_pool_takes_a_vouched_value_and_reads_anything_else_as_json() -> None:
@@ -308,3 +310,96 @@ def test_the_pool_takes_a_vouched_value_and_reads_anything_else_as_json() -> Non
     assert type(reply["value"]) is dict and "refused" in reply["value"]
     with pytest.raises(SchemaError):
         _read_reply(orjson.dumps({"ok": True, "value": 3}), schema)
+
+
+def _codec_json(value: Any) -> Any:
+    return json.loads(json.dumps(encode(value)))
+
+
+def test_a_job_writes_every_example_s_result_as_the_codec_would() -> None:
+    programs = [example.program for example in EXAMPLES.values()] + [fifty_op_program()]
+    programs.append("x = tensor([0.0], requires_grad=True)\ny = (x.log() * 0).sum()\n")  # -inf, nan
+    written = 0
+    for program in programs:
+        value = ProgramReply.of(run_program(program, 0, None))
+        reply = job_reply(lambda value=value: value)
+        if reply.written is None:  # only a float JSON cannot write sends it to the codec
+            assert "$float" in json.dumps(encode(value)), program
+            continue
+        written += 1
+        assert json.loads(reply.written) == _codec_json(value), program
+        assert json.loads(orjson.dumps(reply)) == {"result": _codec_json(value)}
+    assert written >= len(programs) - 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=outer)
+def test_written_json_is_the_codec_s_json_or_nothing(value: Outer) -> None:
+    write = result_writer(Outer)
+    assert write is not None
+    data = write(value)
+    codec = json.dumps(encode(value))
+    if data is None:
+        event("codec")
+        floats_json_cannot_write = "$float" in codec
+        params = value.checked.params if value.checked else {}
+        assert floats_json_cannot_write or any(v is None for v in params.values())
+    else:
+        event("written")
+        assert json.loads(data) == json.loads(codec)
+
+
+def test_without_room_for_orjson_the_written_result_is_read_back_and_written_by_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchatlas.sandbox import worker
+
+    value = Outer("a", True, (1, "x"), (Inner("w", 2, (0.5,)),), ["n"], 0.25)
+    reply = {"ok": True, "value": job_reply(lambda: value)}
+    assert reply["value"].written is not None
+    fast = reply_frame(reply)
+    monkeypatch.setattr(worker, "_has_room", lambda size: False)
+    slow = reply_frame(reply)
+    assert json.loads(fast[protocol.HEADER.size :]) == json.loads(slow[protocol.HEADER.size :])
+    assert result_reader(Outer, Limits())(slow[protocol.HEADER.size :])["result"] == value
+
+
+def _job_reply_at_the_memory_limit(headroom: int) -> None:
+    """In a forked child (never returns): job_reply of a large result, with the address space
+    full up to ``headroom`` bytes, as a sandbox child at its limit. Exit 0: every call gave a
+    reply or MemoryError."""
+    import os
+    import resource
+
+    status = 1
+    try:
+        value = Outer(
+            "a", True, (1, "x"), (Inner("w", 2, tuple(map(float, range(200_000)))),), [], 0.5
+        )
+        result_writer(Outer)  # built before the limit, as the zygote builds it at warm-up
+        statm = Path("/proc/self/statm").read_text()
+        used = int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + headroom, resource.RLIM_INFINITY))
+        hog = []
+        with contextlib.suppress(MemoryError):
+            while True:
+                hog.append(bytearray(1 << 16))
+        for attempt in range(60):
+            if attempt % 6 == 0 and hog:
+                hog.pop()  # a little room now and then: allocations fail at different points
+            with contextlib.suppress(MemoryError):
+                job_reply(lambda: value)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+@pytest.mark.parametrize("headroom_mb", [30, 60])
+def test_writing_a_result_at_the_memory_limit_never_crashes_the_child(headroom_mb: int) -> None:
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        _job_reply_at_the_memory_limit(headroom_mb << 20)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"wait status {status}"

@@ -29,7 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from torchatlas.sandbox.schema import AnyJSON, SchemaError, clean_text
+from torchatlas.sandbox.typed_reply import result_writer
 
 # Markers for values JSON has no word for; a marker is an object with exactly one of these keys.
 FLOAT, COMPLEX, FRACTION, MAPPING = "$float", "$complex", "$fraction", "$map"
@@ -169,8 +172,7 @@ class _Budget:
 
 
 @functools.cache
-def hints_of(cls: type) -> dict[str, Any]:
-    """A dataclass's type hints, resolved once."""
+def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
@@ -364,7 +366,7 @@ def _builds_by_fields(cls: type, fields: Mapping[str, dataclasses.Field[Any]]) -
 def _dataclass_decoder(cls: type) -> Decoder:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     names = frozenset(fields)
-    hints = hints_of(cls)
+    hints = _hints(cls)
     missing = dataclasses.MISSING
     required = frozenset(
         name
@@ -551,7 +553,10 @@ def decode(data: Any, hint: Any, limits: Limits = DEFAULT_LIMITS) -> Any:
 class EngineReply(dict[str, Any]):
     """A room job's reply, from :func:`job_reply`: a room engine's result, whose size the
     engine's own checks bound (pasted code's results are not). The worker writes such a
-    reply with orjson when the child has room for it (see ``worker.reply_frame``)."""
+    reply with orjson when the child has room for it (see ``worker.reply_frame``). Its
+    ``result`` may be JSON already written (an ``orjson.Fragment`` of ``written``)."""
+
+    written: bytes | None = None
 
 
 def job_reply(
@@ -560,7 +565,8 @@ def job_reply(
     """What a room's sandbox job sends back: ``{"result": encode(compute())}``, or
     ``{"refused": {"code", "params"}}`` when ``compute`` raises one of ``refusals`` (an
     engine's coded error: ``.code`` and ``.params``). Other exceptions propagate: the worker
-    reports them as a failed job."""
+    reports them as a failed job. The result is written by msgspec in C where that writes
+    the same JSON (:func:`~torchatlas.sandbox.typed_reply.result_writer`)."""
     try:
         value = compute()
     except refusals as exc:
@@ -572,6 +578,12 @@ def job_reply(
                 "params": {str(k): _param(v) for k, v in dict(params).items()},
             }
         )
+    write = result_writer(type(value))
+    written = write(value) if write is not None else None
+    if written is not None:  # msgspec's JSON of it, what the codec would write (see there)
+        reply = EngineReply(result=orjson.Fragment(written))
+        reply.written = written
+        return reply
     return EngineReply(result=encode(value))
 
 

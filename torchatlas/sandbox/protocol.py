@@ -21,6 +21,7 @@ in linear time, so the length bound above is there for Python's reader.)
 from __future__ import annotations
 
 import json
+import mmap
 import socket
 import struct
 from typing import Any
@@ -76,6 +77,18 @@ def encode(message: dict[str, Any], *, fast: bool = True) -> bytes:
     if body is None:
         body = json.dumps(message, separators=(",", ":")).encode()
     return HEADER.pack(len(body)) + body
+
+
+def has_room(size: int) -> bool:
+    """Whether ``size`` more bytes of address space can be mapped now (mapped, never touched,
+    and unmapped at once: the address-space limit counts mappings, not pages in use). The
+    writers in C (orjson, msgspec's encoder) crash the process where an allocation fails,
+    so a sandbox child, which runs at an address-space limit, asks this before using them."""
+    try:
+        mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
+    except (OSError, ValueError, MemoryError):
+        return False
+    return True
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytearray | None:

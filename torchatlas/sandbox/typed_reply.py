@@ -26,6 +26,11 @@ is wrong). What keeps the two the same:
   unions of several types, sets, fractions and complex numbers, recursive types) get no
   reader; floats JSON cannot write (the codec's ``$float`` markers) fail the mirror, so such
   a reply takes the ordinary way.
+
+The job's side has the same shortcut (:func:`result_writer`): msgspec writes a result's JSON
+in C, and the child keeps those bytes only when they read back through a mirror in which no
+value may be null where the codec would have written a number: msgspec writes a float JSON
+has no word for (NaN, infinity) as null, where the codec writes its ``$float`` marker.
 """
 
 from __future__ import annotations
@@ -37,14 +42,17 @@ import sys
 import types
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from torchatlas.sandbox import protocol
-from torchatlas.sandbox.codec import DEFAULT_LIMITS, Limits, hints_of
+
+if TYPE_CHECKING:
+    from torchatlas.sandbox.codec import Limits
 
 Reader = Callable[[bytes | bytearray], "Rebuilt | None"]
+Writer = Callable[[Any], "bytes | None"]
 _FINITE = msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)
 _PLAIN = (str, int, float, bool)
 
@@ -58,16 +66,28 @@ class _NoReader(Exception):
     """The type has a part whose check msgspec cannot state exactly as the codec does."""
 
 
-class _Mirror:
-    """msgspec types that check what the codec checks, built once per hint and limits."""
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
-    def __init__(self, limits: Limits) -> None:
+
+class _Mirror:
+    """msgspec types that check what the codec checks, built once per hint and limits.
+
+    ``limits`` None: no bounds, and no null where the codec writes a number (the check of
+    msgspec's own JSON of a result: see :func:`result_writer`)."""
+
+    def __init__(self, limits: Limits | None) -> None:
         self.limits = limits
-        self.text = Annotated[str, msgspec.Meta(max_length=limits.max_str)]
-        self.structs: dict[type, type] = {}
+        self.writing = limits is None
+        self.text = (
+            str if limits is None else Annotated[str, msgspec.Meta(max_length=limits.max_str)]
+        )
         self.building: set[type] = set()
 
     def bounded(self, kind: Any) -> Any:
+        if self.limits is None:
+            return kind
         return Annotated[kind, msgspec.Meta(max_length=self.limits.max_items)]
 
     def of(self, hint: Any) -> tuple[Any, int]:
@@ -83,6 +103,8 @@ class _Mirror:
             others = [arg for arg in args if arg is not type(None)]
             if len(others) != 1 or len(args) != 2:
                 raise _NoReader(f"a union of several types: {hint!r}")
+            if self.writing and others[0] is float:
+                raise _NoReader("a float or null: a null may be a float JSON cannot write")
             mirror, depth = self.of(others[0])
             return mirror | None, depth
         if origin is typing.Literal:
@@ -100,7 +122,8 @@ class _Mirror:
             # Only plain values: a list could be read as the codec's mapping marker.
             value = args[1]
             if value is Any:
-                mirror = self.text | int | Annotated[float, _FINITE] | bool | None
+                mirror = self.text | int | Annotated[float, _FINITE] | bool
+                mirror = mirror if self.writing else mirror | None
             elif value in _PLAIN:
                 mirror, _ = self.of(value)
             else:
@@ -125,7 +148,7 @@ class _Mirror:
             raise _NoReader(f"{cls.__name__} is not built from its fields alone")
         self.building.add(cls)
         try:
-            hints = hints_of(cls)
+            hints = _hints(cls)
             members: list[tuple[Any, ...]] = []
             deepest = 0
             for field in fields:
@@ -147,7 +170,7 @@ class _Mirror:
 
 
 @functools.cache
-def result_reader(hint: Any, limits: Limits = DEFAULT_LIMITS) -> Reader | None:
+def result_reader(hint: Any, limits: Limits) -> Reader | None:
     """A reader of a worker's success reply carrying a room job's result of type ``hint``
     (``{"ok": true, "value": {"result": …}}``), or None when ``hint`` has a part it cannot
     check exactly as the codec does. The reader returns :class:`Rebuilt`, or None where the
@@ -156,32 +179,83 @@ def result_reader(hint: Any, limits: Limits = DEFAULT_LIMITS) -> Reader | None:
         mirror, depth = _Mirror(limits).of(hint)
         if depth + 2 > limits.max_depth:
             raise _NoReader("nested deeper than the limits allow")
-        checked = msgspec.json.Decoder(_envelope(mirror, struct=True))
-        built = msgspec.json.Decoder(_envelope(hint, struct=False))
+        checked = msgspec.json.Decoder(_envelope(mirror))
+        msgspec.convert(None, hint | None)  # refuses a type msgspec cannot build, here
     except (_NoReader, TypeError, ValueError):
         return None
 
     def read(body: bytes | bytearray) -> Rebuilt | None:
-        if len(body) > limits.max_nodes or not body.isascii() or b"\\u" in body:
+        if len(body) > limits.max_nodes or not body.isascii() or _escapes_unicode(body):
             return None
         if not protocol.plain_numbers(body):
             return None
         try:
-            if checked.decode(body).ok is not True:
+            reply = checked.decode(body)
+            if reply.ok is not True:
                 return None
-            return Rebuilt(result=built.decode(body).value.result)
+            # The mirror's value, checked, built as the dataclasses it mirrors.
+            result = msgspec.convert(reply.value.result, hint, from_attributes=True)
         except Exception:  # msgspec's errors, or a dataclass's __post_init__ refusing
             return None
+        return Rebuilt(result=result)
 
     return read
 
 
-def _envelope(result: Any, *, struct: bool) -> type:
-    """``{"ok": bool, "value": {"result": result}}`` as msgspec structs (the checking pass:
-    nothing else allowed) or as dataclasses (the building pass)."""
-    if struct:
-        only = {"forbid_unknown_fields": True}
-        value = msgspec.defstruct("Value", [("result", result)], **only)
-        return msgspec.defstruct("Reply", [("ok", bool), ("value", value)], **only)
-    value = dataclasses.make_dataclass("Value", [("result", result)], frozen=True)
-    return dataclasses.make_dataclass("Reply", [("ok", bool), ("value", value)], frozen=True)
+# More escapes than a room's report writes (its code's line breaks): such a body is left to
+# the codec rather than walked escape by escape here.
+MAX_ESCAPES = 4096
+
+
+def _escapes_unicode(body: bytes | bytearray) -> bool:
+    """Whether ``body`` holds a ``\\u`` escape (or too many escapes to look at): found escape
+    by escape (a backslash and the character it escapes), since searching for the two
+    characters at once took longer than reading the body."""
+    if body.count(b"\\") > MAX_ESCAPES:
+        return True
+    at = body.find(b"\\")
+    while at != -1:
+        if body[at + 1 : at + 2] == b"u":
+            return True
+        at = body.find(b"\\", at + 2)
+    return False
+
+
+# The address space a result's writer needs free: msgspec's encoder crashes the process where
+# an allocation fails (a sandbox child runs at an address-space limit). A room engine's result
+# is bounded by the engine; this is four times the largest reply a job may send.
+WRITE_ROOM_BYTES = 32 << 20
+
+
+@functools.cache
+def result_writer(kind: type) -> Writer | None:
+    """A writer of a job's result of dataclass ``kind`` as JSON, or None when ``kind`` has a
+    part that msgspec might write otherwise than the codec. The writer returns the bytes, or
+    None where the codec must write the result (a float JSON has no word for, a value that
+    is not of its declared type)."""
+    if not dataclasses.is_dataclass(kind):
+        return None
+    try:
+        mirror, _ = _Mirror(None).of(kind)
+        check = msgspec.json.Decoder(mirror)
+    except (_NoReader, TypeError, ValueError):
+        return None
+    encoder = msgspec.json.Encoder()
+
+    def write(value: Any) -> bytes | None:
+        if not protocol.has_room(WRITE_ROOM_BYTES):  # the encoder would crash, not raise
+            return None
+        try:
+            data = encoder.encode(value)
+            check.decode(data)
+        except Exception:  # a value msgspec cannot write, or one its mirror refuses
+            return None
+        return data
+
+    return write
+
+
+def _envelope(result: Any) -> type:
+    """``{"ok": bool, "value": {"result": result}}``, nothing else allowed."""
+    value = msgspec.defstruct("Value", [("result", result)], forbid_unknown_fields=True)
+    return msgspec.defstruct("Reply", [("ok", bool), ("value", value)], forbid_unknown_fields=True)

@@ -54,7 +54,6 @@ import errno
 import functools
 import io
 import json
-import mmap
 import os
 import platform
 import resource
@@ -297,18 +296,15 @@ def reply_frame(reply: dict[str, Any], limit: int = MAX_RESULT_BYTES) -> bytes:
     is a room engine's reply (bounded by the engine) and the address space has room for
     orjson's buffer: orjson crashes the child where an allocation fails, and a crash would
     tell the visitor less than "out of memory" or "too large"."""
-    fast = isinstance(reply.get("value"), EngineReply) and _has_room(REPLY_ROOM_FACTOR * limit)
+    value = reply.get("value")
+    fast = isinstance(value, EngineReply) and _has_room(REPLY_ROOM_FACTOR * limit)
+    if isinstance(value, EngineReply) and value.written is not None and not fast:
+        # Python's json writes it then, and takes no JSON already written: read it back.
+        reply = {**reply, "value": {"result": json.loads(value.written)}}
     return encode_reply(reply, limit, fast=fast)
 
 
-def _has_room(size: int) -> bool:
-    """Whether ``size`` more bytes of address space can be mapped now (mapped, never touched,
-    and unmapped at once: the address-space limit counts mappings, not pages in use)."""
-    try:
-        mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
-    except (OSError, ValueError, MemoryError):
-        return False
-    return True
+_has_room = protocol.has_room
 
 
 def encode_reply(
