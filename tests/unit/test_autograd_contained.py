@@ -70,3 +70,15 @@ def test_forged_values_columns_are_refused(forge, why: str) -> None:
     forge(forged)
     with pytest.raises(SchemaError, match=why):
         decode(forged, PackedValues).unpack()
+
+
+def test_the_spare_s_warm_up_runs_the_room_s_common_operations_and_their_backward() -> None:
+    from torchatlas.autograd.jobs import SPARE_WARM_UP_PROGRAM
+
+    run = run_program(SPARE_WARM_UP_PROGRAM, 0, None)
+    assert run.graph.error is None and run.trace is not None and run.trace.error is None
+    backward = {step.name for step in run.trace.steps}
+    for operation in ("Relu", "Tanh", "Sigmoid", "Exp", "Log", "Sin", "Cos", "Abs", "Sqrt"):
+        assert any(name.startswith(operation) for name in backward), operation
+    filled = {leaf.name for leaf in run.trace.grads if leaf.grad is not None}
+    assert filled == {"w1", "b1", "w2"}
