@@ -4,7 +4,6 @@ bytes it returns exactly what the codec returns, or nothing (and the codec decid
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import math
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bench.bench_autograd import fifty_op_program
+from tests.unit.test_codec import Colour
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.jobs import ProgramReply, run_job, run_program
 from torchatlas.sandbox import protocol
@@ -29,17 +29,12 @@ from torchatlas.sandbox.worker import reply_frame
 from torchatlas.sandboxed import _outcome
 
 
-class Mood(enum.StrEnum):
-    CALM = "calm"
-    LOUD = "loud"
-
-
 @dataclass(frozen=True)
 class Inner:
     name: str
     size: int | None
     weights: tuple[float, ...]
-    mood: Mood = Mood.CALM
+    colour: Colour = Colour.RED
 
 
 @dataclass(frozen=True)
@@ -124,7 +119,7 @@ json_leaf = (
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | _text(16)
-    | st.sampled_from(["calm", "loud", "a", "b", "$float", "nan", "$map"])
+    | st.sampled_from(["red", "blue", "a", "b", "$float", "nan", "$map"])
 )
 json_value = st.recursive(
     json_leaf,
@@ -137,7 +132,7 @@ inner = st.builds(
     _text(12),
     st.none() | st.integers(-99, 99) | st.integers(-(2**64), 2**64),
     st.lists(_floats(), max_size=4).map(tuple),
-    st.sampled_from(Mood),
+    st.sampled_from(Colour),
 )
 outer = st.builds(
     Outer,
@@ -182,7 +177,7 @@ def _like(value: Any) -> st.SearchStrategy[Any]:
     if isinstance(value, float):
         return _floats()
     if isinstance(value, str):
-        return _text(16) | st.sampled_from(["calm", "loud", "a", "b"])
+        return _text(16) | st.sampled_from(["red", "blue", "a", "b"])
     if isinstance(value, list):
         return st.just([*value, *value[:1]])  # one item more
     return st.just(value)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchatlas.autograd.backward import BackwardStep, BackwardTrace, LeafGrad, trace_and_backward
 from torchatlas.autograd.errors import AutogradError, ProgramError
+from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
 from torchatlas.autograd.parser import python_code
 from torchatlas.autograd.programs import parse, parse_uncached
@@ -257,18 +258,16 @@ WARM_UP: list[dict[str, Any]] = [
 # common element-wise operations: a visitor's program mostly uses these, and each one the
 # warm-up left out costs the visitor's job its first touches (measured with
 # ``python -m bench.bench_contained``: the tour took about half a millisecond off a job).
-SPARE_WARM_UP_PROGRAM = """\
-x = randn(4, 3)
-target = randn(4, 2)
-w1 = randn(3, 8, requires_grad=True)
-b1 = zeros(8, requires_grad=True)
-w2 = randn(8, 2, requires_grad=True)
-h = (x @ w1 + b1).relu()
-h = (h * 0.5 + 1).tanh() - h.sigmoid() * 2 / 3
-h = h.exp().log().sin().cos().abs().sqrt().square() + h.t().t()
-out = h @ w2
-loss = ((out - target) ** 2).mean() + out.sum()
-"""
+_MLP_LAYERS = EXAMPLES["mlp"].program.splitlines()[:-2]  # up to its hidden layer
+SPARE_WARM_UP_PROGRAM = "\n".join(
+    [
+        *_MLP_LAYERS,
+        "h = (h * 0.5 + 1).tanh() - h.sigmoid() * 2 / 3",
+        "h = h.exp().log().sin().cos().abs().sqrt().square() + h.t().t()",
+        "out = h @ w2",
+        "loss = ((out - target) ** 2).mean() + out.sum()\n",
+    ]
+)
 SPARE_WARM_UP: dict[str, Any] = {
     "source": "",
     "job": RUN,
