@@ -256,8 +256,8 @@ WARM_UP: list[dict[str, Any]] = [
 # of its backward fills the interpreter's caches, so a small program with a backward takes
 # those first touches off the visitor's job. It is the MLP example with a tour of the room's
 # common element-wise operations: a visitor's program mostly uses these, and each one the
-# warm-up left out costs the visitor's job its first touches (measured with
-# ``python -m bench.bench_contained``: the tour took about half a millisecond off a job).
+# warm-up left out costs the visitor's job its first touches (``python -m
+# bench.bench_contained`` shows the difference).
 _MLP_LAYERS = EXAMPLES["mlp"].program.splitlines()[:-2]  # up to its hidden layer
 SPARE_WARM_UP_PROGRAM = "\n".join(
     [
