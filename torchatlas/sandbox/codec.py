@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from torchatlas.sandbox.schema import AnyJSON, SchemaError, clean_text
-from torchatlas.sandbox.typed_reply import result_writer
+from torchatlas.sandbox.typed_reply import hints_of, result_writer
 
 # Markers for values JSON has no word for; a marker is an object with exactly one of these keys.
 FLOAT, COMPLEX, FRACTION, MAPPING = "$float", "$complex", "$fraction", "$map"
@@ -169,11 +169,6 @@ class _Budget:
 
     def too_deep(self) -> None:
         raise SchemaError(f"nested more than {self.max_depth} levels deep")
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 def _union_members(hint: Any) -> tuple[Any, ...] | None:
@@ -366,7 +361,7 @@ def _builds_by_fields(cls: type, fields: Mapping[str, dataclasses.Field[Any]]) -
 def _dataclass_decoder(cls: type) -> Decoder:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     names = frozenset(fields)
-    hints = _hints(cls)
+    hints = hints_of(cls)
     missing = dataclasses.MISSING
     required = frozenset(
         name

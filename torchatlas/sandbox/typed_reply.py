@@ -67,7 +67,8 @@ class _NoReader(Exception):
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def hints_of(cls: type) -> dict[str, Any]:
+    """A dataclass's type hints, resolved once (the codec's decoders read them too)."""
     return typing.get_type_hints(cls)
 
 
@@ -148,7 +149,7 @@ class _Mirror:
             raise _NoReader(f"{cls.__name__} is not built from its fields alone")
         self.building.add(cls)
         try:
-            hints = _hints(cls)
+            hints = hints_of(cls)
             members: list[tuple[Any, ...]] = []
             deepest = 0
             for field in fields:
