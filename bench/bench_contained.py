@@ -3,7 +3,10 @@ same engine in this process, both measured in the same run, for the two rooms th
 
     python -m bench.bench_contained [--rounds 15] [--settle-s 0.5]
 
-1. autograd: trace + backward of the 62-operation program (``bench_autograd``'s);
+1. autograd: trace + backward of the 62-operation program (``bench_autograd``'s), as the room
+   runs it (``contained_run``: the program as plain PyTorch is written by this process while
+   the child traces, and the reply is rebuilt as the room's ``ProgramRun``) against
+   ``run_program`` here, which gives the same run;
 2. strides: a 24-op chain on a 64×64 tensor (``bench_strides``'s).
 
 Each room job pays a fixed cost (a place in the fair queue, a confined child taking the job, the
@@ -51,7 +54,8 @@ def _job(job: str, params: dict, returns: object, check: Callable[[object], obje
 
 def cases() -> dict[str, tuple[Callable[[], object], Callable[[], object], Callable[[], object]]]:
     """name → (the job, a trivial job of the same room, the same work in process)."""
-    from torchatlas.autograd.jobs import RUN, ProgramReply, run_program
+    from torchatlas.autograd import parse
+    from torchatlas.autograd.jobs import contained_run, run_program
     from torchatlas.strides.jobs import (
         CHAIN,
         WireChain,
@@ -64,7 +68,13 @@ def cases() -> dict[str, tuple[Callable[[], object], Callable[[], object], Calla
     program = fifty_op_program()
 
     def autograd(text: str) -> Callable[[], object]:
-        return _job(RUN, {"program": text, "seed": 0, "root": None}, ProgramReply)
+        def run() -> object:  # as the room runs it: checked (cached), then contained
+            job = contained_run(parse(text), 0, None, session_id=next(VISITORS), timeout_s=10)
+            if job.value is None:
+                raise SystemExit(f"autograd failed: {job.failure or job.refused}")
+            return job.value
+
+        return run
 
     def strides(shape: tuple[int, ...], ops: list[str]) -> Callable[[], object]:
         params = {"shape": list(shape), "dtype": "float32", "listed_up_to": 4096,

@@ -215,6 +215,7 @@ def run_room_job(
     on_queued: Callable[[int], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     pool: SandboxPool | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> RoomJob[Any]:
     """Run the room job ``job`` (registered by its room's ``jobs.py``) on ``params`` in a
     confined sandbox child, through the shared pool's fair queue, and rebuild its result as
@@ -224,7 +225,11 @@ def run_room_job(
     ``source`` is pasted code the child runs first (the job gets the names it defined).
     ``reader`` replaces the codec's envelope for a room whose reply has its own bounded
     schema: ``reader(reply)`` is the value, and any ValueError, TypeError or KeyError it
-    raises (a SchemaError is a ValueError) makes the reply ``untrusted``."""
+    raises (a SchemaError is a ValueError) makes the reply ``untrusted``.
+
+    ``meanwhile`` is the caller's own work, called once in this thread: while the child
+    computes, so the server's share of a job overlaps the child's (or before returning when
+    no child got the job). Its exceptions are the caller's, raised once the job is over."""
     try:
         if pool is None:
             from torchatlas import sandbox
@@ -235,8 +240,12 @@ def run_room_job(
             run_job = pool.run_job
     except Exception as exc:  # no sandbox on this server: the room says so, nothing breaks
         LOG.warning("room job %s: the sandbox is unavailable: %s", job, str(exc)[:300])
+        if meanwhile is not None:
+            meanwhile()
         return RoomJob(failure=JobFailure("unavailable", f"{type(exc).__name__}: {exc}"[:500]))
     extra: dict[str, Any] = {"on_queued": on_queued} if on_queued is not None else {}
+    if meanwhile is not None:
+        extra["meanwhile"] = meanwhile
     if reader is None:  # the codec rebuilds and bounds the value: no generic walk before it
         from torchatlas.sandbox.pool import DecodedByCaller
 

@@ -57,7 +57,7 @@ from torchatlas.autograd.errors import ErrorCode, ProgramError
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
 from torchatlas.autograd.freeze import BLOCKS, FreezeReport, freeze
 from torchatlas.autograd.history import ThenNow, then_and_now
-from torchatlas.autograd.jobs import RUN, ProgramReply, ProgramRun
+from torchatlas.autograd.jobs import ProgramRun, contained_run
 from torchatlas.autograd.link import LINK as LINK_SPEC
 from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question
@@ -65,8 +65,7 @@ from torchatlas.autograd.quiz import grade as grade_prediction
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
-from torchatlas.sandbox.schema import SchemaError
-from torchatlas.sandboxed import JobFailure, run_room_job
+from torchatlas.sandboxed import JobFailure
 
 LINK = RoomLink(LINK_SPEC)
 EXAMPLE_KEY, PROGRAM_KEY = LINK.key("a_ex"), "autograd_program"
@@ -222,16 +221,10 @@ def root_picked() -> None:
 
 def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome:
     try:
-        parse(program)  # the first wall, here: clear refusals, nothing evaluated
+        parsed = parse(program)  # the first wall, here: clear refusals, nothing evaluated
     except ProgramRefused as refused:
         return Outcome(refusal=refused)
-    job = run_room_job(
-        RUN,
-        {"program": program, "seed": seed, "root": root},
-        ProgramReply,
-        session_id=visitor,
-        timeout_s=JOB_TIMEOUT_S,
-    )
+    job = contained_run(parsed, seed, root, session_id=visitor, timeout_s=JOB_TIMEOUT_S)
     if job.refused is not None:
         code, params = job.refused
         if code not in {c.value for c in ErrorCode}:  # not one of the room's own codes
@@ -239,10 +232,7 @@ def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome
         return Outcome(refusal=AutogradError(code, **params))
     if job.failure is not None:
         return Outcome(failure=job.failure)
-    try:
-        return Outcome(run=job.value.to_run())
-    except SchemaError:  # the child's reply is hostile input: it must hold together
-        return Outcome(failure=JobFailure("untrusted"))
+    return Outcome(run=job.value)
 
 
 def computed(program: str, seed: int, root: str | None) -> Outcome:

@@ -3,6 +3,8 @@ type or refused; limits become failures a page can explain; nothing ever raises.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -72,6 +74,49 @@ def test_a_room_job_may_call_backward_in_its_child(pool: SandboxPool) -> None:
     outcome = run_room_job("sandbox.room_backward", {"size": 4}, tuple[float, ...], pool=pool)
     assert outcome.ok, outcome.failure
     assert outcome.value == (0.0, 2.0, 4.0, 6.0)
+
+
+def test_the_caller_s_work_runs_once_here_while_the_child_computes(pool: SandboxPool) -> None:
+    """``meanwhile`` overlaps the server's share of a job with the child's: it starts once
+    the request is sent, long before this child (asleep) can answer, in the caller's thread."""
+    calls: list[tuple[float, int]] = []
+    started = time.monotonic()
+    outcome = run_room_job(
+        "sandbox.sleep", {"seconds": 0.6}, reader=lambda reply: reply["slept"], pool=pool,
+        meanwhile=lambda: calls.append((time.monotonic(), threading.get_ident())),
+    )  # fmt: skip
+    assert outcome.ok and outcome.value == 0.6, outcome.failure
+    assert len(calls) == 1 and calls[0][1] == threading.get_ident()
+    assert calls[0][0] - started < 0.5  # the child was still asleep
+
+
+def test_the_caller_s_work_runs_once_when_no_child_gets_the_job(
+    pool: SandboxPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    unknown = run_room_job(
+        "nobody.registered", {}, Pair, pool=pool, meanwhile=lambda: calls.append("a")
+    )
+    assert unknown.failure is not None and calls == ["a"]
+
+    import torchatlas.sandboxed as sandboxed
+
+    def no_pool() -> SandboxPool:
+        raise OSError("no zygote")
+
+    monkeypatch.setattr(sandboxed, "shared_pool", no_pool)
+    gone = run_room_job("autograd.run", {}, Pair, meanwhile=lambda: calls.append("b"))
+    assert gone.failure is not None and gone.failure.kind == "unavailable" and calls == ["a", "b"]
+
+
+def test_the_caller_s_error_is_raised_after_the_job_and_frees_its_slot(pool: SandboxPool) -> None:
+    def broken() -> None:
+        raise LookupError("the caller's own bug")
+
+    with pytest.raises(LookupError, match="own bug"):
+        run_room_job("sandbox.sleep", {"seconds": 0.2}, reader=dict, pool=pool, meanwhile=broken)
+    again = _reply(pool, {"result": {"name": "x", "sizes": [1]}})
+    assert again.ok and again.value == Pair("x", (1,))
 
 
 def test_no_sandbox_is_a_failure_not_an_exception(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -98,7 +98,8 @@ def test_every_example_program_is_read_exactly_as_the_codec_reads_it() -> None:
 
 
 def test_the_benchmark_program_takes_the_fast_path() -> None:
-    body = _body(encode(ProgramReply.of(run_program(fifty_op_program(), 0, None))))
+    run = run_program(fifty_op_program(), 0, None)
+    body = _body(encode(ProgramReply.of(run.graph, run.trace)))
     assert result_reader(ProgramReply, Limits())(body) is not None
 
 
@@ -316,7 +317,8 @@ def test_a_job_writes_every_example_s_result_as_the_codec_would() -> None:
     programs.append("x = tensor([0.0], requires_grad=True)\ny = (x.log() * 0).sum()\n")  # -inf, nan
     written = 0
     for program in programs:
-        value = ProgramReply.of(run_program(program, 0, None))
+        run = run_program(program, 0, None)
+        value = ProgramReply.of(run.graph, run.trace)
         reply = job_reply(lambda value=value: value)
         if reply.written is None:  # only a float JSON cannot write sends it to the codec
             assert "$float" in json.dumps(encode(value)), program

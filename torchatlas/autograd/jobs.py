@@ -5,6 +5,10 @@ A program is text a visitor types or a link carries. The parser (in the server: 
 clear, translated refusals) is the first wall; running the program, its backward and reading
 the graph happen only here, in a child with a memory limit and a CPU deadline, so a program
 that slips past the room's own size checks can exhaust nothing but that child.
+
+:func:`contained_run` is the room's entry point. The program as plain PyTorch is text written
+from the checked tree, bounded like the parse the server does anyway and evaluating nothing:
+the server writes it while the child computes, so the two overlap.
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ import binascii
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Literal
 
 from torchatlas.autograd.backward import BackwardStep, BackwardTrace, LeafGrad, trace_and_backward
 from torchatlas.autograd.errors import AutogradError, ProgramError
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
-from torchatlas.autograd.parser import python_code
+from torchatlas.autograd.parser import Program, python_code
 from torchatlas.autograd.programs import parse, parse_uncached
 from torchatlas.sandbox.codec import job_reply
 from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
 
 if TYPE_CHECKING:
     from torchatlas.sandbox import SandboxPool
@@ -53,59 +59,84 @@ def run_program(program: str, seed: int, root: str | None, *, cached: bool = Tru
 @dataclass(frozen=True)
 class PackedValues:
     """Every :class:`Values` of a replay on the wire, as columns: each one's shape and norm,
-    and the numbers of those that kept theirs (at most MAX_SHOWN each) as float64 bytes in
-    base64, one string per kept value (exact, about a third of their JSON text; columns are
-    a few objects to check and decode, where an object per value cost more than its
-    numbers)."""
+    and the numbers of those that kept theirs (at most MAX_SHOWN each), all of them in one
+    run of little-endian floats in base64, cut into strings of at most ``DATA_CHUNK``
+    characters (a string each was a Python call each way per value, and more of the reply
+    to check). The floats are 4 bytes wide when every number is exactly a float32 (the
+    values of float32 tensors, the common case: half the bytes), else 8 (exact either way)."""
 
     shapes: tuple[tuple[int, ...], ...]
     norms: tuple[float, ...]
     kept: tuple[int, ...]  # positions, in order, of the values whose numbers were kept
-    data: tuple[str, ...]  # the numbers of each kept value
+    width: Literal[4, 8]  # bytes per number in ``data``
+    data: tuple[str, ...]  # the kept values' numbers, in order, as one base64 text in parts
 
     @classmethod
     def of(cls, table: Sequence[Values]) -> PackedValues:
         kept = [position for position, values in enumerate(table) if values.flat is not None]
+        numbers = tuple(chain.from_iterable(table[position].flat or () for position in kept))
+        width, raw = _packed_floats(numbers)
+        text = base64.b64encode(raw).decode("ascii")
         return cls(
             tuple(values.shape for values in table),
             tuple(values.norm for values in table),
             tuple(kept),
-            tuple(_base64_floats(table[position].flat or ()) for position in kept),
+            width,
+            tuple(text[start : start + DATA_CHUNK] for start in range(0, len(text), DATA_CHUNK)),
         )
 
     def unpack(self) -> list[Values]:
         """The values, checked: columns of matching lengths, kept positions in order, and
-        each kept value exactly as many numbers as its shape holds, at most MAX_SHOWN."""
-        if len(self.shapes) != len(self.norms) or len(self.kept) != len(self.data):
+        exactly as many numbers as the kept values' shapes hold, at most MAX_SHOWN each."""
+        if len(self.shapes) != len(self.norms):
             raise SchemaError("values columns of different lengths")
         if list(self.kept) != sorted(set(self.kept)):
             raise SchemaError("kept values out of order")
         if self.kept and not (self.kept[0] >= 0 and self.kept[-1] < len(self.shapes)):
             raise SchemaError("a kept value outside the values table")
-        numbers = dict(zip(self.kept, self.data, strict=True))
-        table = []
-        for position, (shape, norm) in enumerate(zip(self.shapes, self.norms, strict=True)):
-            text = numbers.get(position)
-            table.append(Values(shape, None if text is None else _floats(text, shape), norm))
-        return table
+        counts = [_kept_count(self.shapes[position]) for position in self.kept]
+        numbers = _floats("".join(self.data), sum(counts), self.width)
+        flats: dict[int, tuple[float, ...]] = {}
+        start = 0
+        for position, count in zip(self.kept, counts, strict=True):
+            flats[position] = numbers[start : start + count]
+            start += count
+        return [
+            Values(shape, flats.get(position), norm)
+            for position, (shape, norm) in enumerate(zip(self.shapes, self.norms, strict=True))
+        ]
 
 
-def _floats(text: str, shape: tuple[int, ...]) -> tuple[float, ...]:
-    """The numbers of a kept value of ``shape``, checked before and after decoding."""
-    count = _kept_count(shape)
-    if len(text) != 4 * ((8 * count + 2) // 3):  # before decoding anything
+DATA_CHUNK = 16_384  # characters in one string of PackedValues.data, under the codec's bound
+_FORMATS = {4: "f", 8: "d"}
+
+
+def _packed_floats(numbers: tuple[float, ...]) -> tuple[Literal[4, 8], bytes]:
+    """``numbers`` as little-endian float32 when that keeps every one of them exactly (read
+    back equal: the sign of a zero survives, and a NaN is never equal, so it goes wide), else
+    float64."""
+    try:
+        narrow = struct.pack(f"<{len(numbers)}f", *numbers)
+    except OverflowError:  # a finite number past float32's range
+        narrow = b""
+    if narrow and struct.unpack(f"<{len(numbers)}f", narrow) == numbers:
+        return 4, narrow
+    return 8, struct.pack(f"<{len(numbers)}d", *numbers)
+
+
+def _floats(text: str, count: int, width: int) -> tuple[float, ...]:
+    """``count`` numbers of ``width`` bytes from ``text``, checked before and after decoding."""
+    if width not in _FORMATS:
+        raise SchemaError("values of an unknown width")
+    if len(text) != 4 * ((width * count + 2) // 3):  # before decoding anything
         raise SchemaError("values that do not fill their shape")
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise SchemaError("values that are not base64") from exc
-    if len(raw) != 8 * count:
+    if len(raw) != width * count:
         raise SchemaError("values that do not fill their shape")
-    return struct.unpack(f"<{count}d", raw)
-
-
-def _base64_floats(numbers: Sequence[float]) -> str:
-    return base64.b64encode(struct.pack(f"<{len(numbers)}d", *numbers)).decode("ascii")
+    return struct.unpack(f"<{count}{_FORMATS[width]}", raw)
 
 
 def _kept_count(shape: tuple[int, ...]) -> int:
@@ -204,34 +235,63 @@ class ProgramReply:
 
     graph: Graph
     replay: Replay | None
-    code: str
 
     @classmethod
-    def of(cls, run: ProgramRun) -> ProgramReply:
-        trace = run.trace
-        if trace is not None and trace.graph is not run.graph:  # never: trace_and_backward's
+    def of(cls, graph: Graph, trace: BackwardTrace | None) -> ProgramReply:
+        if trace is not None and trace.graph is not graph:  # never: trace_and_backward's
             raise ValueError("a replay of another graph")  # pragma: no cover
-        replay = None if trace is None else Replay.of(trace)
-        return cls(run.graph, replay, run.code)
+        return cls(graph, None if trace is None else Replay.of(trace))
 
-    def to_run(self) -> ProgramRun:
-        """The room's :class:`ProgramRun`; raises SchemaError for a reply that does not hold
-        together (values that do not fill their shape, a step pointing nowhere)."""
+    def to_run(self, code: str) -> ProgramRun:
+        """The room's :class:`ProgramRun`, with the program as plain PyTorch ``code``; raises
+        SchemaError for a reply that does not hold together (values that do not fill their
+        shape, a step pointing nowhere)."""
         trace = None
         if (r := self.replay) is not None:
             steps = r.steps_unpacked()
             trace = BackwardTrace(r.root, self.graph, steps, r.total_steps, r.grads, r.error)
-        return ProgramRun(self.graph, trace, self.code)
+        return ProgramRun(self.graph, trace, code)
+
+
+def _trace_reply(program: str, seed: int, root: str | None) -> ProgramReply:
+    return ProgramReply.of(*trace_and_backward(parse_uncached(program), root, seed=seed))
 
 
 def run_job(namespace: dict[str, Any], *, program: str, seed: int, root: str | None) -> dict:
-    """The sandbox job: :func:`run_program` as JSON (a :class:`ProgramReply`; a refusal by
-    the engine's own checks comes back as its code and parameters)."""
+    """The sandbox job: :func:`run_program`'s graph and backward as JSON (a
+    :class:`ProgramReply`; a refusal by the engine's own checks comes back as its code and
+    parameters)."""
     del namespace  # no pasted module: the program is data for the room's own interpreter
-    return job_reply(
-        lambda: ProgramReply.of(run_program(program, seed, root, cached=False)),
-        refusals=(AutogradError,),
+    return job_reply(lambda: _trace_reply(program, seed, root), refusals=(AutogradError,))
+
+
+def contained_run(
+    program: Program, seed: int, root: str | None, *, session_id: str, timeout_s: float
+) -> RoomJob[ProgramRun]:
+    """:func:`run_program` of a checked ``program`` with its tracing and backward in a
+    sandbox job (``session_id``'s place in the fair queue). The value is the run; a refusal
+    is the engine's code and parameters; a reply that does not hold together is an
+    ``untrusted`` failure. Never raises."""
+    code = ""
+
+    def write_code() -> None:  # while the child computes
+        nonlocal code
+        code = python_code(program, seed)
+
+    job = run_room_job(
+        RUN,
+        {"program": program.text, "seed": seed, "root": root},
+        ProgramReply,
+        session_id=session_id,
+        timeout_s=timeout_s,
+        meanwhile=write_code,
     )
+    if job.value is None:
+        return RoomJob(None, job.refused, job.failure, job.usage)
+    try:
+        return RoomJob(job.value.to_run(code), usage=job.usage)
+    except SchemaError:  # the child's reply is hostile input: it must hold together
+        return RoomJob(failure=JobFailure("untrusted"), usage=job.usage)
 
 
 JOBS = {RUN: run_job}

@@ -702,6 +702,7 @@ class SandboxPool:
         layers_off: tuple[str, ...] = (),
         on_queued: Callable[[int], None] | None = None,
         value_schema: Spec | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> SandboxResult:
         """Run ``job`` on ``source`` in a fresh confined child; never raises for user input.
 
@@ -709,8 +710,43 @@ class SandboxPool:
         its place in line (1 = next) whenever that changes, and with 0 when it starts; not
         called when a slot is free at once. ``value_schema``: the caller's schema of the
         job's value; a reply that does not match it (or the envelope's own bounds) becomes
-        an ``untrusted`` error, never an exception.
+        an ``untrusted`` error, never an exception. ``meanwhile``: the caller's own work,
+        called once in this thread: while the child computes (after the request is sent,
+        before the reply is read), or before returning when no child got the job. An
+        exception it raises is the caller's: it is raised once the job is over.
         """
+        if meanwhile is None:
+            return self._run_job(source, job, params, timeout_s, session_id, layers_off,
+                                 on_queued, value_schema, None)  # fmt: skip
+        pending = [meanwhile]
+        raised: list[Exception] = []
+
+        def caller_work() -> None:
+            if pending:
+                try:
+                    pending.pop()()
+                except Exception as exc:  # the caller's, raised after the job is over
+                    raised.append(exc)
+
+        result = self._run_job(source, job, params, timeout_s, session_id, layers_off,
+                               on_queued, value_schema, caller_work)  # fmt: skip
+        caller_work()  # no child got the job: the caller's work still runs, once
+        if raised:
+            raise raised[0]
+        return result
+
+    def _run_job(
+        self,
+        source: str,
+        job: str,
+        params: dict,
+        timeout_s: float,
+        session_id: str | None,
+        layers_off: tuple[str, ...],
+        on_queued: Callable[[int], None] | None,
+        value_schema: Spec | None,
+        meanwhile: Callable[[], None] | None,
+    ) -> SandboxResult:
         started = time.perf_counter()
         if not isinstance(job, str) or job not in self._jobs:
             return _error("job_error", f"Unknown sandbox job {job!r}.", started)
@@ -759,7 +795,15 @@ class SandboxPool:
         handed_over = False
         try:
             result, handed_over = self._run_in_child(
-                source, job, params, timeout_s, layers_off, started, release, value_schema
+                source,
+                job,
+                params,
+                timeout_s,
+                layers_off,
+                started,
+                release,
+                value_schema,
+                meanwhile,
             )
             return result
         finally:
@@ -776,6 +820,7 @@ class SandboxPool:
         started: float,
         release: Callable[[], None],
         value_schema: Spec | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[SandboxResult, bool]:
         """The job's result, and whether ``release`` (the concurrency slot) was handed to the
         child's exit: a child that has answered is not waited for, but its slot stays taken
@@ -813,6 +858,8 @@ class SandboxPool:
             try:
                 ours.settimeout(max(0.1, deadline - time.monotonic()))
                 ours.sendall(protocol.encode({"source": source, "job": job, "params": params}))
+                if meanwhile is not None:  # the child computes now: the caller's own work
+                    meanwhile()  # (its errors are kept by run_job: none reaches this try)
                 body = protocol.receive_body(ours, self.max_result_bytes + 4096)
                 if body is not None:
                     reply = _read_reply(body, value_schema)
@@ -949,6 +996,7 @@ def run_job(
     session_id: str | None = None,
     on_queued: Callable[[int], None] | None = None,
     value_schema: Spec | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> SandboxResult:
     """Run ``job`` on ``source`` in the process-wide pool (see :meth:`SandboxPool.run_job`)."""
     return get_pool().run_job(
@@ -959,4 +1007,5 @@ def run_job(
         session_id=session_id,
         on_queued=on_queued,
         value_schema=value_schema,
+        meanwhile=meanwhile,
     )
