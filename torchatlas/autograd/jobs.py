@@ -271,7 +271,8 @@ def contained_run(
     """:func:`run_program` of a checked ``program`` with its tracing and backward in a
     sandbox job (``session_id``'s place in the fair queue). The value is the run; a refusal
     is the engine's code and parameters; a reply that does not hold together is an
-    ``untrusted`` failure. Never raises."""
+    ``untrusted`` failure. Every failure comes back in the result, never as an exception
+    (writing the code of a checked program cannot fail)."""
     code = ""
 
     def write_code() -> None:  # while the child computes
