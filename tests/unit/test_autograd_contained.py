@@ -75,6 +75,21 @@ def test_forged_values_columns_are_refused(forge, why: str) -> None:
         decode(forged, PackedValues).unpack()
 
 
+@pytest.mark.parametrize("where", [-1, "past the end", 10**6])
+def test_a_step_pointing_outside_the_values_table_is_refused(where) -> None:
+    from torchatlas.sandbox.codec import decode, encode
+    from torchatlas.sandbox.schema import SchemaError
+
+    run = run_program(EXAMPLES["mlp"].program, 3, None)
+    forged = encode(ProgramReply.of(run.graph, run.trace))
+    replay = forged["replay"]
+    assert decode(forged, ProgramReply).to_run(run.code) == run  # the honest reply
+    step = next(step for step in replay["steps"] if step["grad_in"])
+    step["grad_in"][0] = len(replay["values"]["shapes"]) if where == "past the end" else where
+    with pytest.raises(SchemaError, match="outside the values table"):
+        decode(forged, ProgramReply).to_run(run.code)
+
+
 @pytest.mark.parametrize(
     ("numbers", "width"),
     [

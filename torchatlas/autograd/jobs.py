@@ -206,26 +206,22 @@ class Replay:
         return cls(trace.root, values, steps, trace.total_steps, trace.grads, trace.error)
 
     def steps_unpacked(self) -> tuple[BackwardStep, ...]:
-        values = self.values.unpack()
-
-        def value(position: int | None) -> Values | None:
-            if position is None:
-                return None
-            if not 0 <= position < len(values):
-                raise SchemaError("a gradient outside the values table")
-            return values[position]
-
-        return tuple(
-            BackwardStep(
-                s.index,
-                s.node,
-                s.name,
-                tuple(value(p) for p in s.grad_in),
-                tuple(value(p) for p in s.grad_out),
-                s.leaf,
+        # a position's value by a lookup in C; a position outside the table has none
+        value = {None: None, **dict(enumerate(self.values.unpack()))}.__getitem__
+        try:
+            return tuple(
+                BackwardStep(
+                    s.index,
+                    s.node,
+                    s.name,
+                    tuple(map(value, s.grad_in)),
+                    tuple(map(value, s.grad_out)),
+                    s.leaf,
+                )
+                for s in self.steps
             )
-            for s in self.steps
-        )
+        except KeyError:
+            raise SchemaError("a gradient outside the values table") from None
 
 
 @dataclass(frozen=True)
