@@ -713,7 +713,9 @@ class SandboxPool:
         an ``untrusted`` error, never an exception. ``meanwhile``: the caller's own work,
         called once in this thread: while the child computes (after the request is sent,
         before the reply is read), or before returning when no child got the job. An
-        exception it raises is the caller's: it is raised once the job is over.
+        exception it raises is the caller's: it is raised once the job is over. Keep it short
+        against ``timeout_s``: the child's deadline runs on, and a reply larger than the
+        socket's buffer waits for the read.
         """
         if meanwhile is None:
             return self._run_job(source, job, params, timeout_s, session_id, layers_off,
