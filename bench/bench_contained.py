@@ -1,7 +1,7 @@
 """Benchmark of contained computation (issue 21): a room's engine in a sandbox job against the
 same engine in this process, both measured in the same run, for the two rooms the issue names.
 
-    python -m bench.bench_contained [--rounds 15] [--settle-s 0.5]
+    python -m bench.bench_contained [--rounds 25] [--settle-s 0.5]
 
 1. autograd: trace + backward of the 62-operation program (``bench_autograd``'s), as the room
    runs it (``contained_run``: the program as plain PyTorch is written by this process while
@@ -11,14 +11,17 @@ same engine in this process, both measured in the same run, for the two rooms th
 
 Each room job pays a fixed cost (a place in the fair queue, a confined child taking the job, the
 request and the reply crossing a socket, the reply checked and rebuilt as dataclasses),
-measured in the same rounds as the median of a job that computes almost nothing. Target: the
-contained job ≤ 1.5 × in-process + that fixed cost (medians), for a visitor's job as the pool is
-built to serve it: by a warm spare child (the zygote forks the next spare just after a job's
-child exits and warms it up once no job runs; ``--settle-s`` leaves it that time before each
-timing, in-process ones too). A job right behind another finds no spare ready and gets a
-child forked on the spot: that figure is printed beside, for context (the room benchmarks,
-``bench_autograd`` and ``bench_strides``, time their jobs back to back). Exits 1 when a
-target is missed.
+measured in the same rounds as a job that computes almost nothing. Target: the contained job
+≤ 1.5 × in-process + that fixed cost, for a visitor's job as the pool is built to serve it: by a
+warm spare child (the zygote forks the next spare just after a job's child exits and warms it
+up once no job runs; ``--settle-s`` leaves it that time before each timing, in-process ones
+too). The target holds the median of per-round ratios, (job − fixed) / in-process with all
+three from the same round, as ``bench_autograd``'s does: this machine runs fast or about 1.5×
+slower for seconds at a time, so a ratio of medians taken over all rounds can set a slow-phase
+median against a fast-phase one. The ratio of medians is printed beside. A job right behind
+another finds no spare ready and gets a child forked on the spot: that figure is printed
+beside, for context (the room benchmarks, ``bench_autograd`` and ``bench_strides``, time their
+jobs back to back). Exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def cases() -> dict[str, tuple[Callable[[], object], Callable[[], object], Calla
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--settle-s", type=float, default=0.5)
     args = parser.parse_args()
     torch.set_num_threads(1)  # as in the sandbox's children
@@ -116,17 +119,22 @@ def main() -> int:
             time.sleep(args.settle_s)
             samples["job"].append(timed(job))
             samples["burst"].append(timed(job))  # right behind: no spare is ready yet
+        rounds = zip(samples["job"], samples["fixed"], samples["here"], strict=True)
+        per_round = statistics.median(
+            max(round_job - round_fixed, 0.0) / round_here
+            for round_job, round_fixed, round_here in rounds
+        )
         job_s, fixed, here, burst = (statistics.median(samples[k]) for k in samples)
-        ratio = max(job_s - fixed, 0.0) / here
-        ok = ratio <= TARGET
+        ok = per_round <= TARGET
         missed += not ok
         print(
             f"{name}\n  in-process {here * 1000:.1f} ms; contained {job_s * 1000:.1f} ms; "
-            f"fixed per-job cost {fixed * 1000:.1f} ms\n"
-            f"  (contained − fixed) / in-process = {ratio:.2f} (target ≤ {TARGET}) "
-            f"{'ok' if ok else 'MISSED'}\n"
+            f"fixed per-job cost {fixed * 1000:.1f} ms (medians)\n"
+            f"  (contained − fixed) / in-process, median of per-round ratios = {per_round:.2f} "
+            f"(target ≤ {TARGET}) {'ok' if ok else 'MISSED'}; "
+            f"ratio of the medians above {max(job_s - fixed, 0.0) / here:.2f}\n"
             f"  a job right behind another (a spare not warmed up yet): {burst * 1000:.1f} ms, "
-            f"{max(burst - fixed, 0.0) / here:.2f}× by the same measure"
+            f"{max(burst - fixed, 0.0) / here:.2f}× by the ratio of medians"
         )
     return 1 if missed else 0
 
