@@ -109,14 +109,22 @@ def test_the_caller_s_work_runs_once_when_no_child_gets_the_job(
     assert gone.failure is not None and gone.failure.kind == "unavailable" and calls == ["a", "b"]
 
 
-def test_the_caller_s_error_is_raised_after_the_job_and_frees_its_slot(pool: SandboxPool) -> None:
+def test_the_caller_s_error_is_raised_after_the_job_and_frees_its_slot() -> None:
     def broken() -> None:
         raise LookupError("the caller's own bug")
 
-    with pytest.raises(LookupError, match="own bug"):
-        run_room_job("sandbox.sleep", {"seconds": 0.2}, reader=dict, pool=pool, meanwhile=broken)
-    again = _reply(pool, {"result": {"name": "x", "sizes": [1]}})
-    assert again.ok and again.value == Pair("x", (1,))
+    with warm_pool(concurrency=1, queue_wait_s=5, rate_limit=0) as single:  # one slot
+        for _ in range(3):  # a leaked slot would leave the next job waiting, then busy
+            with pytest.raises(LookupError, match="own bug"):
+                run_room_job(
+                    "sandbox.sleep", {"seconds": 0.1}, reader=dict, pool=single, meanwhile=broken
+                )
+        again = _reply(single, {"result": {"name": "x", "sizes": [1]}})
+        assert again.ok and again.value == Pair("x", (1,))
+        deadline = time.monotonic() + 5
+        while single._running and time.monotonic() < deadline:  # the last child exits
+            time.sleep(0.02)
+        assert single._running == 0
 
 
 def test_no_sandbox_is_a_failure_not_an_exception(monkeypatch: pytest.MonkeyPatch) -> None:
