@@ -717,10 +717,7 @@ class SandboxPool:
         against ``timeout_s``: the child's deadline runs on, and a reply larger than the
         socket's buffer waits for the read.
         """
-        if meanwhile is None:
-            return self._run_job(source, job, params, timeout_s, session_id, layers_off,
-                                 on_queued, value_schema, None)  # fmt: skip
-        pending = [meanwhile]
+        pending = [] if meanwhile is None else [meanwhile]
         raised: list[Exception] = []
 
         def caller_work() -> None:
@@ -732,7 +729,7 @@ class SandboxPool:
 
         result = self._run_job(source, job, params, timeout_s, session_id, layers_off,
                                on_queued, value_schema, caller_work)  # fmt: skip
-        caller_work()  # no child got the job: the caller's work still runs, once
+        caller_work()  # no child got the job: the caller's work still runs (a no-op otherwise)
         if raised:
             raise raised[0]
         return result
@@ -747,7 +744,7 @@ class SandboxPool:
         layers_off: tuple[str, ...],
         on_queued: Callable[[int], None] | None,
         value_schema: Spec | None,
-        meanwhile: Callable[[], None] | None,
+        meanwhile: Callable[[], None],
     ) -> SandboxResult:
         started = time.perf_counter()
         if not isinstance(job, str) or job not in self._jobs:

@@ -297,8 +297,9 @@ def reply_frame(reply: dict[str, Any], limit: int = MAX_RESULT_BYTES) -> bytes:
     orjson's buffer: orjson crashes the child where an allocation fails, and a crash would
     tell the visitor less than "out of memory" or "too large"."""
     value = reply.get("value")
-    fast = isinstance(value, EngineReply) and _has_room(REPLY_ROOM_FACTOR * limit)
-    if isinstance(value, EngineReply) and value.written is not None and not fast:
+    engine = isinstance(value, EngineReply)
+    fast = engine and _has_room(REPLY_ROOM_FACTOR * limit)
+    if engine and value.written is not None and not fast:
         # Python's json writes it then, and takes no JSON already written: read it back.
         reply = {**reply, "value": {"result": json.loads(value.written)}}
     return encode_reply(reply, limit, fast=fast)
