@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components.upkeep import keep_tcp_peers
 from components.warm import limit_malloc_arenas, server_lifespan, warm_server
 
 if __name__ != "__main__":  # imported by the server at start-up
     limit_malloc_arenas()  # before the visitors' script threads exist
+    keep_tcp_peers()  # every limit counts the real peer; only ATLAS_TRUSTED_PROXIES are believed
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
     from components.classmode.panels import bar as class_bar

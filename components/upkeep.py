@@ -21,7 +21,10 @@ Streamlit's internals. Streamlit has no public API for three things the server n
 - seeing every upload before it is stored (:func:`hook_upload_manager`), so the upload budget
   (components/uploads.py) can refuse a file before its bytes are kept;
 - knowing whether a session still exists (:func:`session_known`), and the current script
-  run's session and upload manager (:func:`script_run_uploads`).
+  run's session and upload manager (:func:`script_run_uploads`);
+- the connection's TCP peer as it is (:func:`script_run_peer`): ``st.context.ip_address``
+  hides loopback peers (None for ``127.0.0.1`` and ``::1``), and limits must count every
+  client, a reverse proxy on the same host included.
 
 Every use of a private name of Streamlit's is in this module, each read defensively (what is
 missing makes the feature do nothing, never fail a page), and
@@ -52,6 +55,7 @@ __all__ = [
     "registered_warm_ups",
     "remove_stored_file",
     "run_warm_ups",
+    "script_run_peer",
     "script_run_uploads",
     "session_known",
     "stored_upload_sessions",
@@ -156,6 +160,38 @@ def end_expired_sessions(then: Callable[[Any], object] | None = None) -> bool:
 
     loop.call_soon_threadsafe(on_loop)
     return True
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The current session's connection: its TCP peer's address as the server saw it, and
+    the ``X-Forwarded-For`` values its handshake carried (only a trusted proxy's count)."""
+
+    address: str | None
+    forwarded_for: tuple[str, ...]
+
+
+def script_run_peer() -> Peer | None:
+    """The connection of the current script run's session; None outside a browser session
+    (AppTest, a bare script run)."""
+    ctx = get_script_run_ctx()
+    runtime = _runtime()
+    if ctx is None or runtime is None:
+        return None
+    try:
+        client = runtime.get_client(ctx.session_id)
+        context = getattr(client, "client_context", None)
+    except Exception:  # a session being torn down
+        return None
+    if context is None:
+        return None
+    address = getattr(context, "remote_ip", None)
+    forwarded = tuple(
+        value[:2048]
+        for name, value in list(getattr(context, "headers", ()) or ())[:200]
+        if isinstance(name, str) and name.lower() == "x-forwarded-for" and isinstance(value, str)
+    )
+    return Peer(address if isinstance(address, str) else None, forwarded[:8])
 
 
 # --------------------------------------------------------------------------- uploads
@@ -263,3 +299,33 @@ def stored_upload_sessions(manager: Any) -> list[str]:
         return list(storage)
     except RuntimeError:  # changed under us: the next sweep gets it
         return []
+
+
+# --------------------------------------------------------------------------- the peer
+
+
+def _peer_as_is(app: Any, trusted_hosts: object = None) -> Any:
+    """What uvicorn builds in place of its ``ProxyHeadersMiddleware``: the app itself."""
+    return app
+
+
+def keep_tcp_peers() -> bool:
+    """Make the server hand every connection's real TCP peer to the app.
+
+    uvicorn (Streamlit's server) rewrites a connection's client address from
+    ``X-Forwarded-For`` whenever the peer is loopback (``FORWARDED_ALLOW_IPS`` defaults to
+    ``127.0.0.1,::1``), so any visitor on the same host, or any visitor whose proxy forwards
+    the header it was sent, would choose the address the app's limits count. The app decides
+    whom to trust itself (``torchatlas.clients``, ``ATLAS_TRUSTED_PROXIES``), so uvicorn's
+    rewrite is switched off. Call it when the server imports the app: uvicorn wraps the app in
+    that middleware right after the import (``uvicorn.Config.load``). True when it took.
+    """
+    try:
+        import uvicorn.config as uvicorn_config
+    except ImportError:  # another server: it does not rewrite the peer
+        return False
+    if not hasattr(uvicorn_config, "ProxyHeadersMiddleware"):
+        _LOG.warning("uvicorn has no ProxyHeadersMiddleware to switch off; peers may be rewritten")
+        return False
+    uvicorn_config.ProxyHeadersMiddleware = _peer_as_is
+    return True
