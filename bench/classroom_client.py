@@ -4,7 +4,12 @@ opened with the subprotocols ``["streamlit", <token>]``; a ``BackMsg.rerun_scrip
 page and carries the query string and widget states (each widget's id read from the
 ``ForwardMsg`` deltas, a keyed widget's key is part of its id); uploads ask for URLs over the
 websocket and PUT the file with the XSRF header; ``run_every`` fragments are polled as the
-browser polls them. Only 127.0.0.1 is contacted (no proxy)."""
+browser polls them. Only 127.0.0.1 is contacted (no proxy).
+
+Each tab connects from a loopback address of its own (:func:`phone_address`: 127.1.x.y), as
+each phone in a lecture hall is a machine of its own: the server counts its limits per client
+(the peer address), so thirty tabs from 127.0.0.1 would be one laptop, not a class. A tab given
+``source=`` shares that address with every other tab given it (one laptop, many sessions)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import http.client
 import json
 import struct
 import time
@@ -29,13 +35,33 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never 
 XSRF_COOKIE = "_streamlit_xsrf"
 
 
-def fetch_xsrf_cookie(base_url: str) -> str:
-    """GET /_stcore/health, as the browser's first request does: it sets the XSRF cookie."""
-    with _OPENER.open(f"{base_url}/_stcore/health", timeout=30) as response:
-        for header in response.headers.get_all("Set-Cookie") or []:
-            name, _, rest = header.partition("=")
-            if name.strip() == XSRF_COOKIE:
-                return rest.split(";", 1)[0]
+def phone_address(index: int) -> str:
+    """The loopback address tab ``index`` connects from: one machine per student
+    (127.1.0.2, 127.1.0.3, …; Linux answers all of 127.0.0.0/8 on the loopback device).
+    Negative indices (the tool's own warm-up and first-visit tabs) use 127.0.0.1."""
+    if index < 0:
+        return "127.0.0.1"
+    return f"127.1.{index // 250}.{index % 250 + 2}"
+
+
+def fetch_xsrf_cookie(base_url: str, source: str | None = None) -> str:
+    """GET /_stcore/health from ``source`` (a local address to connect from), as the
+    browser's first request does: it sets the XSRF cookie."""
+    host, _, port = base_url.removeprefix("http://").partition(":")
+    connection = http.client.HTTPConnection(
+        host, int(port or 80), timeout=30, source_address=(source, 0) if source else None
+    )
+    try:
+        connection.request("GET", "/_stcore/health")
+        response = connection.getresponse()
+        cookies = response.headers.get_all("Set-Cookie") or []
+        response.read()
+    finally:
+        connection.close()
+    for header in cookies:
+        name, _, rest = header.partition("=")
+        if name.strip() == XSRF_COOKIE:
+            return rest.split(";", 1)[0]
     return ""  # XSRF protection off: the token is simply absent
 
 
@@ -197,11 +223,23 @@ class ProtocolError(RuntimeError):
 class Student:
     """One browser tab, as Streamlit's frontend talks to the server."""
 
-    def __init__(self, base_url: str, index: int, pool: concurrent.futures.Executor) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        index: int,
+        pool: concurrent.futures.Executor,
+        *,
+        source: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         self.base_url = base_url
         self.index = index
+        # The machine this tab is on (its source address), and extra handshake headers (a
+        # forged X-Forwarded-For, say).
+        self.source = source or phone_address(index)
+        self.extra_headers = dict(headers or {})
         self.pool = pool
         self.token = ""
         self.ws: Any = None
@@ -239,8 +277,11 @@ class Student:
         from websockets.asyncio.client import connect
 
         loop = asyncio.get_running_loop()
-        self.token = await loop.run_in_executor(self.pool, fetch_xsrf_cookie, self.base_url)
+        self.token = await loop.run_in_executor(
+            self.pool, fetch_xsrf_cookie, self.base_url, self.source
+        )
         headers = {"Cookie": f"{XSRF_COOKIE}={self.token}"} if self.token else {}
+        headers.update(self.extra_headers)
         self.ws = await connect(
             self.base_url.replace("http://", "ws://", 1) + "/_stcore/stream",
             subprotocols=["streamlit", self.token] if self.token else ["streamlit"],
@@ -251,6 +292,7 @@ class Student:
             open_timeout=60,
             ping_interval=None,  # the browser sends no pings; a busy server must not drop us
             close_timeout=5,
+            local_addr=(self.source, 0),
         )
         self._reader = asyncio.create_task(self._read(), name=f"student-{self.index}-reader")
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.classroom_rooms import ROOM_ACTIONS, ROOMS, Outcome, every_action
-from bench.classroom_scenarios import FOCUS
+from bench.classroom_scenarios import FOCUS, FloodCount
 
 MB = 1_000_000  # figures are printed in MB of 10^6 bytes
 GB = 1_000_000_000
@@ -35,7 +35,14 @@ GOALS: dict[str, Goals] = {
     "all-analyse": Goals({"shapes.analyse": 2.0}),
     "all-classify-same": Goals({"classify.sample": 2.0}),
     "all-upload": Goals({"classify.upload": 5.0}),
+    # issue 32: with one laptop flooding the sandbox, the honest class's actions as without it
+    # (flood_goals compares them with the same class alone, on the same server, in the same run)
+    "flood": Goals({}, min_students=30, every_room=True),
 }
+# "Unchanged within noise": this machine's p95 of one action moves by up to about half between
+# two runs of the same class (and a short action's by a few tenths of a second).
+FLOOD_P95_RATIO = 1.5
+FLOOD_P95_SLACK_S = 0.5
 PEAK_PSS_LIMIT_BYTES = 2 * GB
 SETTLED_MARGIN_BYTES = 150 * MB
 FIRST_VISIT_LIMIT_S = 3.0
@@ -115,6 +122,29 @@ class ModeResult:
     client_cpu_share: float | None = None  # this tool's CPU time per second of the class
     last_traceback: str | None = None
     aborted: str | None = None  # why the mode stopped early (deadline, server died)
+    baseline_outcomes: list[Outcome] = field(default_factory=list)  # ``flood``: the class alone
+    flood: FloodCount | None = None  # ``flood``: what the flooding laptop got
+
+
+def flood_goals(result: ModeResult) -> list[str]:
+    """``flood``: each honest action's p95 within noise of the same class alone, and the flood
+    real (it kept the sandbox busy)."""
+    missed: list[str] = []
+    alone = {stat.action: stat for stat in summarize(result.baseline_outcomes)}
+    for stat in summarize(result.outcomes):
+        before = alone.get(stat.action)
+        if before is None or math.isnan(before.p95_s) or math.isnan(stat.p95_s):
+            continue
+        bound = max(before.p95_s * FLOOD_P95_RATIO, before.p95_s + FLOOD_P95_SLACK_S)
+        if stat.p95_s > bound:
+            missed.append(
+                f"flood: {stat.action} p95 {stat.p95_s:.2f} s with the flood, "
+                f"{before.p95_s:.2f} s without (allowed {bound:.2f} s)"
+            )
+    flood = result.flood
+    if flood is None or flood.sent < 10:
+        missed.append("flood: the flooding laptop sent fewer than 10 analyses")
+    return missed
 
 
 def check_goals(result: ModeResult) -> list[str]:
@@ -150,6 +180,8 @@ def check_goals(result: ModeResult) -> list[str]:
                 missed.append(f"{result.mode}: {stat.action} never succeeded")
         elif stat.p95_s > bound:
             missed.append(f"{result.mode}: {stat.action} p95 {stat.p95_s:.2f} s > {bound:g} s")
+    if result.mode == "flood":
+        missed.extend(flood_goals(result))
     focus = FOCUS.get(result.mode)
     if focus is not None and not any(o.action == ".".join(focus) for o in result.outcomes):
         missed.append(f"{result.mode}: no {'.'.join(focus)} was measured")
@@ -246,6 +278,20 @@ def format_result(result: ModeResult) -> str:
         f"peak {mb_text(memory.peak)}"
         f" ({memory.processes_at_peak} processes), settled {settled}"
     )
+    if result.baseline_outcomes:
+        alone = {stat.action: stat for stat in summarize(result.baseline_outcomes)}
+        parts = [
+            f"{stat.action} {_seconds(alone[stat.action].p95_s)}→{_seconds(stat.p95_s)}"
+            for stat in sorted(summarize(result.outcomes), key=_action_order)
+            if stat.action in alone
+        ]
+        lines.append("  p95 s, the class alone → with the flood: " + ", ".join(parts))
+    if result.flood is not None:
+        flood = result.flood
+        lines.append(
+            f"  the flooding laptop: {flood.sent} analyses sent, {flood.answered} answered "
+            f"({flood.refused} refused as too many), {flood.errors} broken tabs"
+        )
     if result.client_cpu_share is not None:
         lines.append(
             f"  the clients themselves used {result.client_cpu_share:.0%} of one core meanwhile"
@@ -277,6 +323,11 @@ def result_json(result: ModeResult) -> dict[str, Any]:
         "server_tracebacks": result.server_tracebacks,
         "client_cpu_share": result.client_cpu_share,
         "aborted": result.aborted,
+        "baseline_actions": [
+            {**asdict(s), "p50_s": clean(s.p50_s), "p95_s": clean(s.p95_s), "max_s": clean(s.max_s)}
+            for s in summarize(result.baseline_outcomes)
+        ],
+        "flood": asdict(result.flood) if result.flood is not None else None,
         "goals_missed": check_goals(result),
         "outcomes": [asdict(o) for o in result.outcomes],
     }

@@ -4,7 +4,9 @@ each mode (bench/classroom.py runs them against a server).
 ``mixed`` spreads the students over the rooms (student i in room i mod n), each doing every
 action of its room with a short pause between them; ``all-analyse``, ``all-classify-same``
 and ``all-upload`` put everyone in one room (:data:`FOCUS`) and, once all have opened it,
-have them act within about a second (a :class:`Gate` per round).
+have them act within about a second (a :class:`Gate` per round). ``flood`` is a mixed class
+while one laptop floods the sandbox (:func:`flood`): each student is a phone of its own
+(a loopback address each), the flooder one machine with many fresh sessions.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -30,7 +33,25 @@ from bench.classroom_rooms import (
     take_action,
 )
 
-MODES = ("mixed", "all-analyse", "all-classify-same", "all-upload")
+MODES = ("mixed", "all-analyse", "all-classify-same", "all-upload", "flood")
+FLOOD_ADDRESS = "127.3.0.1"  # the flooding laptop: every one of its sessions connects from here
+# A model whose forward spins until the sandbox stops it (its CPU limit or deadline); the
+# number makes each paste new, so no cache or shared computation answers it.
+FLOOD_SOURCE = """import torch
+from torch import nn
+
+
+class Spin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        n = {number}
+        while n >= 0:
+            n += 1
+        return self.fc(x)
+"""
 FOCUS = {  # the one room and action of each "everyone at once" mode
     "all-analyse": ("shapes", "analyse"),
     "all-classify-same": ("classify", "sample"),
@@ -69,6 +90,7 @@ class Plan:
     arrival_spread_s: float = 5.0  # a class opens the link over a few seconds
     press_jitter_s: float = 1.0  # "now everyone press": within about a second
     pause_s: tuple[float, float] = (0.5, 2.0)  # between one student's actions in mixed rooms
+    flooders: int = 8  # the flooding laptop's sessions at once (``flood`` mode)
 
 
 async def run_student(
@@ -180,12 +202,80 @@ async def warm_up(base_url: str, pool: concurrent.futures.Executor, deadline: fl
             await student.close()
 
 
+@dataclass
+class FloodCount:
+    """What the flooding laptop got: analyses it asked for, and how each ended."""
+
+    sent: int = 0
+    answered: int = 0  # a result or an explained refusal came back
+    refused: int = 0  # of those, the sandbox's "busy"/"too many" answers
+    errors: int = 0  # the tab broke (connection, timeout)
+
+
+async def flood(
+    base_url: str,
+    plan: Plan,
+    pool: concurrent.futures.Executor,
+    stop: asyncio.Event,
+    count: FloodCount,
+    deadline: float,
+) -> None:
+    """One laptop, ``plan.flooders`` fresh sessions at a time: each opens the shape explorer
+    with a link carrying a model that runs until the sandbox stops it, waits for its answer,
+    leaves, and starts over as a new session, until ``stop``."""
+    from torchatlas.links import encode_source
+
+    numbers = iter(range(10**9))
+
+    async def loop(lane: int) -> None:
+        while not stop.is_set() and time.monotonic() < deadline:
+            tab = Student(base_url, 10_000 + lane, pool, source=FLOOD_ADDRESS)
+            token = encode_source(FLOOD_SOURCE.format(number=next(numbers)))
+            count.sent += 1
+            try:
+                await asyncio.wait_for(tab.connect(), 30)
+
+                send = functools.partial(
+                    tab.send_rerun,
+                    page_name="shapes",
+                    page_hash="",
+                    query=f"m_src={token}",
+                    keep_page=False,
+                )
+                _seconds, error = await tab.act(send, lambda since: True, 60.0, deadline)
+                if error is None:
+                    count.answered += 1
+                    alerts = " ".join(n.text().lower() for n in tab.find(kind="alert"))
+                    if any(word in alerts for word in ("busy", "too many", "already have")):
+                        count.refused += 1
+                else:
+                    count.errors += 1
+            except Exception:  # a tab that broke is counted, and the flood goes on
+                count.errors += 1
+            finally:
+                await tab.close()
+
+    await asyncio.gather(*(loop(lane) for lane in range(plan.flooders)))
+
+
 async def run_class(
-    base_url: str, plan: Plan, deadline: float, log: Callable[[str], None]
+    base_url: str,
+    plan: Plan,
+    deadline: float,
+    log: Callable[[str], None],
+    flooded: FloodCount | None = None,
 ) -> list[Outcome]:
+    """The class's outcomes; with ``flooded``, one laptop floods the sandbox meanwhile (what
+    it got is counted there)."""
     outcomes: list[Outcome] = []
     gates = [Gate(plan.students) for _ in range(plan.rounds)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.students + 4) as pool:
+    workers = plan.students + 4 + (plan.flooders if flooded is not None else 0)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        stop = asyncio.Event()
+        flooding = None
+        if flooded is not None:
+            flooding = asyncio.create_task(flood(base_url, plan, pool, stop, flooded, deadline))
+            await asyncio.sleep(3.0)  # the flood fills the sandbox's queue before the class
         tasks = [
             asyncio.create_task(
                 run_student(base_url, i, plan, gates, pool, outcomes, deadline, log),
@@ -201,4 +291,7 @@ async def run_class(
         for task in done:
             if task.exception() is not None:
                 log(f"{task.get_name()} stopped: {task.exception()!r}")
+        if flooding is not None:
+            stop.set()
+            await asyncio.wait([flooding], timeout=90)
     return outcomes

@@ -11,6 +11,8 @@ Uploads arrive on HTTP requests outside any script run, keyed by Streamlit's ses
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -18,11 +20,24 @@ from collections import OrderedDict
 import streamlit as st
 
 from components import upkeep
-from torchatlas.clients import TrustedProxies, Visitor, client_of
+from torchatlas.clients import (
+    TRUSTED_PROXIES_SETTING,
+    TrustedProxies,
+    Visitor,
+    bad_entries,
+    client_of,
+)
 
 SESSION_KEY = "sandbox_session_id"  # this session's id in every per-client limit
 CLIENT_KEY = "visitor_client"  # the client this session's connection belongs to
+_LOG = logging.getLogger(__name__)
 _PROXIES = TrustedProxies.from_environment()
+if bad_entries(os.environ.get(TRUSTED_PROXIES_SETTING)):
+    _LOG.warning(
+        "%s: ignoring entries that are not addresses or networks: %s",
+        TRUSTED_PROXIES_SETTING,
+        ", ".join(bad_entries(os.environ.get(TRUSTED_PROXIES_SETTING))),
+    )
 _MAX_SESSIONS = 20_000
 # Streamlit session id → client, for the upload budget (bounded: the oldest entries go first).
 _SESSION_CLIENTS: OrderedDict[str, str] = OrderedDict()

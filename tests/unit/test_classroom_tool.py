@@ -138,9 +138,10 @@ def test_defaults_are_issue_13s_class() -> None:
     assert args.deadline_s > args.settle_s  # always bounded, never zero
 
 
-def test_all_runs_every_mode_and_bounds_are_enforced() -> None:
+def test_all_runs_every_class_mode_and_bounds_are_enforced() -> None:
     args = tool.parse_args(["--mode", "all", "--students", "3", "--rounds", "1", "--settle-s", "5"])
-    assert args.modes == list(tool.MODES)
+    # every class of issue 13; ``flood`` (a class run twice) is asked for by name
+    assert args.modes == [mode for mode in tool.MODES if mode != "flood"]
     assert args.deadline_s == pytest.approx(4 * (900 + 5))
     for wrong in (
         ["--students", "0"],
@@ -687,3 +688,34 @@ def test_a_rerun_carries_every_drawn_widgets_state_as_the_browser_does() -> None
     assert first == {"$$ID-a-left": "-89", "$$ID-a-right": "1000"}
     assert second == {"$$ID-a-right": "1000"}
     assert page_change == {}
+
+
+def test_each_student_is_a_machine_of_its_own_and_the_flooder_one_machine() -> None:
+    """The server counts its limits per client (the peer address): thirty tabs from one
+    address would be one laptop, not a class."""
+    from bench.classroom_client import phone_address
+    from bench.classroom_scenarios import FLOOD_ADDRESS
+
+    phones = {phone_address(i) for i in range(200)}
+    assert len(phones) == 200
+    assert all(address.startswith("127.") for address in phones)
+    assert FLOOD_ADDRESS not in phones and "127.0.0.1" not in phones
+    assert phone_address(-1) == "127.0.0.1"  # the tool's own warm-up tabs
+
+
+def test_flood_goals_compare_with_the_class_alone() -> None:
+    from bench.classroom_report import flood_goals
+    from bench.classroom_scenarios import FloodCount
+
+    def outcomes(seconds: float) -> list:
+        return [tool.Outcome("shapes.analyse", i, 0, seconds, None) for i in range(20)]
+
+    result = tool.ModeResult(mode="flood", students=30, rounds=1)
+    result.baseline_outcomes = outcomes(0.4)
+    result.outcomes = outcomes(0.8)
+    result.flood = FloodCount(sent=40, answered=40)
+    assert flood_goals(result) == []  # 0.8 s ≤ 0.4 s + 0.5 s
+    result.outcomes = outcomes(3.5)
+    assert any("shapes.analyse" in line for line in flood_goals(result))
+    result.outcomes, result.flood = outcomes(0.4), FloodCount(sent=2)
+    assert any("fewer than 10" in line for line in flood_goals(result))

@@ -199,3 +199,42 @@ def test_upkeep_uses_no_private_name_this_file_does_not_pin() -> None:
     pinned = {"_async_objs", "_session_mgr", "_session_storage", "_storage_lock", "_cache",
               "_replace"}  # fmt: skip
     assert used - own - pinned == set(), "pin the new internal in this file"
+
+
+# --------------------------------------------------------------------------- the peer
+
+
+def test_the_runtime_hands_out_a_sessions_client_with_its_handshake() -> None:
+    """``script_run_peer`` asks the runtime for the session's client, and the client's
+    context for the raw TCP peer and the handshake's headers."""
+    from streamlit.web.server.starlette.starlette_websocket import StarletteClientContext
+
+    assert "session_id" in _parameters(Runtime.get_client)
+    assert isinstance(inspect.getattr_static(StarletteClientContext, "remote_ip"), property)
+    assert isinstance(inspect.getattr_static(StarletteClientContext, "headers"), property)
+    # The peer is the websocket's client address as the server hands it over.
+    assert "client.host" in inspect.getsource(StarletteClientContext.__init__)
+
+
+def test_uvicorn_wraps_the_app_in_its_proxy_headers_middleware_after_importing_it() -> None:
+    """``keep_tcp_peers`` replaces uvicorn's ``ProxyHeadersMiddleware`` in its config module
+    while the app is being imported: uvicorn must look the name up there after the import."""
+    import uvicorn.config
+
+    assert hasattr(uvicorn.config, "ProxyHeadersMiddleware")
+    load = inspect.getsource(uvicorn.config.Config.load)
+    assert load.index("self.load_app()") < load.index("ProxyHeadersMiddleware(self.loaded_app")
+    # Left on, it trusts loopback peers by default: the reason for switching it off.
+    assert "127.0.0.1" in inspect.getsource(uvicorn.config.Config.__init__)
+
+
+def test_keep_tcp_peers_makes_uvicorn_hand_the_app_over_unwrapped() -> None:
+    import uvicorn.config
+
+    original = uvicorn.config.ProxyHeadersMiddleware
+    try:
+        assert upkeep.keep_tcp_peers() is True
+        app = object()
+        assert uvicorn.config.ProxyHeadersMiddleware(app, trusted_hosts="127.0.0.1") is app
+    finally:
+        uvicorn.config.ProxyHeadersMiddleware = original
