@@ -78,6 +78,7 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
         "dtype",
         "requires_grad",
         "parameters",
+        "buffers",
         "state_dict",
         "to_device",
         "to_dtype",
@@ -104,6 +105,7 @@ def tensor_frame(report: ModuleReport, lang: str) -> pd.DataFrame:
                 row.dtype,
                 mark(row.requires_grad, lang),
                 mark(row.in_parameters, lang),
+                mark(row.in_buffers, lang),
                 mark(row.in_state_dict, lang),
                 checked(row.to_device, lang),
                 checked(row.to_dtype, lang),
@@ -125,7 +127,7 @@ def kind_counts(report: ModuleReport) -> dict[TensorKind, int]:
             1 for r in registered if r.kind is TensorKind.PARAMETER and r.in_parameters
         ),
         TensorKind.BUFFER: sum(
-            1 for r in registered if r.kind is TensorKind.BUFFER and r.container is Container.NONE
+            1 for r in registered if r.kind is TensorKind.BUFFER and r.in_buffers
         ),
         TensorKind.PLAIN: sum(1 for r in registered if r.kind is TensorKind.PLAIN),
     }
@@ -345,18 +347,60 @@ def mode_frames(report: ModeReport, lang: str) -> dict[str, pd.DataFrame]:
     return frames
 
 
+def variance_text(report: ModeReport, which: str, lang: str) -> str:
+    """Which variance (``"biased"``, ``"unbiased"``, or ``""`` when torch's result matched
+    neither), with its divisor for this batch."""
+    key = which if which in ("biased", "unbiased") else "unknown"
+    n = report.batch_size
+    return translate(f"modules.modes.variance.{key}", lang, n=n, n1=n - 1)
+
+
+def _variance_values(report: ModeReport, which: str) -> tuple[float, ...]:
+    return report.batch_var_biased if which == "biased" else report.batch_var
+
+
 def running_stats_frame(report: ModeReport, lang: str) -> pd.DataFrame | None:
+    """The buffers before and after train(), the batch statistic each moved towards, and the
+    variance train() normalised with: both variances of the batch, each named by which of
+    torch's results it matched (the running_var update, the train() output)."""
     if report.model_key is not ModeModel.BATCHNORM:
         return None
+    towards, normalised = report.running_var_towards, report.normalised_with
+    empty: tuple[float, ...] = ()
     rows = [
-        ("running_mean", report.running_mean_before, report.batch_mean, report.running_mean_after),
-        ("running_var", report.running_var_before, report.batch_var, report.running_var_after),
+        (
+            translate("modules.modes.stats.mean_row", lang),
+            report.running_mean_before,
+            report.batch_mean,
+            report.running_mean_after,
+        ),
+        (
+            translate(
+                "modules.modes.stats.var_row", lang, variance=variance_text(report, towards, lang)
+            ),
+            report.running_var_before,
+            _variance_values(report, towards),
+            report.running_var_after,
+        ),
+        (
+            translate(
+                "modules.modes.stats.normalised_row",
+                lang,
+                variance=variance_text(report, normalised, lang),
+            ),
+            empty,
+            _variance_values(report, normalised),
+            empty,
+        ),
     ]
     header = [
         translate(f"modules.modes.stats.{c}", lang) for c in ("name", "before", "batch", "after")
     ]
     return pd.DataFrame(
-        [[name, values_text(a), values_text(b), values_text(c)] for name, a, b, c in rows],
+        [
+            [name, values_text(a) if a else "—", values_text(b), values_text(c) if c else "—"]
+            for name, a, b, c in rows
+        ],
         columns=header,
     )
 

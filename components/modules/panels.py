@@ -178,6 +178,7 @@ def _report(inspection: state.Inspection) -> None:
             width="stretch",
             key=state.TENSOR_TABLE,
         )
+        st.caption(t("modules.table.registered_help"))
     else:
         st.info(t("modules.table.none"))
     if report.truncated:
@@ -412,6 +413,8 @@ def _modes() -> None:
                 "modules.modes.batchnorm_facts",
                 momentum=f"{report.momentum:g}",
                 tracked=report.batches_tracked,
+                normalised=draw.variance_text(report, report.normalised_with, lang),
+                towards=draw.variance_text(report, report.running_var_towards, lang),
             )
         )
         if stats is not None:

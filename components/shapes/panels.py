@@ -215,7 +215,11 @@ def totals(report: ShapeReport) -> None:
     columns[0].metric(t("shapes.totals.params"), format_count(report.total_params))
     columns[1].metric(t("shapes.totals.trainable"), format_count(report.trainable_params))
     columns[2].metric(t("shapes.totals.param_memory"), format_bytes(report.param_bytes))
-    columns[3].metric(t("shapes.totals.activations"), format_bytes(report.activation_bytes))
+    columns[3].metric(
+        t("shapes.totals.activations"),
+        format_bytes(report.activation_bytes),
+        help=t("shapes.totals.activations_help"),
+    )
     columns[4].metric(t("shapes.totals.flops"), format_count(report.flops))
     outputs = draw.output_shapes(report)
     if outputs:

@@ -30,6 +30,7 @@ from tests.unit.test_modules import HEADER, SOURCES, build_on_cpu, resolve
 from torchatlas.i18n import translate
 from torchatlas.modules import Container, FindingCode, ModuleReport, TensorKind
 from torchatlas.modules.inspector import describe_module
+from torchatlas.modules.report import MAX_LIST_ITEMS, MAX_NEST_DEPTH
 
 LAZY = nn.parameter.UninitializedTensorMixin
 INTERNALS = frozenset(vars(nn.Module()))  # torch's own registries in every module's __dict__
@@ -203,6 +204,43 @@ TRICKY: dict[str, tuple[str, str]] = {
         _module("        self.layers = [nn.Linear(2, 2), nn.Linear(2, 2)]\n"),
         "Net()",
     ),
+    # Issue 34 item 8: modules and tensors in containers inside containers.
+    "dict_of_lists": (
+        _module(
+            "        self.fc = nn.Linear(2, 2)\n"
+            '        self.heads = {"a": [nn.Linear(2, 3), torch.ones(2)], "b": [self.fc]}\n'
+        ),
+        "Net()",
+    ),
+    "list_of_tuples": (
+        _module(
+            "        self.pairs = [(nn.Parameter(torch.ones(2)), torch.zeros(3)),\n"
+            "                      (nn.Linear(1, 1),)]\n"
+            '        self.register_buffer("scale", torch.ones(1))\n'
+            "        self.keep = [(self.scale, [torch.ones(4, 1)])]\n"
+        ),
+        "Net()",
+    ),
+    "deeply_nested": (
+        _module("        self.deep = [[[{'w': [torch.ones(2, 2)]}]], ((nn.BatchNorm1d(2),),)]\n"),
+        "Net()",
+    ),
+    "nested_cycle": (
+        _module(
+            "        self.loop = [torch.ones(2), [nn.Linear(2, 2)]]\n"
+            "        self.loop.append(self.loop)\n"
+            "        self.loop[1].append(self.loop)\n"
+        ),
+        "Net()",
+    ),
+    "hidden_module_holding_more": (
+        HEADER + "class Leaf(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n"
+        "        self.W = torch.ones(3)\n"
+        "        self.extra = {'x': [torch.zeros(2)]}\n\n\n"
+        + _module("        self.groups = {'g': [Leaf(), Leaf()]}\n"),
+        "Net()",
+    ),
     "empty_tensors": (
         _module(
             "        self.e = nn.Parameter(torch.zeros(0, 3))\n"
@@ -225,9 +263,32 @@ def _where(path: str, attribute: str) -> str:
     return f"self.{attribute}" if not path else f"model.{path}.{attribute}"
 
 
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _open(value: Any, name: str, depth: int, opened: set[int], out: list) -> None:
+    """(name, item, depth) of every tensor and module in the Python container ``value`` and
+    in the containers it holds (depth 1: its own items), as plain Python reaches them, each
+    container opened once (a cycle or a shared list is not opened again; ``opened`` is
+    shared by one attribute's walk). The room's bounds on nesting and items are the only
+    thing taken from the engine."""
+    opened.add(id(value))
+    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    assert len(items) <= MAX_LIST_ITEMS  # the tests' models stay inside the bounds
+    for key, item in items:
+        index = f"[{key!r}]" if isinstance(key, str | int) else "[…]"
+        if isinstance(item, torch.Tensor | nn.Module):
+            out.append((name + index, item, depth))
+        elif type(item) in (list, tuple, dict) and id(item) not in opened:
+            assert depth < MAX_NEST_DEPTH
+            _open(item, name + index, depth + 1, opened, out)
+
+
 def _container_truth(model: nn.Module) -> dict[str, dict[str, Any]]:
-    """Each Python list/tuple/dict attribute of a user module (first path only): the items
-    torch registered elsewhere (by identity) and the ones only the container reaches."""
+    """Each Python list/tuple/dict attribute of a user module (first path only), opened to
+    every depth: the items torch registered elsewhere (by identity) and the ones only the
+    containers reach, its own items apart from those in nested containers."""
     registered_tensors = {id(t) for t in (*model.parameters(), *model.buffers())}
     registered_modules = {id(m) for m in model.modules()}
     out: dict[str, dict[str, Any]] = {}
@@ -237,24 +298,72 @@ def _container_truth(model: nn.Module) -> dict[str, dict[str, Any]]:
         for attribute, value in vars(module).items():
             if type(value) not in (list, tuple, dict) or attribute in INTERNALS:
                 continue
-            items = list(value.values()) if isinstance(value, dict) else list(value)
-            tensors = [i for i in items if isinstance(i, torch.Tensor)]
-            mods = [i for i in items if isinstance(i, nn.Module)]
-            hidden_modules = [m for m in mods if id(m) not in registered_modules]
-            hidden_params = {
-                id(p): _numel(p)
-                for m in hidden_modules
-                for p in m.parameters()
-                if id(p) not in registered_tensors
-            }
-            out[_where(path, attribute)] = {
-                "hidden_tensors": sum(id(t) not in registered_tensors for t in tensors),
-                "hidden_modules": len(hidden_modules),
-                "hidden_elements": sum(hidden_params.values()),
-                "aliases": sum(id(t) in registered_tensors for t in tensors)
-                + sum(id(m) in registered_modules for m in mods),
-            }
+            found: list = []
+            _open(value, _join(path, attribute), 1, set(), found)
+            facts: dict[str, Any] = {"aliases": 0, "depth": 1}
+            for level in ("direct", "nested"):
+                items = [(i, d) for _, i, d in found if (d == 1) == (level == "direct")]
+                tensors = [i for i, _ in items if isinstance(i, torch.Tensor)]
+                hidden_tensors = [t for t in tensors if id(t) not in registered_tensors]
+                mods = [(i, d) for i, d in items if isinstance(i, nn.Module)]
+                hidden_modules = [(m, d) for m, d in mods if id(m) not in registered_modules]
+                elements = {
+                    id(p): _numel(p)
+                    for m, _ in hidden_modules
+                    for p in m.parameters()
+                    if id(p) not in registered_tensors
+                }
+                if level == "nested":  # the nested finding counts the tensors' elements too
+                    elements |= {id(t): _numel(t) for t in hidden_tensors}
+                    hidden_ids = {id(t) for t in hidden_tensors} | {
+                        id(m) for m, _ in hidden_modules
+                    }
+                    depths = [d for i, d in items if id(i) in hidden_ids]
+                    facts["depth"] = max(depths, default=1)
+                facts[level] = {
+                    "tensors": len(hidden_tensors),
+                    "modules": len(hidden_modules),
+                    "elements": sum(elements.values()),
+                }
+                facts["aliases"] += len(tensors) - len(hidden_tensors)
+                facts["aliases"] += len(mods) - len(hidden_modules)
+            out[_where(path, attribute)] = facts
     return out
+
+
+def _python_reach(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor plain Python reaches from the model's modules: their attributes, the
+    lists, tuples and dicts they hold (to every depth), and everything a module that only a
+    container reaches holds in turn. Name → tensor, named as the room names its rows."""
+    registered_modules = {id(m) for m in model.modules()}
+    reach: dict[str, torch.Tensor] = {}
+
+    def attributes(module: nn.Module, path: str, stack: set[int]) -> None:
+        torchs = type(module).__module__.startswith("torch.")
+        for attribute, value in vars(module).items():
+            if attribute in INTERNALS:
+                continue
+            if isinstance(value, torch.Tensor):
+                reach.setdefault(_join(path, attribute), value)
+            elif type(value) in (list, tuple, dict) and not torchs:
+                found: list = []
+                _open(value, _join(path, attribute), 1, set(stack), found)
+                for name, item, _ in found:
+                    if isinstance(item, torch.Tensor):
+                        reach.setdefault(name, item)
+                    elif id(item) not in registered_modules and id(item) not in stack:
+                        hidden(item, name, stack | {id(item)})
+
+    def hidden(module: nn.Module, name: str, stack: set[int]) -> None:
+        for sub_path, sub in module.named_modules(prefix=name):
+            for key, tensor in (*sub._parameters.items(), *sub._buffers.items()):
+                if tensor is not None:
+                    reach.setdefault(_join(sub_path, key), tensor)
+            attributes(sub, sub_path, stack)
+
+    for path, module in model.named_modules():
+        attributes(module, path, set())
+    return reach
 
 
 def moved_to_meta(model: nn.Module) -> nn.Module:
@@ -280,7 +389,8 @@ def assert_room_tells_the_truth(report: ModuleReport, model: nn.Module) -> None:
     buffers = dict(model.named_buffers())
     state = model.state_dict(keep_vars=True)
     parameter_ids = {id(p) for p in params.values()}
-    registered = parameter_ids | {id(b) for b in buffers.values()}
+    buffer_ids = {id(b) for b in buffers.values()}
+    registered = parameter_ids | buffer_ids
     state_ids = {id(v) for v in state.values()}
     try:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -315,6 +425,7 @@ def assert_room_tells_the_truth(report: ModuleReport, model: nn.Module) -> None:
         assert str(tensor.dtype) == f"torch.{row.dtype}", row.name
         assert tensor.requires_grad == row.requires_grad, row.name
         assert row.in_parameters == (id(tensor) in parameter_ids), row.name
+        assert row.in_buffers == (id(tensor) in buffer_ids), row.name
         assert row.in_state_dict == (id(tensor) in state_ids), row.name
         assert row.seen_by_optimizer == (id(tensor) in optimizer_ids), row.name
         expected_kind = (
@@ -333,13 +444,12 @@ def assert_room_tells_the_truth(report: ModuleReport, model: nn.Module) -> None:
         assert row.to_device == resolve(moved, row.name).is_meta, row.name
         after = resolve(converted, row.name).dtype
         assert row.to_dtype == (after == torch.float64 != tensor.dtype), row.name
-    # every tensor reachable from a module's attributes has a row
+    # "every tensor the model holds": each tensor plain Python reaches from the model's
+    # modules (attributes, nested containers, modules only a container holds) has a row
     names = {row.name for row in report.tensors}
-    internals = set(vars(nn.Module()))
-    for path, module in model.named_modules():
-        for attribute, value in vars(module).items():
-            if isinstance(value, torch.Tensor) and attribute not in internals:
-                assert (f"{path}.{attribute}" if path else attribute) in names
+    if not report.truncated:
+        missing = set(_python_reach(model)) - names
+        assert not missing, missing
 
     # the tree
     rows = {m.path: m for m in report.modules}
@@ -397,15 +507,37 @@ def _assert_findings(
     }
     expected = set()
     for where, facts in truth.items():
-        if facts["hidden_tensors"]:
+        if facts["direct"]["tensors"]:
             expected.add((where, "tensor"))
-            assert warned[(where, "tensor")]["count"] == facts["hidden_tensors"]
-        if facts["hidden_modules"]:
+            assert warned[(where, "tensor")]["count"] == facts["direct"]["tensors"]
+        if facts["direct"]["modules"]:
             expected.add((where, "module"))
             finding = warned[(where, "module")]
-            assert finding["count"] == facts["hidden_modules"]
-            assert finding["hidden"] == facts["hidden_elements"]
+            assert finding["count"] == facts["direct"]["modules"]
+            assert finding["hidden"] == facts["direct"]["elements"]
     assert set(warned) == expected, (set(warned), expected)
+    # nested containers: a finding exactly when something hides in a container's containers,
+    # with torch's counts, and its claim "not trained, saved or moved" for each such row
+    nested = {p["name"]: p for p in by_code.get(FindingCode.NESTED_CONTAINER, [])}
+    expected_nested = {
+        where: facts["nested"]
+        for where, facts in truth.items()
+        if facts["nested"]["tensors"] or facts["nested"]["modules"]
+    }
+    assert set(nested) == set(expected_nested)
+    for where, facts in expected_nested.items():
+        finding = nested[where]
+        assert (finding["tensors"], finding["modules"]) == (facts["tensors"], facts["modules"])
+        assert finding["hidden"] == facts["elements"]
+        assert finding["depth"] == truth[where]["depth"]
+    if nested:
+        moved = moved_to_meta(model)
+        unregistered = [row for row in report.tensors if id(resolve(model, row.name)) not in
+                        registered]  # fmt: skip
+        for row in unregistered:
+            assert not (row.in_parameters or row.in_buffers or row.in_state_dict), row.name
+            assert not row.seen_by_optimizer and row.to_device is False, row.name
+            assert not resolve(moved, row.name).is_meta, row.name
     aliases = {p["name"]: p["count"] for p in by_code.get(FindingCode.LIST_ALIASES, [])}
     assert aliases == {w: f["aliases"] for w, f in truth.items() if f["aliases"]}
     # "one tensor under two names … state_dict() stores it under both names"
@@ -526,7 +658,45 @@ def test_the_sandboxs_report_tells_the_truth(shared_pool, key: str) -> None:
 
 # ---------------------------------------------------------------- random modules
 KINDS = ("linear", "bn", "param", "buffer", "plain", "list", "dict", "tie", "alias", "child")
-KINDS += ("lazy", "frozen")
+KINDS += ("lazy", "frozen", "nested", "nested")
+
+
+@st.composite
+def nested_containers(draw: st.DrawFn, registered: list[Any], depth: int = 1) -> Any:
+    """A list, tuple or dict of new tensors, parameters, modules (layers, and modules that
+    hold plain tensors and containers of their own), things already registered, and further
+    containers, to a bounded depth; sometimes holding itself (a cycle)."""
+    items: list[Any] = []
+    for _ in range(draw(st.integers(0, 4))):
+        choice = draw(st.sampled_from(["tensor", "param", "linear", "bn", "holder", "old",
+                                       "container", "container"]))  # fmt: skip
+        if choice == "tensor":
+            items.append(torch.zeros(draw(st.integers(0, 3)), dtype=draw(
+                st.sampled_from([torch.float32, torch.int64, torch.float16]))))  # fmt: skip
+        elif choice == "param":
+            items.append(nn.Parameter(torch.ones(draw(st.integers(1, 3)))))
+        elif choice == "linear":
+            items.append(nn.Linear(draw(st.integers(1, 3)), 2, bias=draw(st.booleans())))
+        elif choice == "bn":
+            items.append(nn.BatchNorm1d(2))
+        elif choice == "holder":
+            holder = Random()
+            holder.fc = nn.Linear(2, 1)
+            holder.W = torch.ones(2)
+            holder.more = [torch.zeros(1), {"p": nn.Parameter(torch.ones(1))}]
+            items.append(holder)
+        elif choice == "old" and registered:
+            items.append(draw(st.sampled_from(registered)))
+        elif choice == "container" and depth < 4:
+            items.append(draw(nested_containers(registered, depth + 1)))
+    shape = draw(st.sampled_from(["list", "tuple", "dict"]))
+    if shape == "dict":
+        return {f"k{i}": item for i, item in enumerate(items)}
+    if shape == "tuple":
+        return tuple(items)
+    if draw(st.booleans()):
+        items.append(items)  # a list that holds itself
+    return items
 
 
 class Random(nn.Module):
@@ -589,6 +759,8 @@ def random_modules(draw: st.DrawFn, depth: int = 0) -> nn.Module:
             setattr(module, name, child)
             registered_modules.append(child)
             registered_tensors.extend((*child.parameters(), *child.buffers()))
+        elif kind == "nested":
+            setattr(module, name, draw(nested_containers(registered_modules + registered_tensors)))
         elif kind == "lazy":
             layer = nn.LazyLinear(2)
             setattr(module, name, layer)
@@ -601,6 +773,22 @@ def random_modules(draw: st.DrawFn, depth: int = 0) -> nn.Module:
 @given(random_modules())
 def test_random_modules_agree_with_torch(model: nn.Module) -> None:
     report = describe_module(model, "Random()")
+    assert_room_tells_the_truth(report, model)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_nested_containers_are_all_found(data: st.DataObject) -> None:
+    """Issue 34 item 8: whatever a user module keeps in nested lists, tuples and dicts, every
+    tensor has a row, and each row's registered-ness is torch's own (asserted inside)."""
+    model = Random()
+    model.fc = nn.Linear(2, 2)
+    model.bn = nn.BatchNorm1d(2)
+    registered = [model.fc, model.bn, model.fc.weight, model.bn.running_mean]
+    for index in range(data.draw(st.integers(1, 3))):
+        setattr(model, f"c{index}", data.draw(nested_containers(registered)))
+    report = describe_module(model, "Random()")
+    assert not report.truncated
     assert_room_tells_the_truth(report, model)
 
 

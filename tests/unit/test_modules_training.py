@@ -10,8 +10,11 @@ import zipfile
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
+from components.modules.draw import running_stats_frame, values_text, variance_text
 from torchatlas.modules import (
     MAX_STEPS,
     LoadCase,
@@ -164,6 +167,37 @@ def test_batchnorm_statistics_follow_the_formulas() -> None:
     evaluated = (x - running_mean) / torch.sqrt(running_var + 1e-5)
     assert torch.allclose(torch.tensor(report.eval_output), evaluated, atol=1e-5)
     assert report.differs and report.batches_tracked == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_batchnorm_names_both_variances_as_torch_computes_them(seed: int) -> None:
+    """Issue 34 item 9: train() normalises with the biased variance and moves running_var
+    towards the unbiased one. Both are shown, each equal to torch's own from the batch, and
+    every word naming one is read off torch's result, never assumed."""
+    report = modes("batchnorm", seed)
+    x = torch.tensor(report.input, dtype=torch.float32)
+    biased, unbiased = x.var(0, unbiased=False), x.var(0, unbiased=True)
+    assert torch.allclose(torch.tensor(report.batch_var_biased), biased, atol=1e-6)
+    assert torch.allclose(torch.tensor(report.batch_var), unbiased, atol=1e-6)
+    assert report.batch_size == x.shape[0] and not torch.allclose(biased, unbiased)
+    # torch's own train() pass, replayed: what its output and its buffer update used
+    layer = nn.BatchNorm1d(x.shape[1])
+    out = layer.train()(x)
+    by_hand = (x - x.mean(0)) / torch.sqrt(biased + layer.eps)
+    assert torch.allclose(out, by_hand, atol=1e-5) and report.normalised_with == "biased"
+    towards = (layer.running_var - (1 - layer.momentum) * torch.ones(x.shape[1])) / 0.1
+    assert torch.allclose(towards, unbiased, atol=1e-4) and report.running_var_towards == "unbiased"
+    assert torch.allclose(torch.tensor(report.running_var_after), layer.running_var, atol=1e-6)
+    for lang in ("en", "ko"):
+        frame = running_stats_frame(report, lang)
+        assert frame is not None
+        cells = frame.values.tolist()
+        assert cells[1][2] == values_text(report.batch_var)  # running_var ← unbiased
+        assert cells[2][2] == values_text(report.batch_var_biased)  # normalised with biased
+        assert variance_text(report, "unbiased", lang) in cells[1][0]
+        assert variance_text(report, "biased", lang) in cells[2][0]
+        assert str(report.batch_size - 1) in variance_text(report, "unbiased", lang)
 
 
 # ---------------------------------------------------------------- saving and loading

@@ -15,6 +15,7 @@ is exactly the claim the room makes.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from torch import nn
 from torch.overrides import TorchFunctionMode
@@ -79,12 +80,15 @@ class Call:
     parents: list[int]
     inputs: list[list[int]] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
+    new_bytes: int = 0  # bytes of the outputs' storages the call did not receive or hold
+    storages: set[int] = field(default_factory=set)
 
 
 @dataclass
 class Truth:
     calls: list[Call]
     ops: list[list[list[int]]]  # output shapes of each op the pasted code called in forward
+    op_bytes: list[int]  # new storage bytes of each of those ops' outputs
     outputs: list[tuple[str, list[int]]]
     model: nn.Module
 
@@ -94,14 +98,39 @@ def shapes_of(value: Any) -> list[list[int]]:
     return [list(leaf.shape) for _, leaf in leaves if isinstance(leaf, torch.Tensor)]
 
 
+def real_storages(value: Any) -> set[int]:
+    leaves, _ = tree_flatten_with_path(value)
+    return {
+        t.untyped_storage().data_ptr()
+        for _, t in leaves
+        if isinstance(t, torch.Tensor) and not isinstance(t, nn.parameter.UninitializedTensorMixin)
+    }
+
+
+def new_storage_bytes(output: Any, held: set[int]) -> int:
+    """Bytes of the real storages ``output``'s tensors hold that are not in ``held``, each
+    storage once: the memory a real call allocated for what it returned."""
+    leaves, _ = tree_flatten_with_path(output)
+    seen, total = set(held), 0
+    for _, tensor in leaves:
+        if isinstance(tensor, torch.Tensor):
+            storage = tensor.untyped_storage()
+            if storage.nbytes() and storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+    return total
+
+
 class UserOps(TorchFunctionMode):
     """Plain torch's view of the ops the pasted code itself calls (its own frames only)."""
 
-    def __init__(self, record: list) -> None:
+    def __init__(self, record: list, sizes: list | None = None) -> None:
         super().__init__()
         self.record = record
+        self.sizes = sizes if sizes is not None else []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        held = real_storages((args, kwargs))
         result = func(*args, **(kwargs or {}))
         caller = sys._getframe(1)  # past torch's own dispatch (F.relu → handle_torch_function)
         while caller is not None and caller.f_code.co_filename.endswith(DISPATCH_FILES):
@@ -111,6 +140,7 @@ class UserOps(TorchFunctionMode):
             attribute = getattr(getattr(func, "__self__", None), "__name__", "")
             if shapes and attribute not in ("data", "grad", "_base"):  # .T, .mT are ops
                 self.record.append(shapes)
+                self.sizes.append(new_storage_bytes(result, held))
         return result
 
 
@@ -140,19 +170,24 @@ def truth_of(
     def pre(module, args, kwargs):
         calls.append(Call(names[id(module)], types[id(module)], module, len(stack), list(stack)))
         calls[-1].inputs = shapes_of((args, kwargs))
+        held = [*module.parameters(), *module.buffers()]
+        calls[-1].storages = real_storages((args, kwargs, held))
         stack.append(len(calls) - 1)
 
     def post(module, args, kwargs, output):
-        calls[stack.pop()].outputs = shapes_of(output)
+        call = calls[stack.pop()]
+        call.outputs = shapes_of(output)
+        call.new_bytes = new_storage_bytes(output, call.storages)
 
     handles = []
     for module in model.modules():
         handles.append(module.register_forward_pre_hook(pre, with_kwargs=True, prepend=True))
         handles.append(module.register_forward_hook(post, with_kwargs=True))
     ops: list = []
+    op_bytes: list = []
     with torch.no_grad():
         if user_ops:
-            with UserOps(ops):
+            with UserOps(ops, op_bytes):
                 output = model(*inputs)
         else:
             output = model(*inputs)
@@ -161,10 +196,11 @@ def truth_of(
     if unpack is not None:
         outputs = [(name, list(t.shape)) for name, t in unpack(output).items()]
         calls[0].outputs = [shape for _, shape in outputs]  # hooks see the object, not inside
+        calls[0].new_bytes = new_storage_bytes(list(unpack(output).values()), calls[0].storages)
     else:
         leaves, _ = tree_flatten_with_path(output)
         outputs = [(keystr(p), list(t.shape)) for p, t in leaves if isinstance(t, torch.Tensor)]
-    return Truth(calls, ops, outputs, model)
+    return Truth(calls, ops, op_bytes, outputs, model)
 
 
 def expected_params(calls: list[Call]) -> list[tuple[int, int, int]]:
@@ -197,6 +233,9 @@ def check(report: ShapeReport, truth: Truth, *, ops: bool = True) -> None:
     ]
     assert [r.input_shapes for r in rows] == [c.inputs for c in truth.calls]
     assert [r.output_shapes for r in rows] == [c.outputs for c in truth.calls]
+    # Output memory: only new storage, at the real dtypes (a view, an in-place result and a
+    # layer returning its input count 0), as a real forward allocates it.
+    assert [r.activation_bytes for r in rows] == [c.new_bytes for c in truth.calls]
     # Parameters: once per level, by identity, after lazy modules materialised.
     assert [(r.params, r.trainable_params, r.shared_params) for r in rows] == expected_params(
         truth.calls
@@ -227,6 +266,7 @@ def check(report: ShapeReport, truth: Truth, *, ops: bool = True) -> None:
     if ops:
         function_rows = [r for r in report.layers if r.kind is RowKind.FUNCTION]
         assert [r.output_shapes for r in function_rows] == truth.ops
+        assert [r.activation_bytes for r in function_rows] == truth.op_bytes
         assert all(r.params == 0 and r.shared_params == 0 for r in function_rows)
 
 
@@ -970,3 +1010,179 @@ def test_random_sequentials_match_plain_torch(
     truth = truth_of(lambda: build_sequential(spec, features), [torch.randn(batch, features)],
                      user_ops=False)  # fmt: skip
     check(report, truth, ops=False)
+
+
+# ---------------------------------------------------------------------------- real forwards
+# Issue 34 item 10: meta checks shapes, not dtypes. What the room reports must be what a real
+# forward (torch on the CPU) does: a dtype mix it refuses stops the table at that layer in
+# torch's own words, one it accepts is measured at the dtypes it really produces; and a fix it
+# offers changes only the wrong argument and runs.
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+@st.composite
+def random_layers(draw: st.DrawFn) -> tuple[Callable[[], nn.Module], list[int], str]:
+    """A layer with random arguments, its parameters in a random floating dtype, and an
+    input whose channels (or features) and dtype may be wrong."""
+    kind = draw(st.sampled_from(["conv1d", "conv2d", "linear", "bn1d", "bn2d", "layernorm"]))
+    dtype = getattr(torch, draw(st.sampled_from(FLOATS)))
+    batch = draw(st.integers(1, 2))
+    wrong = draw(st.booleans())
+    if kind in ("conv1d", "conv2d"):
+        groups = draw(st.sampled_from([1, 2, 3]))
+        in_channels = groups * draw(st.integers(1, 3))
+        out_channels = groups * draw(st.integers(1, 2))
+        kwargs = {
+            "kernel_size": draw(st.integers(1, 3)),
+            "stride": draw(st.integers(1, 2)),
+            "padding": draw(st.integers(0, 1)),
+            "dilation": draw(st.integers(1, 2)),
+            "groups": groups,
+            "bias": draw(st.booleans()),
+            "padding_mode": draw(st.sampled_from(["zeros", "reflect"])),
+        }
+        cls = nn.Conv1d if kind == "conv1d" else nn.Conv2d
+        channels = draw(st.integers(1, 7)) if wrong else in_channels
+        spatial = [draw(st.integers(5, 8)) for _ in range(1 if kind == "conv1d" else 2)]
+
+        def build() -> nn.Module:
+            return cls(in_channels, out_channels, dtype=dtype, **kwargs)
+
+        return build, [batch, channels, *spatial], kind
+    if kind == "linear":
+        features, out, bias = draw(st.integers(1, 6)), draw(st.integers(1, 4)), draw(st.booleans())
+        got = draw(st.integers(1, 6)) if wrong else features
+        return (lambda: nn.Linear(features, out, bias=bias, dtype=dtype)), [batch, got], kind
+    if kind == "layernorm":
+        features = draw(st.integers(1, 6))
+        return (lambda: nn.LayerNorm(features, dtype=dtype)), [batch + 1, features], kind
+    features = draw(st.integers(1, 5))
+    affine, track, eps = (
+        draw(st.booleans()),
+        draw(st.booleans()),
+        draw(st.sampled_from([1e-5, 1e-3])),
+    )
+    cls = nn.BatchNorm1d if kind == "bn1d" else nn.BatchNorm2d
+    got = draw(st.integers(1, 5)) if wrong else features
+    shape = [batch + 1, got] + ([] if kind == "bn1d" else [3, 3])
+
+    def build_norm() -> nn.Module:
+        return cls(features, eps=eps, affine=affine, track_running_stats=track, dtype=dtype)
+
+    return build_norm, shape, kind
+
+
+def _real_forward(build: Callable[[], nn.Module], shape: list[int], dtype: str) -> Any:
+    """The same layer run for real on the CPU (eval mode, as the room traces it): its output,
+    or the exception torch raised."""
+    torch.manual_seed(0)
+    layer = build().eval()
+    try:
+        with torch.no_grad():
+            return layer(torch.randn(shape, dtype=getattr(torch, dtype)))
+    except Exception as exc:
+        return exc
+
+
+def _constructor_of(layer: nn.Module) -> dict[str, Any]:
+    """Every constructor argument as the built layer has it (sizes as tuples)."""
+    names = [n for n in inspect.signature(type(layer).__init__).parameters if n not in
+             ("self", "device", "dtype")]  # fmt: skip
+    values = {n: (layer.bias is not None if n == "bias" else getattr(layer, n)) for n in names}
+    weights = [p for p in layer.parameters(recurse=False)]
+    values["dtype"] = weights[0].dtype if weights else None
+    return values
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layer=random_layers(), input_dtype=st.sampled_from(FLOATS))
+def test_a_real_forward_decides_what_is_reported(
+    layer: tuple[Callable[[], nn.Module], list[int], str], input_dtype: str
+) -> None:
+    build, shape, _ = layer
+    report = analyze_module(lambda: nn.Sequential(build()), [shape], [input_dtype])
+    real = _real_forward(build, shape, input_dtype)
+    event(report.error.kind.value if report.error else "runs")
+    if not isinstance(real, Exception):  # it runs: no error, output memory at its real dtype
+        assert report.error is None, report.error
+        assert report.outputs == [list(real.shape)]
+        row = next(r for r in report.layers if r.name == "0")
+        assert row.activation_bytes == real.untyped_storage().nbytes()
+        return
+    # a real forward raises: the room stops at that layer
+    error = report.error
+    assert error is not None and error.layer == "model[0]", (real, error)
+    if error.kind == "dtype_mismatch":  # meta let it through: the words are torch's real ones
+        first_line = str(real).strip().splitlines()[0]
+        assert first_line in error.params["detail"]
+        # "the same operation runs when all its floating tensors are {works}"
+        works = error.params["works"]
+        assert not isinstance(_real_forward(lambda: build().to(getattr(torch, works)), shape,
+                                            works), Exception)  # fmt: skip
+    # a dtype mismatch is claimed only where torch's real kernel really refuses the dtypes
+    same_dtype = _real_forward(lambda: build().to(getattr(torch, input_dtype)), shape, input_dtype)
+    if error.kind == "dtype_mismatch":
+        assert not isinstance(same_dtype, Exception)
+    # an offered fix changes only the wrong argument, and runs
+    fix = error.params.get("fix")
+    if error.kind in ("linear_in_features", "conv_in_channels", "norm_features"):
+        changed = {"linear_in_features": "in_features", "conv_in_channels": "in_channels",
+                   "norm_features": "num_features"}[error.kind]  # fmt: skip
+        original = build()
+        event("fix offered" if fix else "no fix")
+        if fix:
+            target, call = fix.split(" = ", 1)
+            assert target == "model[0]"
+            fixed = eval(call, {"nn": nn, "torch": torch})  # the room's own fix, as offered
+            before, after = _constructor_of(original), _constructor_of(fixed)
+            assert after[changed] == error.params["got"]
+            assert {k: v for k, v in before.items() if k != changed} == {
+                k: v for k, v in after.items() if k != changed
+            }
+            assert not isinstance(_real_forward(lambda: fixed, shape, input_dtype), Exception)
+        else:  # no fix offered: changing that argument alone does not give a layer that runs
+            values = _constructor_of(original)
+            values[changed] = error.params["got"]
+            try:
+                candidate = type(original)(**values)
+            except Exception:
+                return
+            assert isinstance(_real_forward(lambda: candidate, shape, input_dtype), Exception)
+
+
+def test_the_issue_convolution_keeps_groups_and_bias() -> None:
+    """The grouped, bias-free, strided convolution fed the wrong channel count: the fix keeps
+    every argument but in_channels, and torch runs it on the very input."""
+    source = HEAD + (
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(4, 8, 3, stride=2, groups=2, bias=False)\n\n"
+        "    def forward(self, x):\n        return self.conv(x)\n"
+    )
+    report = engine_report(source, [[1, 6, 9, 9]], ["float32"], None)
+    assert report.error is not None and report.error.kind == "conv_in_channels"
+    assert report.error.params["fix"] == (
+        "conv = nn.Conv2d(6, 8, kernel_size=3, stride=2, groups=2, bias=False)"
+    )
+    odd = engine_report(source, [[1, 5, 9, 9]], ["float32"], None)  # 5 channels, 2 groups
+    assert odd.error is not None and odd.error.params["fix"] == ""
+    assert "`" not in odd.error.text("en", "hint") and "{" not in odd.error.text("ko", "hint")
+
+
+def test_a_float16_input_into_float32_weights_stops_where_torch_does() -> None:
+    """Meta runs this Linear (and says float32); the CPU refuses it: the room says so, at
+    the layer, with torch's words, and counts no memory for what never ran."""
+    source = HEAD + (
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 3)\n        self.out = nn.Linear(3, 2)\n\n"
+        "    def forward(self, x):\n        return self.out(self.fc(x))\n"
+    )
+    report = engine_report(source, [[2, 4]], ["float16"], None)
+    error = report.error
+    assert error is not None and error.kind == "dtype_mismatch" and error.layer == "fc"
+    real = _real_forward(lambda: nn.Linear(4, 3), [2, 4], "float16")
+    assert isinstance(real, RuntimeError) and str(real) in error.params["detail"]
+    assert error.params["dtypes"] == "float16, float32" and error.params["works"] == "float32"
+    for lang in LANGUAGES:
+        for part in ("title", "message", "hint"):
+            text = error.text(lang, part)
+            assert "{" not in text and not text.startswith("shapes.")

@@ -33,9 +33,11 @@ from torch.overrides import TorchFunctionMode
 
 from torchatlas.modelcode import ModelCodeError, build_on_meta, find_model, user_files_of
 from torchatlas.modules.report import (
+    MAX_CONTAINER_ITEMS,
     MAX_FINDINGS,
     MAX_LIST_ITEMS,
     MAX_MODULES,
+    MAX_NEST_DEPTH,
     MAX_STATE_KEYS,
     MAX_TENSORS,
     Container,
@@ -134,6 +136,8 @@ class _Walk:
     truncated: bool = False
     quiet: bool = False  # a walk of a converted copy: names and objects only, no findings
     names: list[str] = field(default_factory=list)  # each row's name, in order
+    muted: int = 0  # > 0 while walking inside a hidden module: rows, no findings
+    budget: int = MAX_CONTAINER_ITEMS  # container items the walk may still open
 
     def add(
         self,
@@ -166,6 +170,7 @@ class _Walk:
             dtype=dtype_name(tensor.dtype),
             requires_grad=bool(tensor.requires_grad),
             in_parameters=key in self.registered.parameters,
+            in_buffers=key in self.registered.buffers,
             in_state_dict=key in self.state,
             to_device=None,
             to_dtype=None,
@@ -179,7 +184,7 @@ class _Walk:
         return row
 
     def find(self, finding: Finding) -> None:
-        if not self.quiet and len(self.findings) < MAX_FINDINGS:
+        if not self.quiet and not self.muted and len(self.findings) < MAX_FINDINGS:
             self.findings.append(finding)
 
 
@@ -199,8 +204,12 @@ def _registered(walk: _Walk, module: nn.Module, path: str, *, container: Contain
             walk.add(buffer, _join(path, name), path, name, TensorKind.BUFFER, container=container)
 
 
-def _items(value: Any) -> Iterator[tuple[str, Any]]:
-    """The first items of a list, tuple or dict attribute, with their index text."""
+def _items(walk: _Walk, value: Any) -> Iterator[tuple[str, Any]]:
+    """The first items of a list, tuple or dict, with their index text; a container with more
+    items than a report looks at marks the report truncated (its table is then not every
+    tensor the model holds, and says so)."""
+    if len(value) > MAX_LIST_ITEMS:
+        walk.truncated = True
     if isinstance(value, dict):
         for count, (key, item) in enumerate(value.items()):
             if count >= MAX_LIST_ITEMS:
@@ -211,12 +220,47 @@ def _items(value: Any) -> Iterator[tuple[str, Any]]:
             yield f"[{index}]", item
 
 
-def _plain_tensor(walk: _Walk, value: torch.Tensor, path: str, attribute: str, torchs: bool) -> int:
+def _contents(
+    walk: _Walk, value: Any, name: str, depth: int, opened: set[int]
+) -> Iterator[tuple[str, Any, Container, int]]:
+    """``(name, item, the container holding it, depth)`` for every tensor and module inside a
+    Python list, tuple or dict, and inside the lists, tuples and dicts it holds, to
+    :data:`MAX_NEST_DEPTH` levels (1: the attribute's own items). Each container is opened
+    once (``opened``: a cycle, or one list shared many times over, costs one visit; what it
+    holds has its row under the first name); the walk opens at most
+    :data:`MAX_CONTAINER_ITEMS` items in all. Whatever a bound leaves unopened marks the
+    report truncated."""
+    container = _CONTAINERS[type(value)]
+    opened.add(id(value))
+    for index, item in _items(walk, value):
+        walk.budget -= 1
+        if walk.budget < 0:
+            walk.truncated = True
+            return
+        item_name = f"{name}{index}"
+        if isinstance(item, torch.Tensor | nn.Module):
+            yield item_name, item, container, depth
+        elif type(item) in _CONTAINERS and id(item) not in opened:
+            if depth >= MAX_NEST_DEPTH:
+                walk.truncated = walk.truncated or bool(item)
+                continue
+            yield from _contents(walk, item, item_name, depth + 1, opened)
+
+
+def _plain_tensor(
+    walk: _Walk,
+    value: torch.Tensor,
+    path: str,
+    attribute: str,
+    torchs: bool,
+    container: Container = Container.NONE,
+) -> int:
     """A tensor kept as an ordinary attribute: a row, and a finding unless torch registered
-    the same object elsewhere (an alias) or it is torch's own module's private reference."""
+    the same object elsewhere (an alias) or it is torch's own module's private reference.
+    ``container``: the Python container a hidden module that holds it sits in."""
     where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
     kind = walk.registered.kind(value)
-    row = walk.add(value, _join(path, attribute), path, attribute, kind)
+    row = walk.add(value, _join(path, attribute), path, attribute, kind, container=container)
     if kind is not TensorKind.PLAIN:
         return 0
     if row is None or row.shared_with or torchs:
@@ -240,44 +284,94 @@ def _plain_tensor(walk: _Walk, value: torch.Tensor, path: str, attribute: str, t
     return 1
 
 
-def _container(walk: _Walk, value: Any, container: Container, path: str, attribute: str) -> None:
-    """Rows for what a Python list, tuple or dict attribute holds. A tensor or module torch
-    registered elsewhere on the model is an alias (its row names the registered name; no
-    warning); only what is reachable through the container alone is hidden from torch."""
+def _hidden_module(
+    walk: _Walk,
+    module: nn.Module,
+    name: str,
+    container: Container,
+    hidden: dict[int, int],
+    stack: set[int],
+) -> None:
+    """Rows for a module only a Python container reaches, and for everything it holds: what
+    it registered on itself (torch's parameters() of the model never reach them), its plain
+    tensor attributes and its own containers. Its parameters torch registered nowhere on the
+    model are counted in ``hidden`` (id → elements). No findings: the container's own
+    finding names the module."""
+    stack.add(id(module))
+    walk.muted += 1
+    try:
+        for sub_path, sub in module.named_modules(prefix=name):
+            _registered(walk, sub, sub_path, container=container)
+            for tensor in (*sub._parameters.values(), *sub._buffers.values()):
+                hidden_parameter = isinstance(tensor, nn.Parameter)
+                if hidden_parameter and walk.registered.kind(tensor) is TensorKind.PLAIN:
+                    hidden[id(tensor)] = numel(tensor)
+            _plain_attributes(walk, sub, sub_path, stack=stack, container=container)
+    finally:
+        walk.muted -= 1
+        stack.discard(id(module))
+
+
+def _container(
+    walk: _Walk,
+    value: Any,
+    container: Container,
+    path: str,
+    attribute: str,
+    stack: set[int] | None = None,
+) -> None:
+    """Rows for what a Python list, tuple or dict attribute holds, at any depth of nested
+    containers (:func:`_contents`). A tensor or module torch registered elsewhere on the model
+    is an alias (its row names the registered name; no warning); only what is reachable
+    through the container alone is hidden from torch. The attribute's own items that are
+    hidden get a wrapper's finding (nn.ParameterList, nn.ModuleDict…); hidden ones inside
+    nested containers get one finding of their own (no wrapper of one kind holds them)."""
     where = f"self.{attribute}" if not path else f"model.{path}.{attribute}"
     registered = walk.registered
-    hidden_tensors = hidden_modules = 0
-    hidden: dict[int, int] = {}  # id → elements reachable only through this container
+    stack = stack if stack is not None else set()
+    counts = {(depth, kind): 0 for depth in ("direct", "nested") for kind in ("tensor", "module")}
+    hidden: dict[str, dict[int, int]] = {"direct": {}, "nested": {}}  # id → elements
+    deepest = 1
     aliases: list[str] = []
-    for index, item in _items(value):
-        name = f"{_join(path, attribute)}{index}"
+    opened: set[int] = set(stack)  # the containers opened for this attribute
+    for name, item, holder, depth in _contents(walk, value, _join(path, attribute), 1, opened):
+        level = "direct" if depth == 1 else "nested"
         if isinstance(item, torch.Tensor):
             kind = registered.kind(item)
-            walk.add(item, name, path, attribute, kind, container=container)
+            walk.add(item, name, path, attribute, kind, container=holder)
             if kind is TensorKind.PLAIN:
-                hidden_tensors += 1
+                counts[(level, "tensor")] += 1
+                if level == "nested":
+                    hidden[level][id(item)] = numel(item)
+                    deepest = max(deepest, depth)
             else:
                 aliases.append(registered.tensor_name(item))
-        elif isinstance(item, nn.Module):
-            if id(item) in registered.modules:
-                aliases.append(registered.modules[id(item)] or "self")
-                continue
-            hidden_modules += 1
-            for sub_path, sub in item.named_modules(prefix=name):
-                _registered(walk, sub, sub_path, container=container)
-                for tensor in (*sub._parameters.values(), *sub._buffers.values()):
-                    hidden_parameter = isinstance(tensor, nn.Parameter)
-                    if hidden_parameter and registered.kind(tensor) is TensorKind.PLAIN:
-                        hidden[id(tensor)] = numel(tensor)
-    hidden_elements = sum(hidden.values())
-    for kind, count in (("tensor", hidden_tensors), ("module", hidden_modules)):
+        elif id(item) in registered.modules:
+            aliases.append(registered.modules[id(item)] or "self")
+        elif id(item) not in stack:  # a hidden module (one that holds itself is opened once)
+            counts[(level, "module")] += 1
+            deepest = max(deepest, depth if level == "nested" else 1)
+            _hidden_module(walk, item, name, holder, hidden[level], stack)
+    for kind in ("tensor", "module"):
+        count = counts[("direct", kind)]
         if count:
             wrapper = _WRAPPERS[(container, kind)]
             code = FindingCode.TENSOR_LIST if kind == "tensor" else FindingCode.MODULE_LIST
             items = "{…}" if container is Container.DICT else "[…]"
             fix = f"self.{attribute} = {wrapper}({items})"
-            params = {"name": where, "count": count, "wrapper": wrapper, "hidden": hidden_elements}
+            elements = sum(hidden["direct"].values())
+            params = {"name": where, "count": count, "wrapper": wrapper, "hidden": elements}
             walk.find(Finding(code, Severity.WARNING, params, fix))
+    nested_tensors, nested_modules = counts[("nested", "tensor")], counts[("nested", "module")]
+    if nested_tensors or nested_modules:
+        params = {
+            "name": where,
+            "tensors": nested_tensors,
+            "modules": nested_modules,
+            "hidden": sum(hidden["nested"].values()),
+            "depth": deepest,
+        }
+        walk.find(Finding(FindingCode.NESTED_CONTAINER, Severity.WARNING, params))
     if aliases:
         shown = ", ".join(dict.fromkeys(aliases))
         walk.find(
@@ -289,11 +383,21 @@ def _container(walk: _Walk, value: Any, container: Container, path: str, attribu
         )
 
 
-def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool = False) -> int:
-    """Rows for tensors kept as ordinary attributes of ``module`` (alone or in a Python
-    container), with a finding for each; returns how many plain (unregistered) tensors sit on
-    it. A module met ``again`` under a second path gets its rows (they name the first) and no
-    container findings."""
+def _plain_attributes(
+    walk: _Walk,
+    module: nn.Module,
+    path: str,
+    *,
+    again: bool = False,
+    stack: set[int] | None = None,
+    container: Container = Container.NONE,
+) -> int:
+    """Rows for tensors kept as ordinary attributes of ``module`` (alone or in Python
+    containers, nested to any depth within the bounds), with a finding for each; returns how
+    many plain (unregistered) tensors sit on it. A module met ``again`` under a second path
+    gets its rows (they name the first) and no container findings. ``stack``: the containers
+    and modules being opened (a cycle back to one of them is not followed); ``container``:
+    the Python container that holds ``module`` (a hidden module), else none."""
     plain = 0
     # torch's own modules register what they own; their private lists (an LSTM's
     # _flat_weights) only point at those registered tensors and need no fix.
@@ -302,11 +406,11 @@ def _plain_attributes(walk: _Walk, module: nn.Module, path: str, *, again: bool 
         if attribute in MODULE_INTERNALS:
             continue
         if isinstance(value, torch.Tensor):
-            plain += _plain_tensor(walk, value, path, attribute, torchs_own)
+            plain += _plain_tensor(walk, value, path, attribute, torchs_own, container)
             continue
-        container = _CONTAINERS.get(type(value))
-        if container is not None and not again and not torchs_own:
-            _container(walk, value, container, path, attribute)
+        kind = _CONTAINERS.get(type(value))
+        if kind is not None and not again and not torchs_own:
+            _container(walk, value, kind, path, attribute, stack)
     return plain
 
 

@@ -39,7 +39,9 @@ from torchatlas.sandbox.schema import (
 MAX_MODULES = 2000  # rows of the module tree a report keeps (deeper models are clipped)
 MAX_TENSORS = 4000  # tensor rows a report keeps
 MAX_FINDINGS = 200
-MAX_LIST_ITEMS = 64  # items of one Python list attribute that are looked at
+MAX_LIST_ITEMS = 64  # items of one Python list, tuple or dict that are looked at
+MAX_NEST_DEPTH = 8  # levels of Python containers inside containers that are opened
+MAX_CONTAINER_ITEMS = 20_000  # container items one walk opens in all (nesting multiplies)
 MAX_STATE_KEYS = 4000
 MAX_RANK = 64
 MAX_SIZE = 2**62
@@ -79,6 +81,7 @@ class FindingCode(StrEnum):
     NON_PERSISTENT_BUFFER = "non_persistent_buffer"  # a buffer state_dict() leaves out
     LIST_ALIASES = "list_aliases"  # a Python container of things torch registered elsewhere
     LAZY_PARAMETER = "lazy_parameter"  # uninitialised until the first forward
+    NESTED_CONTAINER = "nested_container"  # tensors/modules in containers inside containers
 
 
 class Severity(StrEnum):
@@ -169,6 +172,7 @@ class TensorRow:
     shared_with: str = ""  # torch's first name of the same tensor when it is reached again
     numel: int = 0  # 0 for a lazy tensor: torch cannot count it before the first forward
     lazy: bool = False  # an uninitialised parameter of a lazy module (no shape yet)
+    in_buffers: bool = False  # the same object appears in ``model.buffers()``
 
     @property
     def shape_text(self) -> str:
@@ -333,6 +337,7 @@ TENSOR_SCHEMA = Dict(
         "shared_with": _NAME,
         "numel": Int(0, MAX_NUMEL),
         "lazy": Bool(),
+        "in_buffers": Bool(),
     },
     required=(
         "name",

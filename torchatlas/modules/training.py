@@ -342,7 +342,15 @@ class ModeReport:
     running_var_before: tuple[float, ...] = ()
     running_var_after: tuple[float, ...] = ()
     batch_mean: tuple[float, ...] = ()
-    batch_var: tuple[float, ...] = ()  # unbiased, as BatchNorm keeps it in running_var
+    # Two variances of the same batch, each computed by torch from it: train() normalises
+    # with the biased one (÷N) and moves running_var towards the unbiased one (÷(N−1)).
+    batch_var: tuple[float, ...] = ()  # unbiased: x.var(0, unbiased=True)
+    batch_var_biased: tuple[float, ...] = ()  # biased: x.var(0, unbiased=False)
+    batch_size: int = 0  # N, the rows of the batch
+    # Which of the two torch's own results match (read off the train() output and the
+    # running_var update; "" when neither does): "biased" or "unbiased".
+    normalised_with: str = ""
+    running_var_towards: str = ""
     momentum: float = 0.0
     batches_tracked: int = 0
 
@@ -388,7 +396,7 @@ def modes(model_key: str, seed: int = 0) -> ModeReport:
             "running_mean_after": stats_after[0],
             "running_var_after": stats_after[1],
             "batch_mean": tuple(x.mean(0).tolist()),
-            "batch_var": tuple(x.var(0).tolist()),
+            **_batch_variances(layer, x, train_output, stats_before, stats_after),
             "momentum": float(layer.momentum or 0.0),
             "batches_tracked": int(layer.num_batches_tracked),
         }
@@ -401,6 +409,61 @@ def modes(model_key: str, seed: int = 0) -> ModeReport:
         _rows(eval_again),
         **extra,
     )  # type: ignore[arg-type]
+
+
+_VARIANCES = ("biased", "unbiased")
+
+
+def _batch_variances(
+    layer: nn.Module,
+    x: torch.Tensor,
+    train_output: torch.Tensor,
+    before: tuple[tuple[float, ...], tuple[float, ...]],
+    after: tuple[tuple[float, ...], tuple[float, ...]],
+) -> dict[str, object]:
+    """Both variances of the batch ``x`` (torch's ``var``, ÷N and ÷(N−1)), and which of them
+    torch's own train() pass used: the one its output is normalised with (``(x − mean) /
+    sqrt(var + eps)``, then weight and bias) and the one ``running_var`` moved towards
+    (``(after − (1 − momentum)·before) / momentum``)."""
+    variances = {
+        "biased": x.var(0, unbiased=False).detach(),
+        "unbiased": x.var(0, unbiased=True).detach(),
+    }
+    mean = x.mean(0)
+    weight = layer.weight.detach() if layer.weight is not None else 1.0
+    bias = layer.bias.detach() if layer.bias is not None else 0.0
+    normalised_with = next(
+        (
+            name
+            for name in _VARIANCES
+            if torch.allclose(
+                (x - mean) / torch.sqrt(variances[name] + layer.eps) * weight + bias,
+                train_output.detach(),
+                rtol=1e-4,
+                atol=1e-5,
+            )
+        ),
+        "",
+    )
+    towards = ""
+    momentum = float(layer.momentum or 0.0)
+    if momentum and before[1] and after[1]:
+        target = (torch.tensor(after[1]) - (1 - momentum) * torch.tensor(before[1])) / momentum
+        towards = next(
+            (
+                name
+                for name in _VARIANCES
+                if torch.allclose(target, variances[name].to(target.dtype), rtol=1e-4, atol=1e-4)
+            ),
+            "",
+        )
+    return {
+        "batch_var": tuple(variances["unbiased"].tolist()),
+        "batch_var_biased": tuple(variances["biased"].tolist()),
+        "batch_size": int(x.shape[0]),
+        "normalised_with": normalised_with,
+        "running_var_towards": towards,
+    }
 
 
 def _stats(layer: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:

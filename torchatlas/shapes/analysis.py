@@ -394,6 +394,8 @@ def _trace_into(
             op=row.type if row is not None and row.kind == "function" else None,
             input_shapes=row.input_shapes if row else shapes,
             line=user_line_of(exc, user_files) or (row.line if row else None),
+            args=state.failed_args,
+            kwargs=state.failed_kwargs,
         )
         _totals(draft, model)
         return

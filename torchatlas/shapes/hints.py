@@ -9,12 +9,15 @@ the sentences live in the translation tables under ``shapes.errors.<kind>``.
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
+import torch
 from torch import nn
 
 from torchatlas.shapes.report import ErrorKind, Shape, ShapeError
+from torchatlas.shapes.trace import RealForwardError, RealKernelCheck
 
 _MATMUL = re.compile(r"\((\d+)x(\d+) and (\d+)x(\d+)\)|\[(\d+), (\d+)\] X \[(\d+), (\d+)\]")
 # PyTorch's words for a step that needs values → the code that step is written as.
@@ -51,19 +54,112 @@ def shapes_text(shapes: list[Shape]) -> str:
     return ", ".join(shape_text(shape) for shape in shapes) or "—"
 
 
-def _conv_call(module: nn.modules.conv._ConvNd, in_channels: int) -> str:
-    kind = type(module).__name__
-    kernel = module.kernel_size[0] if len(set(module.kernel_size)) == 1 else module.kernel_size
-    extras = [f"kernel_size={kernel}"]
-    if any(stride != 1 for stride in module.stride):
-        stride = module.stride[0] if len(set(module.stride)) == 1 else module.stride
-        extras.append(f"stride={stride}")
-    if isinstance(module.padding, str) or any(module.padding):
-        padding = module.padding
-        if not isinstance(padding, str) and len(set(padding)) == 1:
-            padding = padding[0]
-        extras.append(f"padding={padding!r}" if isinstance(padding, str) else f"padding={padding}")
-    return f"nn.{kind}({in_channels}, {module.out_channels}, {', '.join(extras)})"
+# ---------------------------------------------------------------------------- fixes
+_SKIPPED = frozenset({"self", "device"})
+
+
+def _constructor_values(module: nn.Module) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """What builds ``module`` again, read off the module itself: the names its class's
+    ``__init__`` requires, every argument's value (``bias`` as whether it has one, ``dtype``
+    as its parameters' dtype when not the default) and their defaults. Raises KeyError for
+    an argument the module does not keep (it cannot be rebuilt faithfully)."""
+    signature = inspect.signature(type(module).__init__)
+    required: list[str] = []
+    values: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for name, parameter in signature.parameters.items():
+        if name in _SKIPPED or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if name == "dtype":
+            weights = [p for p in module.parameters(recurse=False) if p.is_floating_point()]
+            dtype = weights[0].dtype if weights else None
+            values[name] = None if dtype in (None, torch.get_default_dtype()) else dtype
+        elif name == "bias":
+            values[name] = getattr(module, "bias", None) is not None
+        elif hasattr(module, name):
+            values[name] = getattr(module, name)
+        else:
+            raise KeyError(name)
+        if parameter.default is parameter.empty:
+            required.append(name)
+        else:
+            defaults[name] = parameter.default
+    return required, values, defaults
+
+
+def _plain_value(value: Any) -> Any:
+    """A size tuple whose entries agree as the one number the constructor widens again."""
+    if isinstance(value, tuple) and value and all(item == value[0] for item in value):
+        return value[0]
+    return value
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, torch.dtype):
+        return str(value)  # "torch.float64"
+    return repr(value)
+
+
+def _call_text(
+    module: nn.Module, change: dict[str, Any]
+) -> tuple[str, list[Any], dict[str, Any], dict[str, Any]] | None:
+    """``nn.Conv2d(6, 8, kernel_size=3, stride=2, groups=2, bias=False)``: the constructor
+    of ``module`` with ``change`` applied and every other argument as the module has it
+    (an argument equal to its default is left out), with the positional and keyword values
+    the text passes and every argument's value. None for a class outside torch.nn or one
+    whose arguments the module does not keep."""
+    kind = type(module)
+    if getattr(nn, kind.__name__, None) is not kind:
+        return None
+    try:
+        required, values, defaults = _constructor_values(module)
+    except (KeyError, TypeError, ValueError):
+        return None
+    values = {**values, **change}
+    # The first two required arguments by position (``nn.Linear(256, 120)``), any further
+    # one by name (``kernel_size=5``), then each optional one that is not its default.
+    positional = [_plain_value(values[name]) for name in required[:2]]
+    keywords = {name: _plain_value(values[name]) for name in required[2:]}
+    keywords |= {
+        name: _plain_value(values[name])
+        for name in defaults
+        if _plain_value(values[name]) != _plain_value(defaults[name])
+    }
+    parts = [_value_text(value) for value in positional]
+    parts += [f"{name}={_value_text(value)}" for name, value in keywords.items()]
+    return f"nn.{kind.__name__}({', '.join(parts)})", positional, keywords, values
+
+
+def _same(a: Any, b: Any) -> bool:
+    return _plain_value(a) == _plain_value(b)
+
+
+def checked_fix(module: nn.Module, change: dict[str, Any], args: tuple, kwargs: dict) -> str:
+    """The constructor call that fixes ``module`` by ``change`` alone, or "" when there is
+    none to offer. The call is built exactly as its text says and re-traced on the very
+    inputs the layer received (meta, with the real kernels' dtype check); it is offered only
+    when that runs and the new layer keeps every other argument of the old one."""
+    call = _call_text(module, change)
+    if call is None:
+        return ""
+    text, positional, keywords, values = call
+    try:
+        with torch.device("meta"):
+            fixed = type(module)(*positional, **keywords)
+        before = _constructor_values(module)[1]
+        after = _constructor_values(fixed)[1]
+        if set(before) != set(after) or any(
+            not _same(after[name], values[name] if name in change else before[name])
+            for name in before
+        ):
+            return ""
+        if not args:
+            return ""
+        with torch.no_grad(), RealKernelCheck():
+            fixed(*args, **kwargs)
+    except Exception:
+        return ""
+    return text
 
 
 def explain_layer_failure(
@@ -74,8 +170,13 @@ def explain_layer_failure(
     op: str | None,
     input_shapes: list[Shape],
     line: int | None,
+    args: tuple = (),
+    kwargs: dict | None = None,
 ) -> ShapeError:
-    """The most specific explanation we can give for ``exc`` raised inside ``layer``."""
+    """The most specific explanation we can give for ``exc`` raised inside ``layer``.
+    ``args`` and ``kwargs``: what the failed module received (meta tensors), on which a
+    suggested fix is re-traced before it is offered (none is offered without them)."""
+    kwargs = kwargs or {}
     text = str(exc)
     where = attribute_path(layer)
     common: dict[str, Any] = {"layer": where, "shapes": shapes_text(input_shapes)}
@@ -93,11 +194,25 @@ def explain_layer_failure(
         if needle in text:
             return error(ErrorKind.DATA_DEPENDENT, what=what or op or where)
 
+    if isinstance(exc, RealForwardError):  # meta ran it; the real kernel refuses the dtypes
+        return error(
+            ErrorKind.DTYPE_MISMATCH,
+            dtypes=", ".join(exc.dtypes),
+            works=exc.works,
+            op=exc.op,
+            detail=str(exc),
+        )
+
+    def fix(change: dict[str, Any]) -> str:
+        call = checked_fix(module, change, args, kwargs) if module is not None else ""
+        return f"{where} = {call}" if call else ""
+
     first = input_shapes[0] if input_shapes else []
     if op is None and isinstance(module, nn.Linear) and first and first[-1] != module.in_features:
         got, expected = first[-1], module.in_features
-        fix = f"{where} = nn.Linear({got}, {module.out_features})"
-        return error(ErrorKind.LINEAR_IN_FEATURES, got=got, expected=expected, fix=fix)
+        return error(
+            ErrorKind.LINEAR_IN_FEATURES, got=got, expected=expected, fix=fix({"in_features": got})
+        )
     if (
         op is None
         and isinstance(module, nn.modules.conv._ConvNd)
@@ -106,16 +221,20 @@ def explain_layer_failure(
     ):
         channels = first[-len(module.kernel_size) - 1]
         if channels != module.in_channels:
-            fix = f"{where} = {_conv_call(module, channels)}"
             return error(
-                ErrorKind.CONV_IN_CHANNELS, got=channels, expected=module.in_channels, fix=fix
+                ErrorKind.CONV_IN_CHANNELS,
+                got=channels,
+                expected=module.in_channels,
+                fix=fix({"in_channels": channels}),
             )
     if op is None and isinstance(module, nn.modules.batchnorm._NormBase) and len(first) >= 2:
         channels = first[1]
         if channels != module.num_features:
-            fix = f"{where} = nn.{type(module).__name__}({channels})"
             return error(
-                ErrorKind.NORM_FEATURES, got=channels, expected=module.num_features, fix=fix
+                ErrorKind.NORM_FEATURES,
+                got=channels,
+                expected=module.num_features,
+                fix=fix({"num_features": channels}),
             )
     if op is None and isinstance(module, nn.Embedding) and "scalar types" in text:
         return error(ErrorKind.EMBEDDING_DTYPE)

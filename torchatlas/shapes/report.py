@@ -25,7 +25,7 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from torchatlas.errors import SourceError
-from torchatlas.i18n import translate
+from torchatlas.i18n import DEFAULT_LANGUAGE, translate
 from torchatlas.sandbox.schema import (
     Bool,
     Dict,
@@ -95,6 +95,7 @@ class ErrorKind(StrEnum):
     NORM_FEATURES = "norm_features"
     EMBEDDING_DTYPE = "embedding_dtype"
     MATMUL_MISMATCH = "matmul_mismatch"
+    DTYPE_MISMATCH = "dtype_mismatch"  # meta ran it; the real kernel refuses the dtypes
     DATA_DEPENDENT = "data_dependent"
     FORWARD_ERROR = "forward_error"
     COMPARISON_ERROR = "comparison_error"  # "why meta?" stopped
@@ -113,6 +114,12 @@ class ErrorKind(StrEnum):
     UNTRUSTED = "untrusted"
     JOB_ERROR = "job_error"
     UNAVAILABLE = "unavailable"
+
+
+# Errors whose hint offers a fix (a constructor call, re-traced before it is offered).
+FIX_KINDS = frozenset(
+    {ErrorKind.LINEAR_IN_FEATURES, ErrorKind.CONV_IN_CHANNELS, ErrorKind.NORM_FEATURES}
+)
 
 
 class RefusalCode(StrEnum):
@@ -264,6 +271,13 @@ class ShapeError(SourceError):
     ) -> None:
         super().__init__(kind, params, line, col, refusals, layer=layer,
                          input_shapes=list(input_shapes or []))  # fmt: skip
+
+    def text(self, lang: str = DEFAULT_LANGUAGE, part: str | None = None) -> str:
+        """As :meth:`SourceError.text`; the hint of an error that offers a fix reads
+        ``hint_no_fix`` when no fix survived its re-trace (``fix`` is empty)."""
+        if part == "hint" and self.kind in FIX_KINDS and not self.params.get("fix"):
+            part = "hint_no_fix"
+        return super().text(lang, part)
 
     def card(self, lang: str) -> str:
         """Title, message, and the layer with the shapes it received."""

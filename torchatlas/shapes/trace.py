@@ -28,7 +28,7 @@ from torch._prims_common import get_computation_dtype
 from torch.nn.parameter import UninitializedParameter
 from torch.overrides import TorchFunctionMode
 from torch.utils._device import _device_constructors
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
@@ -144,6 +144,176 @@ _LIBRARY_MODULES = frozenset({"builtins"})
 _LIBRARY_PREFIXES = ("torch.", "torchvision.", "typing", "collections", "functools", "numpy")
 
 
+# ---------------------------------------------------------------------------- memory
+def storage_key(tensor: torch.Tensor) -> int | None:
+    """Which storage ``tensor`` views (the same number for a view, an in-place result and the
+    tensor itself; meta tensors have storages too, without data), or None when it has none
+    to ask."""
+    try:
+        return int(tensor.untyped_storage()._cdata)
+    except Exception:  # a tensor subclass or a sparse layout: no plain storage
+        return None
+
+
+def storages_of(value: Any) -> frozenset[int]:
+    keys = (storage_key(tensor) for tensor in tensors_in(value))
+    return frozenset(key for key in keys if key is not None)
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> int:
+    numel = 1
+    for size in tensor.shape:
+        numel *= int(size)
+    return numel * tensor.element_size()
+
+
+def _storage_bytes(tensor: torch.Tensor) -> int:
+    """The bytes of the storage ``tensor`` views (what a real run would allocate for it)."""
+    try:
+        return int(tensor.untyped_storage().nbytes())
+    except Exception:
+        return _tensor_bytes(tensor)
+
+
+# ---------------------------------------------------------------------------- real kernels
+# Elements (inputs and outputs together) up to which an op is re-run on real tensors of its
+# own shapes; a larger op is re-run on tensors of its own ranks with every size 1.
+MAX_REAL_CHECK_ELEMENTS = 1 << 20
+
+
+class RealForwardError(RuntimeError):
+    """A real forward would stop here although meta did not: torch's real kernel refused
+    the op's mix of floating dtypes, and accepted the same op with one dtype throughout.
+    The message is torch's own; ``dtypes`` what the op mixed, ``works`` a dtype it ran with,
+    ``op`` the aten op."""
+
+    def __init__(self, message: str, *, dtypes: list[str], works: str, op: str) -> None:
+        super().__init__(message)
+        self.dtypes, self.works, self.op = dtypes, works, op
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _floating_dtypes(args: tuple, kwargs: dict) -> dict[torch.dtype, int]:
+    """The floating (and complex) dtypes of the op's tensors, with how many hold each."""
+    dtypes: dict[torch.dtype, int] = {}
+    for value in (*args, *kwargs.values()):
+        items = value if type(value) in (list, tuple) else (value,)
+        for item in items:
+            if isinstance(item, torch.Tensor) and (item.is_floating_point() or item.is_complex()):
+                dtypes[item.dtype] = dtypes.get(item.dtype, 0) + 1
+    return dtypes
+
+
+def _real_twin(tensor: torch.Tensor, full: bool, dtype: torch.dtype | None) -> torch.Tensor:
+    """A CPU tensor of zeros standing for the meta ``tensor``: the same sizes and strides
+    (``full``), else the same rank with every size 1; in ``dtype`` when given (a floating
+    tensor of the control run)."""
+    dtype = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+    if not full:
+        return torch.zeros([1] * tensor.dim(), dtype=dtype)
+    if any(size == 0 for size in tensor.shape):
+        return torch.zeros(tensor.shape, dtype=dtype)
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    span = 1 + sum((size - 1) * stride for size, stride in pairs)
+    return torch.zeros(span, dtype=dtype).as_strided(tuple(tensor.shape), tensor.stride())
+
+
+def _real_args(value: Any, full: bool, dtype: torch.dtype | None) -> Any:
+    if isinstance(value, torch.Tensor):
+        return _real_twin(value, full, dtype) if value.device.type == "meta" else value
+    if type(value) in (list, tuple):
+        return type(value)(_real_args(item, full, dtype) for item in value)
+    if type(value) is dict:
+        return {key: _real_args(item, full, dtype) for key, item in value.items()}
+    if isinstance(value, torch.device) and value.type == "meta":
+        return torch.device("cpu")
+    return value
+
+
+def _elements(value: Any) -> int:
+    return sum(_tensor_bytes(t) // max(t.element_size(), 1) for t in tensors_in(value))
+
+
+class RealKernelCheck(TorchDispatchMode):
+    """What a real forward checks and meta does not: dtypes.
+
+    Meta kernels compute shapes and an output dtype but skip most of the checks real kernels
+    make: an ``addmm`` of a float16 input by float32 weights runs on meta (and says float32)
+    where the CPU kernel raises. Each op whose tensors mix floating dtypes is therefore run
+    again by torch on real CPU tensors of zeros with those very dtypes (its own shapes when
+    small, else every size 1). If the real kernel raises, and accepts the same op with one of
+    those dtypes throughout, the forward stops there with :class:`RealForwardError` carrying
+    torch's own words. If it runs, its outputs' dtypes replace meta's (so memory is counted
+    at the element size a real run has). Anything else (the real op refuses for another
+    reason too) leaves meta's answer as it is.
+    """
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        dtypes = _floating_dtypes(args, kwargs)
+        if len(dtypes) < 2 or not _on_meta(args, kwargs):
+            return out
+        full = _elements((args, kwargs)) + _elements(out) <= MAX_REAL_CHECK_ELEMENTS
+        try:
+            real = _run_real(func, args, kwargs, full, None)
+        except Exception as exc:
+            # the dtype most of its tensors have first (the default one on a tie)
+            default = torch.get_default_dtype()
+            for dtype in sorted(dtypes, key=lambda d: (-dtypes[d], d != default, str(d))):
+                try:
+                    _run_real(func, args, kwargs, full, dtype)
+                except Exception:
+                    continue
+                names = sorted(_dtype_name(d) for d in dtypes)
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise RealForwardError(
+                    f"{type(exc).__name__}: {text}"[:1000],
+                    dtypes=names,
+                    works=_dtype_name(dtype),
+                    op=str(func.name()),
+                ) from None
+            return out
+        return _with_real_dtypes(out, real, args, kwargs)
+
+
+def _on_meta(args: tuple, kwargs: dict) -> bool:
+    return any(t.device.type == "meta" for t in tensors_in((args, kwargs)))
+
+
+def _run_real(func: Any, args: tuple, kwargs: dict, full: bool, dtype: torch.dtype | None) -> Any:
+    """``func`` on real CPU stand-ins of its meta tensors, with every mode and the function
+    mode's meta default out of the way."""
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        return func(*_real_args(args, full, dtype), **_real_args(kwargs, full, dtype))
+
+
+def _with_real_dtypes(out: Any, real: Any, args: tuple, kwargs: dict) -> Any:
+    """``out`` with each new output tensor in the dtype the real kernel gave it (an output
+    that is one of the inputs, an in-place result, keeps its own)."""
+    metas, reals = tensors_in(out), tensors_in(real)
+    if len(metas) != len(reals) or all(
+        m.dtype == r.dtype for m, r in zip(metas, reals, strict=True)
+    ):
+        return out
+    inputs = {id(t) for t in tensors_in((args, kwargs))}
+    swap = {
+        id(m): torch.empty_strided(m.shape, m.stride(), dtype=r.dtype, device="meta")
+        for m, r in zip(metas, reals, strict=True)
+        if m.dtype != r.dtype and id(m) not in inputs
+    }
+    if not swap:
+        return out
+    if isinstance(out, torch.Tensor):
+        return swap.get(id(out), out)
+    if type(out) in (list, tuple):
+        return type(out)(swap.get(id(t), t) if isinstance(t, torch.Tensor) else t for t in out)
+    return out
+
+
 def is_builtin_layer(module: nn.Module) -> bool:
     """Layers that ship with torch.nn: their internal calls are the layer, not separate rows."""
     return type(module).__module__.startswith("torch.nn.")
@@ -200,6 +370,12 @@ class TraceRow:
 class _Frame:
     row: int
     flops_at_start: int
+    # What the call received: its arguments (for a re-trace of a failed layer) and the
+    # storages they hold (an output sharing one is a view or an in-place result, not new).
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    storages: frozenset[int] = frozenset()
+    module: nn.Module | None = None
 
 
 @dataclass
@@ -210,6 +386,9 @@ class TraceState:
     failed_row: int | None = None
     failed_module: nn.Module | None = None
     failed_op: str | None = None
+    # The failed module's arguments (meta tensors), so a suggested fix can be re-traced.
+    failed_args: tuple = ()
+    failed_kwargs: dict = field(default_factory=dict)
 
 
 class ShapeTracer:
@@ -226,6 +405,9 @@ class ShapeTracer:
         moves: DeviceLog | None = None,
     ) -> None:
         self.model = model
+        # Ask the real (CPU) kernel about ops mixing floating dtypes (:class:`RealKernelCheck`):
+        # on for the concrete pass, off for the symbolic one (fake tensors, shapes only).
+        self.check_real = size_of is int
         # Device moves in forward stay on meta and are noted here (a log of its own if none).
         self.moves = moves if moves is not None else DeviceLog(user_files)
         self.size_of = size_of
@@ -259,15 +441,32 @@ class ShapeTracer:
     def _shapes(self, value: Any) -> list[list[Any]]:
         return [self._shape(tensor) for tensor in tensors_in(value)]
 
-    def _bytes(self, value: Any) -> int:
+    def _new_bytes(
+        self, value: Any, storages: frozenset[int], module: nn.Module | None = None
+    ) -> int:
+        """Bytes of the new memory the tensors in ``value`` hold: each storage once, and none
+        that the call received (``storages``: a view or an in-place result shares its
+        input's memory) or that ``module`` already holds (its parameters and buffers)."""
         if self.size_of is not int:  # symbolic sizes: bytes come from the concrete pass
             return 0
+        seen = set(storages)
+        held: set[int] | None = None
         total = 0
         for tensor in tensors_in(value):
-            numel = 1
-            for size in tensor.shape:
-                numel *= int(size)
-            total += numel * tensor.element_size()
+            key = storage_key(tensor)
+            if key is None:  # no storage to ask (a tensor subclass): its own elements
+                total += _tensor_bytes(tensor)
+                continue
+            if key in seen:
+                continue
+            if module is not None:
+                if held is None:
+                    held = {storage_key(t) for t in (*module.parameters(), *module.buffers())
+                            if not isinstance(t, UninitializedParameter)}  # fmt: skip
+                if key in held:
+                    continue
+            seen.add(key)
+            total += _storage_bytes(tensor)
         return total
 
     def count_parameters(self) -> None:
@@ -328,16 +527,17 @@ class ShapeTracer:
         self.rows.append(row)
         return len(self.rows) - 1
 
-    def _open_row(self, row: TraceRow) -> None:
+    def _open_row(self, row: TraceRow, args: tuple, kwargs: dict, module: nn.Module) -> None:
         self._claim(self._current_row())
         index = self._append_row(row)
-        self._stack.append(_Frame(index, self._flops_now()))
+        storages = storages_of((args, kwargs)) if self.size_of is int else frozenset()
+        self._stack.append(_Frame(index, self._flops_now(), args, kwargs, storages, module))
 
     def _close_row(self, output: Any) -> None:
         frame = self._stack.pop()
         row = self.rows[frame.row]
         row.output_shapes = self._shapes(output)
-        row.activation_bytes = self._bytes(output)
+        row.activation_bytes = self._new_bytes(output, frame.storages, frame.module)
         row.flops = self._flops_now() - frame.flops_at_start
         self._claim(frame.row)
 
@@ -355,7 +555,10 @@ class ShapeTracer:
                     depth=len(self._modules_on_stack) - 1,
                     input_shapes=self._shapes((args, kwargs)),
                     line=self._user_line(),
-                )
+                ),
+                args,
+                kwargs,
+                module,
             )
             self._row_modules[len(self.rows) - 1] = module
 
@@ -406,7 +609,8 @@ class ShapeTracer:
         if not tensors_in(output):  # e.g. arithmetic on sizes: not a layer of the model
             return output
         row.output_shapes = self._shapes(output)
-        row.activation_bytes = self._bytes(output)
+        if self.size_of is int:
+            row.activation_bytes = self._new_bytes(output, storages_of((args, kwargs)))
         row.flops = self._flops_now() - flops_at_start
         self._claim(self._append_row(row))
         return output
@@ -440,6 +644,8 @@ class ShapeTracer:
                 stack.enter_context(mode)
             if self.count_flops:
                 self._flop_counter = stack.enter_context(FlopCounter())
+            if self.check_real:  # innermost: sees each op as the model's code issued it
+                stack.enter_context(RealKernelCheck())
             # The function mode also plays torch.device("meta") (factories without a device
             # land on meta): one Python mode per torch call instead of two.
             stack.enter_context(_RecordFunctions(self))
@@ -456,9 +662,11 @@ class ShapeTracer:
 
     def _mark_failure(self) -> None:
         if self._stack and self.state.failed_row is None:
-            index = self._stack[-1].row
+            frame = self._stack[-1]
+            index = frame.row
             self.state.failed_row = index
             self.rows[index].failed = True
+            self.state.failed_args, self.state.failed_kwargs = frame.args, frame.kwargs
         if self._modules_on_stack:
             self.state.failed_module = self._modules_on_stack[-1]
         self._stack.clear()
