@@ -1,6 +1,6 @@
 """Benchmark of torchatlas.devices' transfer measurements against baselines in the same run.
 
-    python -m bench.bench_devices [--max-mib 256] [--rounds 3]
+    python -m bench.bench_devices [--max-mib 64] [--rounds 3]
 
 1. CPU→CPU on the same memory, interleaved size by size, medians: the engine's
    ``transfer.measure`` of ``copy_`` vs a bare ``perf_counter`` loop of the same copy (target:
@@ -10,8 +10,13 @@
    busy core (compare the 1-thread column): that is the machine, and the page shows it too.
 2. The full engine run (``run_transfer_benchmark``) on this machine: every path it has, with
    latency and best bandwidth; with an accelerator also pinned vs pageable host→device.
-3. Guard rails: a run with a 0.5 s budget and a 1 GiB cap stops within budget + 0.5 s; a second
-   run while one holds the lock is refused; a cancelled job ends within 1 s.
+3. Guard rails: a run with a 0.5 s budget, asking for 1 GiB, stops within budget + 0.5 s; a
+   second run while one holds the lock is refused; a cancelled job ends within 1 s.
+4. Memory: one press asking for 1 GiB (clamped to the largest size the memory budget allows)
+   raises the process's peak resident memory (VmHWM, reset through /proc/self/clear_refs) by
+   at most 200 MB, its buffers by the engine's accounting stay within the budget, and the
+   largest size still shows the bandwidth plateau (within 2× of the size before it, both
+   below the best in-cache bandwidth): printed with the figures.
 
 Exits 1 when a target is missed.
 """
@@ -33,6 +38,7 @@ from torchatlas.devices.inventory import available_accelerator
 
 OVERHEAD_TARGET = 1.25  # the engine's timing may add at most 25 % over a bare loop
 BUDGET_SLACK_S = 0.5
+RSS_RISE_TARGET = 200_000_000  # what one press may add to the server process, in bytes
 
 
 def fmt_bytes(size: int) -> str:
@@ -129,11 +135,13 @@ def engine_run(max_bytes: int) -> transfer.BenchmarkResult:
 def guard_rails() -> list[str]:
     print("\n3. guard rails")
     failures = []
-    config = transfer.BenchmarkConfig(max_bytes=transfer.GIB, time_budget_s=0.5, device="cpu")
+    config = transfer.BenchmarkConfig(
+        max_bytes=transfer.GIB, time_budget_s=0.5, repeats=transfer.MAX_REPEATS, device="cpu"
+    )
     result = transfer.run_transfer_benchmark(config)
     ok = result.elapsed_s <= config.time_budget_s + BUDGET_SLACK_S
     verdict = "ok" if ok else "MISSED"
-    print(f"budget 0.5 s, cap 1 GiB: {result.elapsed_s:.2f} s, {len(result.measurements)} "
+    print(f"budget 0.5 s, asked 1 GiB: {result.elapsed_s:.2f} s, {len(result.measurements)} "
           f"measurements, stop: {result.stop_reason or 'complete'} {verdict}")  # fmt: skip
     if not ok:
         failures.append("time budget overrun")
@@ -159,10 +167,15 @@ def guard_rails() -> list[str]:
     if not refused:
         failures.append("lock did not refuse a second run")
 
+    # The most repeats, so the largest sizes are still ahead when "stop" comes.
     job = transfer.BenchmarkJob.start(
-        transfer.BenchmarkConfig(max_bytes=transfer.GIB, time_budget_s=30, device="cpu")
-    )
-    time.sleep(0.2)
+        transfer.BenchmarkConfig(
+            max_bytes=transfer.MAX_BYTES, time_budget_s=30, repeats=transfer.MAX_REPEATS,
+            device="cpu",
+        )
+    )  # fmt: skip
+    while not job.done and (job.progress is None or job.progress.size_bytes < transfer.MIB):
+        time.sleep(0.001)
     asked = time.perf_counter()
     job.cancel()
     job.wait(10)
@@ -176,9 +189,59 @@ def guard_rails() -> list[str]:
     return failures
 
 
+def _proc_status(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def memory() -> list[str]:
+    print("\n4. memory of one press (asking for 1 GiB, every path this machine has)")
+    budget = transfer.MEMORY_BUDGET_BYTES
+    print(f"budget {fmt_bytes(budget)}: largest size {fmt_bytes(transfer.MAX_BYTES)} "
+          f"({transfer.BUFFERS_AT_ONCE} buffers at a time)")  # fmt: skip
+    tiny = transfer.BenchmarkConfig(max_bytes=4096, time_budget_s=10, repeats=1)
+    transfer.run_transfer_benchmark(tiny)  # first use of the kernels (and the device context)
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")  # the kernel's peak RSS (VmHWM) starts again from now
+    except OSError:
+        print("cannot reset VmHWM here (not Linux, or not allowed): memory not measured")
+        return []
+    before = _proc_status("VmRSS") or 0
+    config = transfer.BenchmarkConfig(max_bytes=transfer.GIB, time_budget_s=60)
+    result = transfer.run_transfer_benchmark(config)
+    peak, after = _proc_status("VmHWM") or 0, _proc_status("VmRSS") or 0
+    rise = peak - before
+    failures = []
+    ok = rise <= RSS_RISE_TARGET and result.peak_bytes <= budget
+    print(f"RSS {before / 1e6:.0f} MB before; peak rise {rise / 1e6:.1f} MB (target ≤ "
+          f"{RSS_RISE_TARGET / 1e6:.0f} MB); {(after - before) / 1e6:.1f} MB left after; "
+          f"buffers at most {fmt_bytes(result.peak_bytes)} (host "
+          f"{fmt_bytes(result.peak_host_bytes)}) {'ok' if ok else 'MISSED'}")  # fmt: skip
+    if not ok:
+        failures.append("a press raised the server's memory by more than 200 MB")
+    rows = result.for_path(transfer.CPU_TO_CPU)
+    if len(rows) >= 3:
+        best = max(m.gbps for m in rows)
+        last, before_last = rows[-1].gbps, rows[-2].gbps
+        flat = max(last, before_last) < 2 * min(last, before_last)
+        plateau = flat and last < best and before_last < best
+        verdict = "ok" if plateau else "(no plateau: a noisy machine, or caches this large)"
+        print(f"CPU→CPU plateau: best {best:.3g} GB/s; {fmt_bytes(rows[-2].size_bytes)} "
+              f"{before_last:.3g}, {fmt_bytes(rows[-1].size_bytes)} {last:.3g} GB/s "
+              f"{verdict}")  # fmt: skip
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-mib", type=int, default=256)
+    parser.add_argument("--max-mib", type=int, default=transfer.MAX_BYTES // transfer.MIB)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     max_bytes = min(args.max_mib * transfer.MIB, transfer.machine_size_cap())
@@ -193,6 +256,7 @@ def main() -> int:
     if not result.measurements or any(m.gbps <= 0 for m in result.measurements):
         failures.append("engine run measured nothing")
     failures += guard_rails()
+    failures += memory()
     print("\nall targets met" if not failures else f"\nMISSED: {', '.join(failures)}")
     return 1 if failures else 0
 

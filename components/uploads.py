@@ -4,8 +4,8 @@ Streamlit keeps every uploaded file's bytes in its ``MemoryUploadedFileManager``
 widget changes or the session ends, and its per-file ``maxUploadSize`` is the only limit. Here:
 
 - :func:`install` hooks that manager (once per process, through components/upkeep.py, which
-  owns every use of Streamlit's internals) so that every upload is charged to its
-  session's and the server's budget *before* it is stored: a file over budget, or one the
+  owns every use of Streamlit's internals) so that every upload is charged to its session's,
+  its client's and the server's budget *before* it is stored: a file over budget, or one the
   session's screen refuses at a glance (not an image, for the classification room), is stored
   as an empty stub with its refusal on record, and its bytes go with the request.
 - :class:`SessionUploads` (from :func:`session_uploads`) lets a page list a widget's files,
@@ -14,6 +14,13 @@ widget changes or the session ends, and its per-file ``maxUploadSize`` is the on
   ``UploadedFile`` object, and only what the page keeps is charged.
 - Removing a file (×), a session's end (Streamlit's own cleanup), a session that vanishes
   without one (its object is collected, or it is no longer known to the runtime) all release it.
+
+The client (one machine's address, ``components.visitor``) is what a person cannot multiply:
+opening more tabs or sessions adds no budget. Uploads arrive on HTTP requests, outside any
+script run, so the hook asks :func:`components.visitor.client_of_session`, which knows each
+session whose script has said who it is (:func:`session_uploads` does, before any uploader is
+drawn). A session no script run has named (a crafted request, or one the map forgot) counts
+for :data:`UNNAMED_CLIENT`: all such sessions share one client's budget, never one each.
 """
 
 from __future__ import annotations
@@ -24,18 +31,36 @@ from typing import Any, Protocol
 
 import streamlit as st
 
-from components import upkeep
+from components import upkeep, visitor
 from components.i18n import t
 from components.upkeep import DeletedFile, UploadedFile
-from torchatlas.uploads import MB, BudgetExceeded, Refusal, UploadBudget, megabytes
+from torchatlas.uploads import (
+    MB,
+    BudgetExceeded,
+    Refusal,
+    UploadBudget,
+    megabytes,
+    own_client,
+)
 
-# What one visitor may hold at once: two files at the per-file limit, far more than a handful of
-# phone photos in flight. Once a page has looked at a file it holds a small copy instead.
-PER_SESSION_BYTES = 256 * MB
+# Raw bytes are held only while in flight: once a page has looked at a file it holds a small
+# decoded copy instead. So the budgets bound what arrives at once.
+#
 # What all visitors together may hold, so that uploads cannot take the app's memory: about a
 # fifth of a large Community Cloud app (2.7 GB), which torch and a model already half fill.
 PER_SERVER_BYTES = 512 * MB
-BUDGET = UploadBudget(PER_SESSION_BYTES, PER_SERVER_BYTES)
+# What one client (one machine's address: a laptop, or a whole school behind one NAT) may hold
+# at once: half the server's. A class of 30 phones behind one address, each sending a photo at
+# the same moment (a phone photo is 2-8 MB), fits with room to spare (30 × 8 MB = 240 MB); one
+# laptop, however many sessions it opens, leaves the other half to everyone else.
+PER_CLIENT_BYTES = PER_SERVER_BYTES // 2
+# What one session (a tab, a phone) may hold within its client's: one file at the per-file limit
+# (server.maxUploadSize, 121 MB) with room for the copies it keeps, so one phone of a school
+# cannot take the whole school's share.
+PER_SESSION_BYTES = PER_CLIENT_BYTES // 2
+BUDGET = UploadBudget(PER_SESSION_BYTES, PER_SERVER_BYTES, per_client=PER_CLIENT_BYTES)
+# The client of every session no script run has named (see the module's docstring).
+UNNAMED_CLIENT = "unnamed"
 
 
 class Screen(Protocol):
@@ -64,6 +89,13 @@ def per_file_mb() -> int:
     return int(st.get_option("server.maxUploadSize"))
 
 
+def client_of(session_id: str) -> str:
+    """The client Streamlit session ``session_id``'s uploads count for: the one its script
+    run recorded, or :data:`UNNAMED_CLIENT` when none did."""
+    found = visitor.client_of_session(session_id)
+    return UNNAMED_CLIENT if found == own_client(session_id) else found
+
+
 def _alive(session_id: str) -> bool:
     """Whether the server still knows the session (connected, or kept for a reconnect)."""
     return upkeep.session_known(session_id)
@@ -80,6 +112,7 @@ def sweep(manager: object | None = None) -> None:
     gone |= {session for session in upkeep.stored_upload_sessions(manager) if not _alive(session)}
     for session in gone:
         _screens.pop(session, None)
+        visitor.forget_session(session)
         remove_session = getattr(manager, "remove_session_files", None)
         if remove_session is not None:
             remove_session(session)
@@ -97,7 +130,7 @@ def _admit(manager: object) -> Callable[[str, Any], bool]:
             refusal = Refusal(problem.code, dict(problem.params), file.name, 0, source)
         else:
             try:
-                BUDGET.charge(session_id, file.file_id, len(file.data))
+                BUDGET.charge(session_id, file.file_id, len(file.data), client_of(session_id))
             except BudgetExceeded as error:
                 refusal = Refusal(error.code, error.params, file.name, len(file.data))
         if refusal is None:
@@ -111,6 +144,7 @@ def _admit(manager: object) -> Callable[[str, Any], bool]:
 def _session_removed(session_id: str) -> None:
     BUDGET.release_session(session_id)
     _screens.pop(session_id, None)
+    visitor.forget_session(session_id)
 
 
 def install(manager: object) -> bool:
@@ -163,7 +197,8 @@ class SessionUploads:
         """Charge a file's raw bytes if nothing did yet (a manager without the hook); a refusal
         when that does not fit (the file is then dropped like any other)."""
         try:
-            BUDGET.charge(self.session_id, entry.file_id, max(entry.size, self.held(entry)))
+            nbytes = max(entry.size, self.held(entry))
+            BUDGET.charge(self.session_id, entry.file_id, nbytes, client_of(self.session_id))
         except BudgetExceeded as error:
             refusal = Refusal(error.code, error.params, entry.name, entry.size)
             self.take(entry, keep_bytes=0)
@@ -188,7 +223,7 @@ class SessionUploads:
             entry.file.seek(0)
             entry.file.truncate(0)
         try:
-            BUDGET.charge(self.session_id, entry.file_id, keep_bytes)
+            BUDGET.charge(self.session_id, entry.file_id, keep_bytes, client_of(self.session_id))
         except BudgetExceeded as error:
             BUDGET.release(self.session_id, entry.file_id)
             return Refusal(error.code, error.params, entry.name, entry.size)
@@ -218,6 +253,9 @@ def session_uploads(screen: Screen | None = None, source: str = "image") -> Sess
     run = upkeep.script_run_uploads()
     if run is None:  # bare mode (no script run): nothing to hold
         return SessionUploads("", None)
+    # Who this session is, recorded for the upload hook before any uploader is drawn: its
+    # uploads count for its client, however many sessions that client opens.
+    visitor.visitor()
     install(run.manager)  # from now on every upload sweeps first, on the server's event loop
     if screen is not None:
         screen_uploads(run.session_id, screen, source)

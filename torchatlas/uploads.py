@@ -1,8 +1,15 @@
-"""Budgets for uploaded bytes: per visitor (session) and per server process.
+"""Budgets for uploaded bytes: per client, per session within it, and per server process.
+
+A browser session costs nothing (every websocket connection is a new one), so the bound that
+binds a person is the **client**'s (one machine's address, :mod:`torchatlas.clients`): every
+session of one client draws on one budget. Within it, each session has its own smaller bound
+(one tab or phone of a school's shared address cannot take the whole school's share), and all
+clients together have the server's.
 
 One :class:`UploadBudget` per process holds a ledger of what every session keeps of its uploads,
-keyed by ``(session, file)``. An upload is charged *before* its bytes are kept, and refused
-when it would take its session or the whole server over budget; the charge shrinks when the
+keyed by ``(session, file)``, with the client each session belongs to. An upload is charged
+*before* its bytes are kept, and refused when it would take its session, its client or the
+whole server over budget; the charge shrinks when the
 page replaces the raw file by what it actually needs (a small decoded copy), and goes away when
 the file is removed or the session ends. Sessions that end without saying so are released too:
 :meth:`UploadBudget.watch` ties a session to an object that lives as long as it does (released
@@ -35,7 +42,14 @@ def megabytes(nbytes: int) -> str:
 
 class BudgetCode(StrEnum):
     SESSION_BUDGET = "session_budget"
+    CLIENT_BUDGET = "client_budget"
     SERVER_BUDGET = "server_budget"
+
+
+def own_client(session: str) -> str:
+    """The client of a session no one named a client for: the session itself (as
+    :meth:`torchatlas.clients.Visitor.alone` names it)."""
+    return f"session:{session}"
 
 
 class BudgetExceeded(Exception):
@@ -69,20 +83,27 @@ class Refusal:
 
 
 class UploadBudget:
-    """Bytes kept per session and per server, charged before they are kept.
+    """Bytes kept per session, per client and per server, charged before they are kept.
 
-    ``per_session``: the most one session may hold at once; ``per_server``: the most all
-    sessions together may hold. Each charge has a key (a file id) within its session; charging
-    a key again replaces its amount, and only growth is checked against the limits.
+    ``per_session``: the most one session may hold at once; ``per_client``: the most all the
+    sessions of one client may hold together (default: no bound beyond the server's);
+    ``per_server``: the most everyone together may hold. Each charge has a key (a file id)
+    within its session; charging a key again replaces its amount, and only growth is checked
+    against the limits. A session belongs to the client its charges name (default: its own,
+    :func:`own_client`); a charge naming another client moves what the session holds there.
     """
 
-    def __init__(self, per_session: int, per_server: int) -> None:
-        if per_session <= 0 or per_server <= 0:
+    def __init__(self, per_session: int, per_server: int, per_client: int | None = None) -> None:
+        per_client = per_server if per_client is None else per_client
+        if per_session <= 0 or per_server <= 0 or per_client <= 0:
             raise ValueError("budgets must be positive")
         self.per_session = per_session
+        self.per_client = per_client
         self.per_server = per_server
         self._held: dict[str, dict[str, int]] = {}
         self._session_totals: dict[str, int] = {}
+        self._client_of: dict[str, str] = {}  # session → its client, while it holds bytes
+        self._client_totals: dict[str, int] = {}
         self._total = 0
         self._refusals: dict[str, dict[str, Refusal]] = {}
         self._watched: dict[str, weakref.finalize] = {}
@@ -93,11 +114,12 @@ class UploadBudget:
 
     # ------------------------------------------------------------------ charges
 
-    def charge(self, session: str, key: str, nbytes: int) -> None:
-        """Hold ``nbytes`` for ``key`` in ``session``, replacing what the key held before.
+    def charge(self, session: str, key: str, nbytes: int, client: str | None = None) -> None:
+        """Hold ``nbytes`` for ``key`` in ``session`` of ``client``, replacing what the key held
+        before. ``client`` None: the client the session already belongs to, else its own.
 
-        Raises :class:`BudgetExceeded` (``session_budget`` or ``server_budget``) and changes
-        nothing when the growth does not fit.
+        Raises :class:`BudgetExceeded` (``session_budget``, ``client_budget`` or
+        ``server_budget``) and changes nothing when the growth does not fit.
         """
         nbytes = max(0, int(nbytes))
         with self._lock:
@@ -105,18 +127,40 @@ class UploadBudget:
             held = self._held.get(session, {})
             growth = nbytes - held.get(key, 0)
             used = self._session_totals.get(session, 0)
+            before = self._client_of.get(session)
+            client = client if client is not None else before or own_client(session)
+            # A session that moves to another client takes what it holds with it.
+            client_used = self._client_totals.get(client, 0) + (used if before != client else 0)
             if growth > 0:
-                sizes = {"size_mb": megabytes(nbytes), "used_mb": megabytes(used)}
+                sizes = {"size_mb": megabytes(nbytes)}
                 if used + growth > self.per_session:
                     raise BudgetExceeded(
-                        BudgetCode.SESSION_BUDGET, limit_mb=megabytes(self.per_session), **sizes
+                        BudgetCode.SESSION_BUDGET,
+                        limit_mb=megabytes(self.per_session),
+                        used_mb=megabytes(used),
+                        **sizes,
+                    )
+                if client_used + growth > self.per_client:
+                    raise BudgetExceeded(
+                        BudgetCode.CLIENT_BUDGET,
+                        limit_mb=megabytes(self.per_client),
+                        used_mb=megabytes(client_used),
+                        **sizes,
                     )
                 if self._total + growth > self.per_server:
                     raise BudgetExceeded(
-                        BudgetCode.SERVER_BUDGET, limit_mb=megabytes(self.per_server), **sizes
+                        BudgetCode.SERVER_BUDGET,
+                        limit_mb=megabytes(self.per_server),
+                        used_mb=megabytes(used),
+                        **sizes,
                     )
+            if before is not None and before != client:
+                self._add_to_client(before, -used)
             self._held.setdefault(session, {})[key] = nbytes
             self._session_totals[session] = used + growth
+            self._client_of[session] = client
+            self._client_totals.pop(client, None)
+            self._add_to_client(client, client_used + growth)
             self._total += growth
 
     def release(self, session: str, key: str) -> int:
@@ -140,6 +184,24 @@ class UploadBudget:
         with self._lock:
             self._drain()
             return self._total if session is None else self._session_totals.get(session, 0)
+
+    def used_by_client(self, client: str) -> int:
+        """Bytes held by every session of ``client`` together."""
+        with self._lock:
+            self._drain()
+            return self._client_totals.get(client, 0)
+
+    def client_of(self, session: str) -> str | None:
+        """The client ``session``'s bytes are counted for; None when it holds nothing."""
+        with self._lock:
+            self._drain()
+            return self._client_of.get(session)
+
+    def clients(self) -> list[str]:
+        """Clients whose sessions hold bytes."""
+        with self._lock:
+            self._drain()
+            return sorted(self._client_totals)
 
     def sessions(self) -> list[str]:
         """Sessions with a charge or a refusal on record."""
@@ -184,22 +246,42 @@ class UploadBudget:
 
     # ------------------------------------------------------------------ internals (lock held)
 
+    def _add_to_client(self, client: str, nbytes: int) -> None:
+        total = self._client_totals.get(client, 0) + nbytes
+        if total:
+            self._client_totals[client] = total
+        else:
+            self._client_totals.pop(client, None)
+
+    def _forget_if_empty(self, session: str) -> None:
+        """A session that holds no key is forgotten with its client (a key held at 0 bytes
+        keeps it: the page may charge it again)."""
+        if not self._held.get(session, True):
+            self._held.pop(session, None)
+        if session not in self._held:
+            self._session_totals.pop(session, None)
+            client = self._client_of.pop(session, None)
+            if client is not None:
+                self._add_to_client(client, 0)  # drops a client left at zero
+
     def _release(self, session: str, key: str) -> int:
         self._refusals.get(session, {}).pop(key, None)
         freed = self._held.get(session, {}).pop(key, 0)
         if freed:
             self._session_totals[session] -= freed
+            self._add_to_client(self._client_of[session], -freed)
             self._total -= freed
-        if not self._held.get(session, True):
-            self._held.pop(session, None)
-            self._session_totals.pop(session, None)
+        self._forget_if_empty(session)
         if not self._refusals.get(session, True):
             self._refusals.pop(session, None)
         return freed
 
     def _release_session(self, session: str) -> int:
         freed = sum(self._held.pop(session, {}).values())
-        self._session_totals.pop(session, None)
+        client = self._client_of.get(session)
+        if client is not None:
+            self._add_to_client(client, -freed)
+        self._forget_if_empty(session)
         self._refusals.pop(session, None)
         finalizer = self._watched.pop(session, None)
         if finalizer is not None:

@@ -228,6 +228,9 @@ def _benchmark_section(has_accelerator: bool, threads: int) -> None:
             disabled=watching,
             key=state.BUDGET_KEY,
         )
+        largest, budget = state.memory_limits()
+        limits = {"largest": format_bytes(largest), "budget": format_bytes(budget)}
+        st.caption(t("devices.bench.size_limit", **limits))
         state.write_link()
         st.button(
             t("devices.bench.run"),

@@ -41,7 +41,12 @@ from torchatlas.devices import (
 )
 from torchatlas.devices import link as devices_link
 from torchatlas.devices.errors import ErrorCode, unexpected
-from torchatlas.devices.transfer import MAX_TIME_BUDGET_S, sizes_up_to
+from torchatlas.devices.transfer import (
+    MAX_BYTES,
+    MAX_TIME_BUDGET_S,
+    MEMORY_BUDGET_BYTES,
+    sizes_up_to,
+)
 
 T = TypeVar("T")
 LINK = RoomLink(devices_link.LINK)
@@ -79,8 +84,10 @@ def variant_key(key: str) -> str | None:
 
 def start() -> None:
     """Every run, before the widgets: on the session's first run, the link's values become
-    the widgets' (a size this machine does not offer becomes the largest it does) and the
-    demonstration the link names is run, so its result is on the page."""
+    the widgets' (a size this machine does not offer becomes the largest it does; a size
+    above the memory budget is not one the link can name, so the notice says so and the
+    room keeps its largest) and the demonstration the link names is run, so its result is on
+    the page."""
     read = LINK.start()
     state = st.session_state
     offered = [str(size) for size in size_options()[0]]
@@ -133,6 +140,12 @@ def size_options() -> tuple[list[int], int]:
     """The sizes this machine offers and the cap (the largest)."""
     cap = size_cap()
     return list(sizes_up_to(cap)), cap
+
+
+def memory_limits() -> tuple[int, int]:
+    """The largest copy the room ever measures and the memory budget it derives from (what
+    one run may hold of the server's memory, which the whole class shares)."""
+    return MAX_BYTES, MEMORY_BUDGET_BYTES
 
 
 def demonstration_variants() -> dict[str, tuple[str, ...]]:

@@ -251,7 +251,7 @@ def test_uploads_over_the_visitors_budget_are_refused_beside_the_uploader(
 def test_upload_help_states_the_limits() -> None:
     at = open_page("views/classify.py")
     help_text = at.file_uploader(key="classify_uploads").proto.help
-    assert "40 megapixels and 121 MB each" in help_text and "256 MB" in help_text
+    assert "40 megapixels and 121 MB each" in help_text and "128 MB" in help_text
 
 
 def _open_link(**query: str) -> AppTest:

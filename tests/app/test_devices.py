@@ -10,6 +10,7 @@ import time
 import pytest
 
 from components.devices.draw import log_ticks
+from components.format import format_bytes
 from tests.app.apptest import open_page, rendered_text
 from torchatlas.devices import transfer
 from torchatlas.devices.inventory import available_accelerator
@@ -244,3 +245,18 @@ def test_a_press_during_a_run_shows_its_progress_not_an_error(monkeypatch) -> No
     finish_later.set()
     assert transfer.BOARD.wait(waiter.session_state["devices_bench_job"].run_id, 60)
     assert _chart_x(waiter.run()) == [4 * KIB, 16 * KIB, 64 * KIB]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_page_says_the_largest_copy_and_why(lang: str) -> None:
+    """The cap is the server's memory shared by the class, not the machine's size: said on
+    the page, with the largest size and the budget it comes from."""
+    at = open_page("views/devices.py", lang)
+    said = translate(
+        "devices.bench.size_limit",
+        lang,
+        largest=format_bytes(transfer.MAX_BYTES),
+        budget=format_bytes(transfer.MEMORY_BUDGET_BYTES),
+    )
+    assert said in rendered_text(at)
+    assert "64 MiB" in said and "128 MiB" in said

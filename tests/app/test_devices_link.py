@@ -9,6 +9,7 @@ from unittest import mock
 
 from hypothesis import given
 
+from components.format import format_bytes
 from tests.app.apptest import open_page
 from tests.links import (
     PAGE,
@@ -19,7 +20,12 @@ from tests.links import (
     valid_values,
 )
 from torchatlas.devices.link import LINK
-from torchatlas.devices.transfer import SIZES
+from torchatlas.devices.transfer import (
+    BUFFERS_AT_ONCE,
+    MAX_BYTES,
+    MEMORY_BUDGET_BYTES,
+    SIZES,
+)
 
 SCRIPT = "views/devices.py"
 
@@ -69,3 +75,22 @@ def test_a_press_on_run_makes_the_link_open_that_demonstration() -> None:
     at.button(key="devices_run_numpy_bridge").click().run()
     query = address_bar(at)
     assert query["d_demo"] == ["numpy_bridge"] and query["d_numpy_bridge"] == ["tensor"]
+
+
+def test_a_link_asking_for_more_than_the_memory_budget_is_clamped_and_said() -> None:
+    """A link from before the budget (or typed by hand) names a size no run may hold: the
+    room keeps its largest, says which part of the link it did not use, and never raises."""
+    from components.devices import state
+
+    with mock.patch("components.devices.state.machine_size_cap", return_value=MAX_BYTES):
+        state.ROOM_CACHE.clear()
+        for asked in (4 * MAX_BYTES, 1 << 30, 1 << 40):
+            at = open_page(SCRIPT, query={"d_max": str(asked)})
+            assert not at.exception
+            slider = at.select_slider(key="devices_bench_max")
+            assert slider.value == str(MAX_BYTES)
+            assert any("d_max" in box.value for box in at.info), [b.value for b in at.info]
+            # Every size the page offers fits the budget with both of a run's buffers.
+            assert all(size * BUFFERS_AT_ONCE <= MEMORY_BUDGET_BYTES for size in SIZES)
+            assert list(slider.options) == [format_bytes(size) for size in SIZES]
+        state.ROOM_CACHE.clear()

@@ -4,12 +4,14 @@ cancelling, CSV; and the accelerator paths where a device exists."""
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import threading
 import time
 
 import pytest
 
+from torchatlas.devices import link as devices_link
 from torchatlas.devices import transfer
 from torchatlas.devices.errors import ErrorCode
 from torchatlas.devices.inventory import available_accelerator
@@ -30,19 +32,45 @@ ACCELERATOR = available_accelerator()
 SMALL = BenchmarkConfig(max_bytes=256 * KIB, time_budget_s=10, repeats=3, device="cpu")
 
 
-def test_sizes_run_from_4_kib_to_1_gib_by_fours() -> None:
-    assert transfer.SIZES[0] == 4 * KIB and transfer.SIZES[-1] == GIB
+def test_sizes_run_from_4_kib_by_fours_up_to_the_memory_budget() -> None:
+    assert transfer.SIZES[0] == 4 * KIB and transfer.SIZES[-1] == transfer.MAX_BYTES
     assert all(b == 4 * a for a, b in zip(transfer.SIZES, transfer.SIZES[1:], strict=False))
     assert transfer.sizes_up_to(64 * KIB) == (4 * KIB, 16 * KIB, 64 * KIB)
+    # The largest size is derived from the stated budget: its buffers fit, the next one's not.
+    held = transfer.MAX_BYTES * transfer.BUFFERS_AT_ONCE
+    assert held <= transfer.MEMORY_BUDGET_BYTES < 4 * held
+    assert transfer.MAX_BYTES == 64 * MIB and transfer.DEFAULT_MAX_BYTES == transfer.MAX_BYTES
+    assert transfer.sizes_within(GIB)[-1] == 256 * MIB
+    assert transfer.sizes_within(0) == (4 * KIB,)
+
+
+def test_every_size_a_run_or_a_link_can_ask_for_fits_the_budget() -> None:
+    """No size the page offers, no size a link can name, no request at all makes a run hold
+    more than the budget: a larger request measures up to the largest size."""
+    budget = transfer.MEMORY_BUDGET_BYTES
+    assert all(size * transfer.BUFFERS_AT_ONCE <= budget for size in transfer.SIZES)
+    for name in ("d_max",):
+        options = devices_link.LINK.field(name).options
+        assert options and all(int(size) * transfer.BUFFERS_AT_ONCE <= budget for size in options)
+        assert int(devices_link.LINK.field(name).default) == transfer.MAX_BYTES
+    read = devices_link.LINK.read({"d_max": [str(GIB)]})  # a link from before the budget
+    assert read.broken == ("d_max",) and read.values["d_max"] == str(transfer.MAX_BYTES)
+    for asked in (transfer.MAX_BYTES + 1, 256 * MIB, GIB, 2**62):
+        assert BenchmarkConfig(max_bytes=asked).max_bytes == transfer.MAX_BYTES
+    assert BenchmarkConfig(max_bytes=64 * KIB).max_bytes == 64 * KIB
+    # Every path copies one source into one destination: two buffers, no more.
+    assert set(transfer.PATH_BUFFERS) == set(transfer.PATHS)
+    pairs = transfer.PATH_BUFFERS.values()
+    assert all(len(set(names)) == transfer.BUFFERS_AT_ONCE for names in pairs)
 
 
 @pytest.mark.parametrize(
     ("host", "device_free", "has_device", "cap"),
     [
-        (None, None, False, GIB),
-        (64 * GIB, None, False, GIB),  # never above 1 GiB
-        (1 * GIB, None, False, 256 * MIB),  # two buffers within half of 1 GiB
-        (6 * GIB, 1 * GIB, True, 256 * MIB),  # device memory is the tighter limit
+        (None, None, False, 64 * MIB),
+        (64 * GIB, 64 * GIB, True, 64 * MIB),  # never above the memory budget's largest size
+        (64 * MIB, None, False, 16 * MIB),  # two buffers within half of 64 MiB
+        (6 * GIB, 64 * MIB, True, 16 * MIB),  # device memory is the tighter limit
         (10 * KIB, None, False, 4 * KIB),  # floor: the smallest size
     ],
 )
@@ -166,14 +194,16 @@ def test_cancel_stops_between_measurements() -> None:
 
 
 class NoBuffers:
+    peak_bytes = peak_host_bytes = 0
+
     def __init__(self, *args: object) -> None:
         pass
 
-    def can_copy(self, path: str) -> bool:
-        return True
-
-    def copy_for(self, path: str) -> object:
+    def use(self, path: str) -> object:
         return lambda: None
+
+    def close(self) -> None:
+        pass
 
 
 def test_stop_does_not_wait_for_a_whole_measurement(monkeypatch) -> None:
@@ -182,7 +212,7 @@ def test_stop_does_not_wait_for_a_whole_measurement(monkeypatch) -> None:
     copies: list[float] = []
 
     class SlowBuffers(NoBuffers):
-        def copy_for(self, path: str) -> object:
+        def use(self, path: str) -> object:
             return lambda: copies.append(time.sleep(0.01) or time.perf_counter())
 
     monkeypatch.setattr(transfer, "_Buffers", SlowBuffers)
@@ -255,8 +285,8 @@ def test_job_runs_in_the_background_and_can_be_cancelled() -> None:
 
 
 def test_out_of_memory_stops_cleanly(monkeypatch) -> None:
-    class Failing:
-        def __init__(self, *args) -> None:
+    class Failing(NoBuffers):
+        def use(self, path: str) -> object:
             raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
 
     monkeypatch.setattr(transfer, "_Buffers", Failing)
@@ -282,3 +312,135 @@ def test_accelerator_paths_are_all_measured() -> None:
     pinned = result.for_path(transfer.HOST_TO_DEVICE_PINNED)[-1].gbps
     pageable = result.for_path(transfer.HOST_TO_DEVICE_PAGEABLE)[-1].gbps
     assert pinned > 0.7 * pageable
+
+
+# ---------------------------------------------------------------- memory: one press's share
+# What one press may add to the server process (its buffers are held to MEMORY_BUDGET_BYTES;
+# the rest is the interpreter's, the allocators' and the driver's own overhead).
+RSS_RISE_LIMIT = 200_000_000
+
+
+def _proc_status(field: str) -> int | None:
+    """A memory figure of this process from /proc/self/status, in bytes (None off Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class PeakRss:
+    """The process's resident memory before, at its highest during, and after a block.
+
+    The kernel's own high-water mark (VmHWM) is reset first through /proc/self/clear_refs, so
+    the peak is exact, not sampled; where that cannot be written, a thread samples VmRSS."""
+
+    def __enter__(self) -> PeakRss:
+        gc.collect()
+        try:
+            with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+                clear.write("5")  # reset the peak resident set size to the current one
+            self.exact = True
+        except OSError:
+            self.exact = False
+        self.before = _proc_status("VmRSS")
+        if self.before is None:
+            pytest.skip("no /proc/self/status to read this process's memory from")
+        self.sampled = self.before
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        if not self.exact:
+            self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.0005):
+            self.sampled = max(self.sampled, _proc_status("VmRSS") or 0)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._sampler.is_alive():
+            self._sampler.join(5)
+        self.after = _proc_status("VmRSS") or 0
+        self.peak = (_proc_status("VmHWM") or 0) if self.exact else self.sampled
+        self.peak = max(self.peak, self.after)
+
+    @property
+    def rise(self) -> int:
+        return self.peak - self.before
+
+
+def _warm_up() -> None:
+    """One tiny run on every path first: the copy kernels' first use, and on an accelerator
+    its context (which the server made once, when the page first read the inventory), are
+    not a press's memory."""
+    run_transfer_benchmark(BenchmarkConfig(max_bytes=4 * KIB, time_budget_s=10, repeats=1))
+
+
+def test_a_run_holds_at_most_two_buffers_whatever_the_paths() -> None:
+    """Path by path, the run frees what the next path does not copy before it makes what it
+    does: never more than one source and one destination at a time (device buffers are plain
+    CPU tensors here, which is all the accounting needs)."""
+    size = 64 * KIB
+    buffers = transfer._Buffers(size, None)
+    for path in transfer.PATHS:
+        copy = buffers.use(path)
+        if path in transfer.PINNED_PATHS and copy is None:
+            continue  # this build cannot pin host memory
+        assert copy is not None
+        copy()
+        assert set(buffers.tensors) == set(transfer.PATH_BUFFERS[path]), path
+        assert buffers.held_bytes == 2 * size
+    assert buffers.peak_bytes == transfer.BUFFERS_AT_ONCE * size
+    buffers.close()
+    assert buffers.tensors == {} and buffers.held_bytes == 0
+
+
+def test_the_largest_press_raises_the_server_memory_by_under_200_mb() -> None:
+    """A press asking for the most a link ever could (1 GiB) runs the largest size within the
+    budget: its buffers by the engine's own accounting, and the process's real resident
+    memory at its peak, stay within bounds (on an accelerator: every path, pinned and device
+    buffers included)."""
+    _warm_up()
+    config = BenchmarkConfig(max_bytes=GIB, time_budget_s=60, repeats=3)
+    assert config.max_bytes == transfer.MAX_BYTES
+    with PeakRss() as rss:
+        result = run_transfer_benchmark(config)
+    assert max(m.size_bytes for m in result.measurements) == transfer.MAX_BYTES
+    assert result.peak_bytes == transfer.BUFFERS_AT_ONCE * transfer.MAX_BYTES
+    assert result.peak_bytes <= transfer.MEMORY_BUDGET_BYTES
+    assert result.peak_host_bytes <= result.peak_bytes
+    assert rss.rise <= RSS_RISE_LIMIT, f"peak rise {rss.rise / 1e6:.0f} MB (exact: {rss.exact})"
+    assert rss.after - rss.before <= RSS_RISE_LIMIT
+
+
+@pytest.mark.accelerator
+@pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
+def test_an_accelerator_run_hands_back_its_pinned_and_device_memory() -> None:
+    """torch's caching allocators keep freed blocks (device memory, and pinned host memory):
+    the run empties both, so nothing it made stays with the server; at its peak the device
+    held no more than the budget."""
+    import torch
+
+    cuda = ACCELERATOR.type == "cuda"
+
+    def pinned_bytes() -> int:
+        return torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) if cuda else 0
+
+    _warm_up()
+    torch.accelerator.synchronize(ACCELERATOR)
+    reserved_before, pinned_before = torch.accelerator.memory_reserved(), pinned_bytes()
+    torch.accelerator.reset_peak_memory_stats()
+    config = BenchmarkConfig(max_bytes=transfer.MAX_BYTES, time_budget_s=60, repeats=3)
+    with PeakRss() as rss:
+        result = run_transfer_benchmark(config)
+    assert result.complete and set(result.paths) == set(transfer.PATHS)
+    assert result.peak_bytes == transfer.BUFFERS_AT_ONCE * transfer.MAX_BYTES
+    peak_reserved = torch.accelerator.max_memory_reserved() - reserved_before
+    assert peak_reserved <= transfer.MEMORY_BUDGET_BYTES
+    assert torch.accelerator.memory_reserved() <= reserved_before
+    assert pinned_bytes() <= pinned_before
+    assert rss.rise <= RSS_RISE_LIMIT, f"peak rise {rss.rise / 1e6:.0f} MB (exact: {rss.exact})"

@@ -12,6 +12,7 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from components import uploads as adapter
+from components import visitor
 from torchatlas.classify.images import screen
 from torchatlas.uploads import MB, BudgetExceeded, Refusal, UploadBudget
 
@@ -128,14 +129,117 @@ def test_concurrent_charges_never_overshoot_the_servers_budget() -> None:
     assert all(budget.used(f"s{n}") <= MB for n in range(100))
 
 
+def test_the_sessions_of_one_client_share_one_budget() -> None:
+    """A session costs nothing: a second tab of the same machine adds no budget, a second
+    machine is unaffected, and each session still has its own bound within its client's."""
+    budget = UploadBudget(per_session=10 * MB, per_server=100 * MB, per_client=15 * MB)
+    budget.charge("tab1", "one", 8 * MB, "ip:198.51.100.7")
+    with pytest.raises(BudgetExceeded) as over:
+        budget.charge("tab2", "one", 8 * MB, "ip:198.51.100.7")
+    assert over.value.code == "client_budget"
+    assert over.value.params == {"size_mb": "8.0", "used_mb": "8.0", "limit_mb": "15"}
+    assert "your network" in over.value.message
+    assert budget.used("tab2") == 0 and budget.used_by_client("ip:198.51.100.7") == 8 * MB
+    budget.charge("tab2", "one", 7 * MB, "ip:198.51.100.7")  # what is left of the client's
+    budget.charge("other", "one", 10 * MB, "ip:203.0.113.9")  # another machine: its own
+    with pytest.raises(BudgetExceeded) as over:
+        budget.charge("other", "two", 1 * MB, "ip:203.0.113.9")
+    assert over.value.code == "session_budget"  # one tab cannot take its client's whole share
+    assert budget.clients() == ["ip:198.51.100.7", "ip:203.0.113.9"]
+    assert budget.client_of("tab2") == "ip:198.51.100.7"
+    assert budget.used() == 25 * MB
+
+
+def test_releases_return_every_budget_to_zero() -> None:
+    budget = UploadBudget(per_session=10 * MB, per_server=100 * MB, per_client=20 * MB)
+    budget.charge("a1", "f", 6 * MB, "ip:x")
+    budget.charge("a1", "g", 3 * MB, "ip:x")
+    budget.charge("a2", "f", 9 * MB, "ip:x")
+    budget.charge("b1", "f", 5 * MB, "ip:y")
+    budget.charge("a1", "f", 1 * MB)  # shrunk to what the page keeps; the client is known
+    assert budget.used_by_client("ip:x") == 13 * MB
+    assert budget.release("a1", "g") == 3 * MB
+    assert budget.release_session("a2") == 9 * MB
+    assert budget.used_by_client("ip:x") == 1 * MB
+    budget.refuse("a1", "f", Refusal("not_image", source="image"))  # a refusal frees it too
+    assert budget.release_session("b1") == 5 * MB
+    assert budget.used() == 0 and budget.clients() == [] and budget.client_of("a1") is None
+    assert budget.used_by_client("ip:x") == budget.used_by_client("ip:y") == 0
+    budget.release_session("a1")
+    assert budget.sessions() == []
+
+
+def test_a_session_named_later_takes_what_it_holds_to_its_client() -> None:
+    """Bytes charged before a session's client was known (its own) move with it when a later
+    charge names the client, so releasing them frees the right client."""
+    budget = UploadBudget(per_session=10 * MB, per_server=100 * MB, per_client=12 * MB)
+    budget.charge("s", "f", 4 * MB)  # no client named: the session is its own
+    assert budget.client_of("s") == "session:s"
+    budget.charge("t", "f", 8 * MB, "ip:x")
+    with pytest.raises(BudgetExceeded) as over:  # with s's 4 MB, ip:x would hold 13 MB
+        budget.charge("s", "g", 1 * MB, "ip:x")
+    assert over.value.code == "client_budget"
+    assert budget.client_of("s") == "session:s"  # a refused charge changes nothing
+    budget.release("t", "f")
+    budget.charge("s", "g", 1 * MB, "ip:x")
+    assert budget.clients() == ["ip:x"] and budget.used_by_client("ip:x") == 5 * MB
+    budget.release_session("s")
+    assert budget.used() == 0 and budget.clients() == []
+
+
+def test_a_vanished_session_releases_its_clients_share() -> None:
+    class SessionObject:
+        pass
+
+    budget = UploadBudget(per_session=10 * MB, per_server=100 * MB, per_client=10 * MB)
+    owner = SessionObject()
+    budget.watch("gone", owner)
+    budget.charge("gone", "f", 8 * MB, "ip:x")
+    del owner
+    gc.collect()
+    assert budget.used_by_client("ip:x") == 0 and budget.clients() == []
+    budget.charge("next", "f", 10 * MB, "ip:x")
+
+
+def test_concurrent_sessions_of_few_clients_never_overshoot_a_clients_budget() -> None:
+    budget = UploadBudget(per_session=MB, per_server=100 * MB, per_client=5 * MB)
+
+    def tab(number: int) -> None:
+        for index in range(12):
+            try:
+                budget.charge(f"s{number}", str(index), MB // 4, f"ip:{number % 4}")
+            except BudgetExceeded:
+                continue
+
+    threads = [threading.Thread(target=tab, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(budget.used_by_client(f"ip:{n}") == 5 * MB for n in range(4))
+    assert budget.used() == 20 * MB
+    for n in range(40):
+        budget.release_session(f"s{n}")
+    assert budget.used() == 0 and budget.clients() == []
+
+
 # --------------------------------------------------------------------------- the Streamlit adapter
+
+
+def name_clients(monkeypatch: pytest.MonkeyPatch, clients: dict[str, str]) -> None:
+    """What each session's script run records when it calls ``visitor()`` (session → client),
+    undone after the test."""
+    for session, client in clients.items():
+        monkeypatch.setitem(visitor._SESSION_CLIENTS, session, client)
 
 
 @pytest.fixture
 def manager(monkeypatch: pytest.MonkeyPatch) -> MemoryUploadedFileManager:
-    """A fresh Streamlit upload manager with the budget installed, and a small fresh budget."""
+    """A fresh Streamlit upload manager with the budget installed, and a small fresh budget;
+    sessions a, b and c are three machines (their scripts said so), the others unnamed."""
     monkeypatch.setattr(adapter, "BUDGET", UploadBudget(per_session=10 * MB, per_server=15 * MB))
     monkeypatch.setattr(adapter, "_screens", {})
+    name_clients(monkeypatch, {"a": "ip:10.0.0.1", "b": "ip:10.0.0.2", "c": "ip:10.0.0.3"})
     mgr = MemoryUploadedFileManager("/upload")
     assert adapter.install(mgr) and adapter.install(mgr)  # idempotent
     return mgr
@@ -220,3 +324,77 @@ def test_sessions_the_runtime_no_longer_knows_are_swept(
     upload(manager, "here", "g", bytes(MB))  # any upload sweeps first
     assert stored(manager, "gone", "f") is None and adapter.BUDGET.used("gone") == 0
     assert adapter.BUDGET.used() == 6 * MB
+
+
+def test_two_sessions_of_one_client_share_its_budget_through_the_hook(
+    manager: MemoryUploadedFileManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook runs outside any script run: it finds each session's client from what the
+    session's script run recorded (``visitor.client_of_session``)."""
+    monkeypatch.setattr(
+        adapter, "BUDGET", UploadBudget(per_session=8 * MB, per_server=30 * MB, per_client=10 * MB)
+    )
+    adapter.install(manager)
+    name_clients(monkeypatch, {"tab1": "ip:10.0.0.9", "tab2": "ip:10.0.0.9"})
+    upload(manager, "tab1", "one", bytes(6 * MB))
+    upload(manager, "tab2", "one", bytes(6 * MB))  # the same machine: over its client's 10 MB
+    assert stored(manager, "tab2", "one") == b""
+    assert adapter.BUDGET.refusal("tab2", "one").code == "client_budget"
+    upload(manager, "b", "one", bytes(6 * MB))  # another machine is unaffected
+    assert len(stored(manager, "b", "one")) == 6 * MB
+    assert adapter.BUDGET.used_by_client("ip:10.0.0.9") == 6 * MB
+    manager.remove_file(session_id="tab1", file_id="one")
+    upload(manager, "tab2", "two", bytes(6 * MB))  # the client's room is back
+    assert len(stored(manager, "tab2", "two")) == 6 * MB
+    for session in ("tab1", "tab2", "b"):
+        manager.remove_session_files(session)  # Streamlit ends each session
+    assert adapter.BUDGET.used() == 0 and adapter.BUDGET.clients() == []
+    assert adapter.BUDGET.sessions() == []
+    # A session's end also forgets its client: the map of sessions stays bounded.
+    assert visitor.client_of_session("tab1") == "session:tab1"
+
+
+def test_sessions_no_script_run_named_share_one_budget(
+    manager: MemoryUploadedFileManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose script never said who it is (a crafted request) is not a client of its
+    own: all such sessions share one client's budget."""
+    monkeypatch.setattr(
+        adapter, "BUDGET", UploadBudget(per_session=8 * MB, per_server=30 * MB, per_client=10 * MB)
+    )
+    adapter.install(manager)
+    upload(manager, "x1", "f", bytes(6 * MB))
+    upload(manager, "x2", "f", bytes(6 * MB))
+    assert adapter.client_of("x1") == adapter.client_of("x2") == adapter.UNNAMED_CLIENT
+    assert stored(manager, "x2", "f") == b""
+    assert adapter.BUDGET.refusal("x2", "f").code == "client_budget"
+    upload(manager, "a", "f", bytes(6 * MB))  # a named client is not in that pool
+    assert len(stored(manager, "a", "f")) == 6 * MB
+    for session in ("x1", "x2", "a"):
+        manager.remove_session_files(session)
+    assert adapter.BUDGET.used() == 0
+
+
+def test_a_page_with_an_uploader_names_its_client_before_the_uploader() -> None:
+    """``session_uploads()`` (called before any uploader is drawn) records who the session
+    is, so the hook finds its client when its files arrive."""
+    from streamlit.testing.v1 import AppTest
+
+    def page() -> None:
+        import streamlit as st
+
+        from components import uploads
+        from components import visitor as who
+        from components.upkeep import script_run_uploads
+
+        uploads.session_uploads()
+        run = script_run_uploads()
+        found = who.client_of_session(run.session_id)
+        st.session_state["found"] = (run.session_id, found, who.client())
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception
+    session_id, found, expected = at.session_state["found"]
+    assert found == expected  # AppTest has no peer: the session is its own, named client
+    assert adapter.client_of(session_id) == expected != adapter.UNNAMED_CLIENT
+    visitor.forget_session(session_id)

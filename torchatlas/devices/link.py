@@ -5,9 +5,11 @@ visitor chose: the demonstration the link opens (run once on opening, its result
 demonstration's variant, and the transfer benchmark's settings (largest copy, time budget).
 A link never starts a benchmark: the board measures only when a visitor presses "run".
 
-The largest copy is one of the benchmark's sizes (:data:`~torchatlas.devices.transfer.SIZES`),
-written in bytes; a machine with less memory offers fewer sizes, and the room then keeps the
-largest it offers (the link's value is still the one shared).
+The largest copy is one of the benchmark's sizes (:data:`~torchatlas.devices.transfer.SIZES`,
+up to the largest the memory budget allows), written in bytes. A link naming a larger size (one
+written before the budget, or by hand) is a part the room cannot use: the notice says so, and the
+default, the largest size, stands. A machine with less free memory offers fewer sizes, and the
+room then keeps the largest it offers (the link's value is still the one shared).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ LINK = LinkSpec(
     (
         Choice("d_demo", NO_DEMO, key="devices_open_demo", options=(NO_DEMO, *DEMONSTRATIONS)),
         *_variant_fields(),
-        # Sizes as their byte counts: a closed list, so a link names a size the benchmark has.
+        # Sizes as their byte counts: a closed list, so a link names a size the benchmark has
+        # (never one above the memory budget).
         Choice(
             "d_max",
             str(DEFAULT_MAX_BYTES),

@@ -9,6 +9,16 @@ A benchmark saturates the machine's memory bus, so one runs per process at a tim
 (:data:`_LOCK`); it has a total time budget, checks a cancel flag between measurements, and
 stops early (keeping what it measured) rather than overrun its budget or memory.
 
+Memory is bounded by a stated budget, :data:`MEMORY_BUDGET_BYTES`: the server's memory is
+shared by everyone in the class, and one press must not take a gigabyte of it. Every path
+copies one source into one destination, and a run makes a path's two buffers just before it
+measures that path, after freeing the ones it no longer needs (:class:`_Buffers`), so at any
+moment it holds at most :data:`BUFFERS_AT_ONCE` buffers of one size, host and device together
+(pageable, pinned and device memory all counted). The sizes (:data:`SIZES`) are the ×4
+ladder up to the largest whose buffers fit the budget (:data:`MAX_BYTES`); a larger request is
+clamped to it. Freed pinned blocks (torch's caching host allocator keeps them) and device
+blocks (its caching device allocator) are handed back as soon as their buffers are freed.
+
 The benchmark measures the machine, not the visitor, so a server shares it: :data:`BOARD` (a
 :class:`BenchmarkBoard`) keeps the latest result and runs requests one at a time, first come
 first served. A request with the settings of the run in progress joins it; other settings wait
@@ -17,6 +27,7 @@ their turn; the same settings soon after a complete run get that run's result.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -25,7 +36,7 @@ import statistics
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -43,10 +54,30 @@ from torchatlas.devices.inventory import accelerators, available_accelerator, ho
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-SIZES: tuple[int, ...] = tuple(4 * KIB * 4**k for k in range(10))  # 4 KiB … 1 GiB
+SMALLEST_SIZE = 4 * KIB
+SIZE_STEP = 4  # each size is 4× the last
+# The most one run holds at once, every buffer of every kind together. A run is one press of a
+# visitor's, and the server's memory is shared by the whole class: 128 MiB keeps a press (with
+# the interpreter's and the driver's own overhead) well under a 200 MB rise of the server.
+MEMORY_BUDGET_BYTES = 128 * MIB
+BUFFERS_AT_ONCE = 2  # one source and one destination: a run makes a path's buffers per path
+
+
+def sizes_within(budget_bytes: int) -> tuple[int, ...]:
+    """The ×4 ladder from 4 KiB up to the largest size whose buffers fit ``budget_bytes``."""
+    sizes, size = [], SMALLEST_SIZE
+    while size * BUFFERS_AT_ONCE <= budget_bytes:
+        sizes.append(size)
+        size *= SIZE_STEP
+    return tuple(sizes) or (SMALLEST_SIZE,)
+
+
+SIZES: tuple[int, ...] = sizes_within(MEMORY_BUDGET_BYTES)  # 4 KiB … 64 MiB
+MAX_BYTES = SIZES[-1]  # the largest copy any run makes
 MAX_TIME_BUDGET_S = 60.0
 DEFAULT_TIME_BUDGET_S = 5.0
-DEFAULT_MAX_BYTES = 64 * MIB  # keeps a default run short on a small machine; bigger is opt-in
+# The largest size: past the CPU's caches (tens of MiB), so the bandwidth plateau shows.
+DEFAULT_MAX_BYTES = MAX_BYTES
 SAMPLE_TARGET_S = 0.002  # small copies are repeated inside one sample to beat timer noise
 MAX_COPIES_PER_SAMPLE = 2000
 WARMUPS = 2
@@ -102,8 +133,16 @@ PCIE_PATHS = (
     DEVICE_TO_HOST,
 )
 PINNED_PATHS = (HOST_TO_DEVICE_PINNED, HOST_TO_DEVICE_NON_BLOCKING)
-HOST_BUFFERS = 3  # pageable source, pageable destination, pinned source
-DEVICE_BUFFERS = 2
+# The two buffers (source, destination) each path copies between, as PATH_CODE names them.
+PATH_BUFFERS: dict[TransferPath, tuple[str, str]] = {
+    CPU_TO_CPU: ("cpu_src", "cpu_dst"),
+    HOST_TO_DEVICE_PAGEABLE: ("cpu_src", "dev_dst"),
+    HOST_TO_DEVICE_PINNED: ("pinned_src", "dev_dst"),
+    HOST_TO_DEVICE_NON_BLOCKING: ("pinned_src", "dev_dst"),
+    DEVICE_TO_HOST: ("dev_src", "cpu_dst"),
+    DEVICE_TO_DEVICE: ("dev_src", "dev_dst"),
+}
+DEVICE_BUFFER_NAMES = frozenset({"dev_src", "dev_dst"})
 
 # The board: a press with the settings of a complete result younger than this gets that result
 # (a class pressing "run" together measures the machine once); more requests with distinct
@@ -129,6 +168,9 @@ class BenchmarkConfig:
             raise DevicesValueError(
                 ErrorCode.MAX_BYTES_TOO_SMALL, minimum=SIZES[0], max_bytes=self.max_bytes
             )
+        # Never more than the memory budget allows: a larger request (an old link, a
+        # notebook) measures up to the largest size, and is that run (the board joins them).
+        object.__setattr__(self, "max_bytes", min(int(self.max_bytes), MAX_BYTES))
         if not 0 < self.time_budget_s <= MAX_TIME_BUDGET_S:
             raise DevicesValueError(
                 ErrorCode.TIME_BUDGET_OUT_OF_RANGE,
@@ -202,6 +244,10 @@ class BenchmarkResult:
     elapsed_s: float
     time_budget_s: float
     references: tuple[Reference, ...] = ()
+    # The most the run's buffers held at one moment, by its own accounting (every tensor it
+    # made, at its size): all of them together, and the host's share (pageable and pinned).
+    peak_bytes: int = 0
+    peak_host_bytes: int = 0
 
     def for_path(self, path: TransferPath) -> list[Measurement]:
         return sorted((m for m in self.measurements if m.path == path), key=lambda m: m.size_bytes)
@@ -253,14 +299,14 @@ class BenchmarkResult:
 
 
 def size_cap(host_available: int | None, device_free: int | None, has_device: bool) -> int:
-    """The largest size worth offering: ≤ 1 GiB and, with every buffer a run allocates, no more
-    than half of the free host (and device) memory."""
-    host_buffers = HOST_BUFFERS if has_device else 2
-    limits = [GIB]
+    """The largest size worth offering: within the memory budget (:data:`MAX_BYTES`) and,
+    with the buffers a run holds at once, no more than half of the free host (and device)
+    memory."""
+    limits = [MAX_BYTES]
     if host_available is not None:
-        limits.append(host_available // 2 // host_buffers)
+        limits.append(host_available // 2 // BUFFERS_AT_ONCE)
     if has_device and device_free is not None:
-        limits.append(device_free // 2 // DEVICE_BUFFERS)
+        limits.append(device_free // 2 // BUFFERS_AT_ONCE)
     allowed = [size for size in SIZES if size <= min(limits)]
     return allowed[-1] if allowed else SIZES[0]
 
@@ -378,41 +424,98 @@ def measure(
     )
 
 
-class _Buffers:
-    """Every tensor one size needs, touched once so first-use page faults are not timed."""
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
-    def __init__(
-        self, size: int, device: torch.device | None, paths: tuple[TransferPath, ...]
-    ) -> None:
-        self.cpu_src = torch.empty(size, dtype=torch.uint8).fill_(1)
-        self.cpu_dst = torch.empty(size, dtype=torch.uint8).fill_(0)
-        self.pinned_src = self.dev_src = self.dev_dst = None
-        if device is None:
-            return
-        if {HOST_TO_DEVICE_PINNED, HOST_TO_DEVICE_NON_BLOCKING} & set(paths):
+
+def _release_cached(device: torch.device | None, pinned: bool = True) -> None:
+    """Hand freed blocks back: torch's caching device allocator and its caching host (pinned)
+    allocator keep what was freed for reuse, which the server would carry between runs."""
+    if device is None:
+        return
+    torch.accelerator.synchronize(device)
+    torch.accelerator.empty_cache()
+    if pinned:
+        empty_host_cache = getattr(torch.accelerator, "empty_host_cache", None)
+        if empty_host_cache is None:  # an older torch: the private name
+            empty_host_cache = getattr(torch._C, "_host_emptyCache", None)
+        # A backend without a host cache to empty has nothing kept: not worth failing a run.
+        with contextlib.suppress(RuntimeError, NotImplementedError):
+            if empty_host_cache is not None:
+                empty_host_cache()
+
+
+class _Buffers:
+    """The two tensors of one size that the path being measured copies between (its source
+    and its destination, :data:`PATH_BUFFERS`).
+
+    :meth:`use` frees the buffers the next path does not need before it makes the ones it
+    does (each touched once, so first-use page faults are not timed): a run never holds more
+    than :data:`BUFFERS_AT_ONCE` buffers, ``held_bytes`` says how much it holds and
+    ``peak_bytes`` the most it held (``peak_host_bytes``: the host's share)."""
+
+    def __init__(self, size: int, device: torch.device | None) -> None:
+        self.size = size
+        self.device = device
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.cannot_pin = False
+        self.peak_bytes = self.peak_host_bytes = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return self.size * len(self.tensors)
+
+    @property
+    def held_host_bytes(self) -> int:
+        return self.size * sum(name not in DEVICE_BUFFER_NAMES for name in self.tensors)
+
+    def _make(self, name: str) -> torch.Tensor | None:
+        size, device = self.size, self.device
+        if name == "cpu_src":
+            return torch.empty(size, dtype=torch.uint8).fill_(1)
+        if name == "cpu_dst":
+            return torch.empty(size, dtype=torch.uint8).fill_(0)
+        if name == "pinned_src":
             try:
-                self.pinned_src = torch.empty(size, dtype=torch.uint8, pin_memory=True).fill_(1)
+                return torch.empty(size, dtype=torch.uint8, pin_memory=True).fill_(1)
             except RuntimeError as exc:
-                if "out of memory" in str(exc).lower():
+                if _out_of_memory(exc):
                     raise
                 # Some backends cannot pin host memory: skip those paths, measure the rest.
-                self.pinned_src = None
-        self.dev_src = torch.ones(size, dtype=torch.uint8, device=device)
-        self.dev_dst = torch.zeros(size, dtype=torch.uint8, device=device)
+                self.cannot_pin = True
+                return None
+        fill = torch.ones if name == "dev_src" else torch.zeros
+        return fill(size, dtype=torch.uint8, device=device)
 
-    def can_copy(self, path: TransferPath) -> bool:
-        return self.pinned_src is not None or path not in PINNED_PATHS
+    def _free(self, names: Iterable[str]) -> None:
+        freed = [name for name in names if self.tensors.pop(name, None) is not None]
+        if self.device is not None and freed:
+            _release_cached(self.device, pinned="pinned_src" in freed)
 
-    def copy_for(self, path: TransferPath) -> Callable[[], object]:
-        b = self
-        return {
-            CPU_TO_CPU: lambda: b.cpu_dst.copy_(b.cpu_src),
-            HOST_TO_DEVICE_PAGEABLE: lambda: b.dev_dst.copy_(b.cpu_src),
-            HOST_TO_DEVICE_PINNED: lambda: b.dev_dst.copy_(b.pinned_src),
-            HOST_TO_DEVICE_NON_BLOCKING: lambda: b.dev_dst.copy_(b.pinned_src, non_blocking=True),
-            DEVICE_TO_HOST: lambda: b.cpu_dst.copy_(b.dev_src),
-            DEVICE_TO_DEVICE: lambda: b.dev_dst.copy_(b.dev_src),
-        }[path]
+    def use(self, path: TransferPath) -> Callable[[], object] | None:
+        """Make ``path``'s two buffers (freeing the others first) and return its timed copy;
+        None when this machine cannot make them (host memory that cannot be pinned)."""
+        needed = PATH_BUFFERS[path]
+        if path in PINNED_PATHS and self.cannot_pin:
+            return None
+        self._free([name for name in self.tensors if name not in needed])
+        for name in needed:
+            if name in self.tensors:
+                continue
+            tensor = self._make(name)
+            if tensor is None:
+                return None
+            self.tensors[name] = tensor
+            self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+            self.peak_host_bytes = max(self.peak_host_bytes, self.held_host_bytes)
+        src, dst = (self.tensors[name] for name in needed)
+        if path == HOST_TO_DEVICE_NON_BLOCKING:
+            return lambda: dst.copy_(src, non_blocking=True)
+        return lambda: dst.copy_(src)
+
+    def close(self) -> None:
+        """Free every buffer, and the allocators' cached blocks with them."""
+        self._free(list(self.tensors))
 
 
 def _resolve_device(config: BenchmarkConfig) -> torch.device | None:
@@ -455,6 +558,7 @@ def _measure_all(
         if time.perf_counter() + next_cost_s > deadline:
             raise _StopRun(StopReason.TIME_BUDGET)
 
+    peak_bytes = peak_host_bytes = 0
     try:
         for size in sizes:
             # Each size is 4× the last: predict this size from the previous one and stop
@@ -462,44 +566,50 @@ def _measure_all(
             per_copy = {p: 4 * last_time[p] for p in paths if p in last_time}
             predicted = sum(t * (WARMUPS + config.repeats) for t in per_copy.values())
             check(predicted)
-            try:
-                buffers = _Buffers(size, device, paths)
-            except (torch.OutOfMemoryError, RuntimeError) as exc:
-                if "out of memory" in str(exc).lower() or isinstance(exc, torch.OutOfMemoryError):
-                    raise _StopRun(StopReason.OUT_OF_MEMORY) from exc
-                raise
+            buffers = _Buffers(size, device)
             try:
                 for path in paths:
-                    if not buffers.can_copy(path):
-                        continue
                     cost = per_copy.get(path, 0.0) * (WARMUPS + config.repeats)
                     check(cost)
+                    try:
+                        copy = buffers.use(path)
+                    except (torch.OutOfMemoryError, RuntimeError) as exc:
+                        if _out_of_memory(exc):
+                            raise _StopRun(StopReason.OUT_OF_MEMORY) from exc
+                        raise
+                    finally:
+                        peak_bytes = max(peak_bytes, buffers.peak_bytes)
+                        peak_host_bytes = max(peak_host_bytes, buffers.peak_host_bytes)
+                    if copy is None:
+                        continue
                     if progress is not None:
                         progress(Progress(len(measured), total, path, size,
                                           time.perf_counter() - started,
                                           measured[-1] if measured else None))  # fmt: skip
-                    result = measure(
-                        path,
-                        size,
-                        buffers.copy_for(path),
-                        sync,
-                        config.repeats,
-                        returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
-                        should_stop=should_stop,
-                    )
+                    try:
+                        result = measure(
+                            path,
+                            size,
+                            copy,
+                            sync,
+                            config.repeats,
+                            returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
+                            should_stop=should_stop,
+                        )
+                    finally:
+                        copy = None  # it holds its two buffers: let the next path free them
                     measured.append(result)
                     last_time[path] = result.median_s
                     if progress is not None:
                         progress(Progress(len(measured), total, path, size,
                                           time.perf_counter() - started, result))  # fmt: skip
             finally:
+                buffers.close()
                 del buffers
     except _StopRun as stop:
         stop_reason = stop.reason
     finally:
-        if device is not None:
-            sync()
-            torch.accelerator.empty_cache()
+        _release_cached(device)
     elapsed = time.perf_counter() - started
     return BenchmarkResult(
         device=str(device) if device is not None else None,
@@ -511,6 +621,8 @@ def _measure_all(
         elapsed_s=elapsed,
         time_budget_s=config.time_budget_s,
         references=references(device),
+        peak_bytes=peak_bytes,
+        peak_host_bytes=peak_host_bytes,
     )
 
 
