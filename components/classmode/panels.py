@@ -15,6 +15,8 @@ opened and its reveal are drawn by the poll itself; the class ending reruns the 
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -94,8 +96,15 @@ def _student_bar(who: Role, page: str) -> None:
         if state.role() is not None:  # the database is away: keep trying
             _follow_poll(who.code)
         return
+    before = state.seen_state()
     state.mark_seen(current)
     state.keep_student_link(who)
+    # The teacher removed someone since this screen last looked: is it this student?
+    removals = before is not None and before.removals != current.removals
+    me = state.my_record(who, fresh=removals)
+    if state.role() is None:  # the teacher removed them (or the class is gone): say so
+        refusal_card()
+        return
     if current.ended:
         with st.container(border=True, key="classmode_bar"):
             st.info(t("classmode.student.ended"), icon=":material/flag:")
@@ -111,7 +120,6 @@ def _student_bar(who: Role, page: str) -> None:
             state.follow(current, who)
     lesson = state.lesson_of(current)
     with st.container(border=True, key="classmode_bar"):
-        me = state.my_record(who)
         name = draw.plain(me.nickname) if me is not None else "—"
         st.caption(t("classmode.student.bar", code=current.code, name=name))
         st.markdown(f"**{draw.plain(_step_line(current, lesson))}**")
@@ -232,8 +240,18 @@ def _poll(code: str) -> None:
     current = state.seen_state()
     changed = version is None or version > state.seen_version() or current is None
     if changed:
+        before = current
         current = state.class_state(code) if version is not None else None
         student = who is not None and not who.teacher
+        if (
+            student
+            and current is not None
+            and before is not None
+            and current.removals != before.removals
+            and state.my_record(who, fresh=True) is None
+            and state.role() is None
+        ):
+            st.rerun(scope="app")  # this student was removed: the page says so
         if current is None or not student or current.ended or state.needs_follow(current):
             if current is not None and student and not current.ended:
                 state.mark_seen(current)
@@ -381,13 +399,22 @@ def _start_or_join() -> None:
             key=state.LESSON_PICK_KEY,
         )
         st.caption(t("classmode.start.hint"))
+        secret = None
+        if state.start_secret_required():  # the server's ATLAS_START_SECRET
+            secret = st.text_input(
+                t("classmode.start.secret"),
+                type="password",
+                key=state.START_SECRET_KEY,
+                max_chars=200,
+                help=t("classmode.start.secret_hint"),
+            )
         if st.button(
             t("classmode.start.button"),
             key="classmode_start_button",
             type="primary",
             icon=":material/co_present:",
         ):
-            if state.start(lesson_id):
+            if state.start(lesson_id, secret):
                 st.rerun()
             refusal_card()
     with join.container(border=True, key="classmode_join"):
@@ -473,6 +500,7 @@ def _teacher_page(who: Role) -> None:
     else:
         st.markdown(t("classmode.free.how"))
     _tally_panel(who, lesson)
+    _roster_panel(who)
     with st.expander(t("classmode.teacher.summary"), icon=":material/summarize:"):
         _summary(who, lesson)
     with st.expander(t("classmode.teacher.resume"), icon=":material/key:"):
@@ -519,6 +547,72 @@ def _tally_panel(who: Role, lesson: Lesson | None) -> None:
     assert step is not None and step.question is not None
     st.markdown(f"#### {step.question.prompt[lang]}")
     _chart(counts, step.question.options, current.correct if current.revealed else None)
+
+
+REMOVED_NOTE_KEY = "classmode_removed_note"  # the nickname just removed, for a toast
+
+
+def _remove(who: Role, student_id: str, nickname: str) -> None:
+    """The Remove button's callback (runs before the roster is read again)."""
+    if state.remove(who, student_id):
+        st.session_state[REMOVED_NOTE_KEY] = nickname
+
+
+def _joined_text(joined: float) -> str:
+    minutes = int(max(0.0, time.time() - joined) // 60)
+    if minutes < 1:
+        return t("classmode.roster.joined_now")
+    return t("classmode.roster.joined_ago", minutes=minutes)
+
+
+@st.fragment(run_every=state.ROSTER_POLL_S)
+@guarded
+def _roster_panel(who: Role) -> None:
+    """The teacher decides who is in: the lock (no new joins while it is on) and the roster,
+    each student with when they joined and a Remove button. Buttons act in callbacks, so the
+    roster drawn after a press is the one after the change."""
+    current = state.class_state(who.code)
+    people = state.roster(who)
+    if current is None or people is None:
+        refusal_card()
+        return
+    note = st.session_state.pop(REMOVED_NOTE_KEY, None)
+    if note is not None:
+        st.toast(t("classmode.roster.removed", name=draw.plain(note)), icon=":material/check:")
+    row = st.container(horizontal=True, vertical_alignment="center", key="classmode_lock_row")
+    if current.locked:
+        row.markdown(t("classmode.roster.locked"))
+    else:
+        row.markdown(t("classmode.roster.open"))
+    row.button(
+        t("classmode.roster.unlock") if current.locked else t("classmode.roster.lock"),
+        key="classmode_lock",
+        icon=":material/lock_open:" if current.locked else ":material/lock:",
+        on_click=state.lock,
+        args=(who, not current.locked),
+    )
+    with st.expander(
+        t("classmode.roster.header", count=len(people)),
+        icon=":material/group:",
+        key="classmode_roster",  # stays open as the count in its label changes
+    ):
+        if not people:
+            st.caption(t("classmode.roster.empty"))
+        for person in people:
+            line = st.container(
+                horizontal=True,
+                vertical_alignment="center",
+                key=f"classmode_student_{person.student_id}",
+            )
+            line.markdown(f"**{draw.plain(person.nickname)}** · {_joined_text(person.joined)}")
+            line.button(
+                t("classmode.roster.remove"),
+                key=f"classmode_remove_{person.student_id}",
+                icon=":material/person_remove:",
+                on_click=_remove,
+                args=(who, person.student_id, person.nickname),
+            )
+    refusal_card()
 
 
 def _chart(counts: Tally, options: tuple[str, ...], correct: int | None) -> None:

@@ -15,7 +15,16 @@ Identity lives in session state, read from a link once:
 
 Values from a link are bounded before the engine sees them; the engine checks the rest
 (code alphabet, keys in constant time). A refusal is kept as ``(code, params)`` and shown
-once as a card (``classmode.errors.<code>``).
+once as a card (``classmode.errors.<code>``). A link with an unknown code and one with a
+wrong key get the same card; each failed check counts toward this client's joins.
+
+Who is asking: every class-mode limit (joins, starts, link checks) counts the **client**
+(:func:`components.visitor.client`: the machine's address, or the session itself where no
+address is known), never the session alone: a new session costs nothing.
+
+The engine's ``state``/``version`` take a code alone and say whether it exists: the page
+calls them only for the code of a class this session holds a key for (checked, or handed
+out by start or join), so they probe nothing.
 
 Following: the student's page runs a fragment every :func:`poll_period` seconds (the
 session's own period, :data:`POLL_S` on average) that reads only
@@ -37,10 +46,18 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from components.contained import session_id
+from components import visitor
 from components.i18n import language
 from components.lessons.state import URL_LESSON, URL_STEP, forget_room, room_query
-from torchatlas.classmode import ClassError, ClassState, ClassStore, ErrorCode, Student, Tally
+from torchatlas.classmode import (
+    ClassError,
+    ClassState,
+    ClassStore,
+    ErrorCode,
+    RosterEntry,
+    Student,
+    Tally,
+)
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
 
@@ -50,6 +67,7 @@ PAGE_PATH = "class"  # url_path of the Class page
 POLL_S = 1.2  # a student's screen asks for the class's version this often, on average
 POLL_SPREAD_S = 0.2  # each session's own period is drawn from POLL_S ± this
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
+ROSTER_POLL_S = 3.0  # the teacher's roster of students
 MAX_CODE_CHARS = 12  # a code is 6 characters (spaces and a dash tolerated); more is junk
 MAX_KEY_CHARS = 64  # token_urlsafe(24) is 32 characters, (18) is 24
 
@@ -61,6 +79,7 @@ ERROR_KEY = "classmode_error"  # (code, params) of a refusal, shown once
 LINK_READ_KEY = "classmode_link_read"  # the (class, teacher, student) link values read
 JOIN_CODE_KEY = "classmode_join_code"  # the join form's boxes
 JOIN_NAME_KEY = "classmode_join_name"
+START_SECRET_KEY = "classmode_start_secret"  # the start form's password box (when asked)
 LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
 RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
@@ -166,7 +185,7 @@ def absorb_link() -> None:
     if teacher is not None:
         del st.query_params[URL_TEACHER]  # never left on a projected screen
         st.session_state[LINK_READ_KEY] = (st.query_params.get(URL_CLASS), None, student)
-        if attempt(store().is_teacher, code, teacher):
+        if attempt(store().is_teacher, code, teacher, client()):
             st.session_state.pop(STUDENT_KEY, None)
             st.session_state[TEACHER_KEY] = (code, teacher)
             st.session_state.pop(SEEN_KEY, None)
@@ -177,7 +196,7 @@ def absorb_link() -> None:
         current = role()
         if current is not None and (current.code, current.key) == (code, student):
             return
-        found = attempt(store().student, code, student)
+        found = attempt(store().student, code, student, client())
         if found is not None:
             st.session_state.pop(TEACHER_KEY, None)
             st.session_state[STUDENT_KEY] = (code, student)
@@ -279,25 +298,22 @@ def room_fields_now(room: str) -> dict[str, str | list[str]]:
 
 
 def client() -> str:
-    """Who is asking, for the engine's per-client rate limit: the session (a school's
-    sixty phones often share one address, so the address alone would lock a class out)."""
-    return session_id()
+    """Who is asking, for every per-client limit of the engine (joins, starts, link checks):
+    this session's client, i.e. its machine's address (a school's phones behind one NAT are
+    one client: the engine's limits are sized for that), or the session where none is known."""
+    return visitor.client()
 
 
-def start_client() -> str:
-    """Starting classes is limited per address where the server can tell it (one visitor
-    opening many sessions cannot fill the server with classes), else per session."""
-    try:
-        address = st.context.ip_address
-    except Exception:  # no client context
-        address = None
-    return f"ip:{address}" if address else f"session:{session_id()}"
+def start_secret_required() -> bool:
+    """Does this server ask for a password to start a class (``ATLAS_START_SECRET``)?"""
+    return store().start_secret_required
 
 
-def start(lesson_id: str | None) -> bool:
-    passed = attempt(store().start, lesson_id, language(), start_client())
+def start(lesson_id: str | None, secret: str | None = None) -> bool:
+    passed = attempt(store().start, lesson_id, language(), client(), secret)
     if passed is None:
         return False
+    st.session_state.pop(START_SECRET_KEY, None)
     leave()
     st.session_state[TEACHER_KEY] = (passed.code, passed.teacher_key)
     st.query_params[URL_CLASS] = passed.code
@@ -326,8 +342,20 @@ def version(code: str) -> int | None:
     return attempt(store().version, code)
 
 
+def _out_of_class(error: ClassError) -> bool:
+    """A student's own key refused (removed by the teacher, or the class gone): this
+    session leaves the class and keeps the refusal for its card."""
+    return error.code in (ErrorCode.REMOVED, ErrorCode.NOT_STUDENT)
+
+
 def me(who: Role) -> Student | None:
-    return attempt(store().student, who.code, who.key)
+    try:
+        return store().student(who.code, who.key)
+    except ClassError as error:
+        refuse(error.code.value, **error.params)
+        if _out_of_class(error):
+            leave()
+        return None
 
 
 def tally(who: Role, step: int | None = None) -> Tally | None:
@@ -369,6 +397,8 @@ def answer(who: Role, step: int, option: int) -> bool:
         store().answer(who.code, who.key, option)
     except ClassError as error:
         refuse(error.code.value, **error.params)
+        if _out_of_class(error):
+            leave()
         return False
     held = st.session_state.get(RECORD_KEY)
     if held is not None and held[0] == (who.code, who.key):
@@ -383,6 +413,18 @@ def summary_csv(who: Role) -> str | None:
 
 def summary(who: Role) -> tuple | None:
     return attempt(store().summary, who.code, who.key)
+
+
+def roster(who: Role) -> tuple[RosterEntry, ...] | None:
+    return attempt(store().roster, who.code, who.key)
+
+
+def remove(who: Role, student_id: str) -> bool:
+    return bool(attempt(store().remove, who.code, who.key, student_id))
+
+
+def lock(who: Role, locked: bool) -> ClassState | None:
+    return attempt(store().lock, who.code, who.key, locked)
 
 
 # --------------------------------------------------------------------------- following

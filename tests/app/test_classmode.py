@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.harness import new_session
 from components.classmode import draw, state
+from components.visitor import CLIENT_KEY
 from tests.app.apptest import rendered_text
 from tests.app.hostile import Heartbeat, Visit, open_page_once, rss_mb
 from torchatlas.classmode import ALPHABET, ClassStore
@@ -51,11 +52,14 @@ def _html(at: AppTest) -> str:
     return "\n".join(str(element.proto.body) for element in at.get("html"))
 
 
-def _open(query: dict | None = None, lang: str = "en") -> AppTest:
+def _open(query: dict | None = None, lang: str = "en", client: str | None = None) -> AppTest:
     """The Class page opened by a link. AppTest's first run is the app's default page (a
     page with its own url_path cannot be named before it), so the link's query is set for
-    the second run, the Class page's: the page reads it as a visitor's first load would."""
+    the second run, the Class page's: the page reads it as a visitor's first load would.
+    ``client``: the machine this session comes from (else the session is its own client)."""
     at = new_session(lang)
+    if client is not None:
+        at.session_state[CLIENT_KEY] = client
     at.run()
     for name, value in (query or {}).items():
         at.query_params[name] = value
@@ -72,8 +76,10 @@ def _switch(at: AppTest, page: str) -> None:
     at._page_hash = ""
 
 
-def _teacher(lang: str = "en", lesson: str | None = LESSON) -> tuple[AppTest, str, str]:
-    at = _open(lang=lang)
+def _teacher(
+    lang: str = "en", lesson: str | None = LESSON, client: str | None = None
+) -> tuple[AppTest, str, str]:
+    at = _open(lang=lang, client=client)
     at.selectbox(key=state.LESSON_PICK_KEY).set_value(lesson).run()
     at.button(key="classmode_start_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -81,8 +87,8 @@ def _teacher(lang: str = "en", lesson: str | None = LESSON) -> tuple[AppTest, st
     return at, code, key
 
 
-def _join(code: str, nickname: str = "", lang: str = "en") -> AppTest:
-    at = _open(lang=lang)
+def _join(code: str, nickname: str = "", lang: str = "en", client: str | None = None) -> AppTest:
+    at = _open(lang=lang, client=client)
     at.text_input(key=state.JOIN_CODE_KEY).input(code)
     at.text_input(key=state.JOIN_NAME_KEY).input(nickname)
     at.button(key="classmode_join_button").click().run()
@@ -291,7 +297,111 @@ def test_a_student_link_of_another_class_is_refused() -> None:
     _, code_b, _ = _teacher()
     at = _open({"class": code_b, "student": key_a})
     assert state.STUDENT_KEY not in at.session_state
-    assert "does not belong to this class" in _said(at)
+    assert "does not open a class" in _said(at)
+
+
+def _error_cards(at: AppTest) -> list[str]:
+    return [str(box.value) for box in at.error]
+
+
+def test_a_wrong_key_and_an_unknown_code_get_the_same_card() -> None:
+    """A student link (or a teacher's) tells nothing about whether its code exists."""
+    _, code, teacher_key = _teacher()
+    student = _join(code, "Ida")
+    _, key = student.session_state[state.STUDENT_KEY]
+    unknown = next(c for c in ("ABCDEF", "ABCDEG") if c != code)
+    forged = key[:-1] + ("x" if key[-1] != "x" else "y")
+    cards = [
+        _error_cards(_open({"class": c, "student": k})) for c, k in ((code, forged), (unknown, key))
+    ]
+    assert cards[0] == cards[1] and len(cards[0]) == 1, cards
+    assert "does not open a class" in cards[0][0]
+    forged = teacher_key[:-1] + ("x" if teacher_key[-1] != "x" else "y")
+    cards = [
+        _error_cards(_open({"class": c, "teacher": k}))
+        for c, k in ((code, forged), (unknown, teacher_key))
+    ]
+    assert cards[0] == cards[1] and len(cards[0]) == 1, cards
+    assert "cannot drive the class" in cards[0][0]
+
+
+def _roster_labels(at: AppTest) -> list[str]:
+    return [e.label for e in at.expander if e.label.startswith("Students (")]
+
+
+def test_the_teacher_sees_the_roster_removes_a_student_and_locks_the_class(
+    fresh_store: ClassStore,
+) -> None:
+    teacher, code, teacher_key = _teacher()
+    ada, bob = _join(code, "Ada"), _join(code, "Bob")
+    teacher.run()
+    assert _roster_labels(teacher) == ["Students (2)"]
+    said = _said(teacher)
+    assert "**Ada**" in said and "**Bob**" in said and "joined just now" in said
+    people = fresh_store.roster(code, teacher_key)
+    _, bob_key = bob.session_state[state.STUDENT_KEY]
+    assert all(bob_key not in str(b.key) for b in teacher.button)  # ids, never keys
+    teacher.button(key=f"classmode_remove_{people[1].student_id}").click().run()
+    assert not teacher.exception
+    assert _roster_labels(teacher) == ["Students (1)"]
+    assert not _has_button(teacher, f"classmode_remove_{people[1].student_id}")
+    assert [p.nickname for p in fresh_store.roster(code, teacher_key)] == ["Ada"]
+    # Bob's screen says so, kindly, and forgets the class (his key no longer works).
+    bob.run()
+    assert not bob.exception
+    assert state.STUDENT_KEY not in bob.session_state
+    assert "student" not in bob.query_params
+    assert any("Your teacher has taken you out of this class" in c for c in _error_cards(bob))
+    ada.run()
+    assert ada.session_state[state.STUDENT_KEY][0] == code and not _error_cards(ada)
+    # Locked: a late student is told why; unlocked: they get in.
+    teacher.button(key="classmode_lock").click().run()
+    assert fresh_store.state(code).locked
+    assert "The class is locked" in _said(teacher)
+    late = _join(code, "Late")
+    assert state.STUDENT_KEY not in late.session_state
+    assert any(
+        "The class is locked: ask your teacher to unlock it" in c for c in _error_cards(late)
+    )
+    teacher.button(key="classmode_lock").click().run()
+    assert not fresh_store.state(code).locked
+    late.button(key="classmode_join_button").click().run()
+    assert late.session_state[state.STUDENT_KEY][0] == code
+    teacher.run()
+    assert _roster_labels(teacher) == ["Students (2)"]
+
+
+def test_starts_count_the_client_not_the_session() -> None:
+    """Fresh sessions of one machine share its start budget (three a minute); another
+    machine is not held back by it."""
+    for _ in range(3):
+        _teacher(client="ip:203.0.113.7")
+    at = _open(client="ip:203.0.113.7")
+    at.button(key="classmode_start_button").click().run()
+    assert state.TEACHER_KEY not in at.session_state
+    assert any("Too many tries from here" in c for c in _error_cards(at))
+    _teacher(client="ip:198.51.100.9")
+
+
+def test_start_asks_for_the_servers_password(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("ATLAS_START_SECRET", "correct horse")
+    state.store.clear()
+    at = _open()
+    box = at.text_input(key=state.START_SECRET_KEY)
+    assert box.proto.type == box.proto.PASSWORD
+    at.button(key="classmode_start_button").click().run()
+    assert state.TEACHER_KEY not in at.session_state
+    assert any("start password" in c for c in _error_cards(at))
+    at.text_input(key=state.START_SECRET_KEY).input("correct horse")
+    at.button(key="classmode_start_button").click().run()
+    assert not at.exception
+    assert state.TEACHER_KEY in at.session_state
+    assert "correct horse" not in json.dumps(dict(at.query_params))
+    # Without the setting there is no box.
+    monkeypatch.delenv("ATLAS_START_SECRET")
+    state.store.clear()
+    plain = _open()
+    assert not any(box.key == state.START_SECRET_KEY for box in plain.text_input)
 
 
 # --------------------------------------------------------------------------- Korean
@@ -308,7 +418,9 @@ def test_korean_teacher_and_student() -> None:
     student.run()
     assert any(b.label == "답 보내기" for b in student.button)
     bad = _open({"class": "ZZZZZZ", "student": "x" * 24}, lang="ko")
-    assert "이 코드의 수업이 없습니다" in _said(bad)
+    assert "이 학생 링크로는 수업에 들어갈 수 없습니다" in _said(bad)
+    late = _join("ZZZZZZ", lang="ko")
+    assert "이 코드의 수업이 없습니다" in _said(late)
 
 
 # --------------------------------------------------------------------------- free mode
@@ -349,6 +461,8 @@ def test_a_student_who_wanders_keeps_their_link_in_the_address_bar() -> None:
 # The parameters the engine raises each code with (torchatlas/classmode/__init__.py).
 ERROR_PARAMS = {
     "too_many_classes": {"limit": 200},
+    "too_many_seats": {"limit": 60},
+    "too_many_own_classes": {"limit": 5},
     "class_full": {"limit": 120},
     "bad_nickname": {"limit": 24},
     "rate_limited": {"limit": 20, "seconds": 42},

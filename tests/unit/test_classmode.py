@@ -240,6 +240,57 @@ def test_a_valid_but_unknown_code(make) -> None:  # type: ignore[no-untyped-def]
     refused(ErrorCode.NO_SUCH_CLASS, lambda: store.join("ABCDEF", "x", client="c"))
 
 
+def _keyed_calls(store: ClassStore) -> dict[str, Callable[[str, str], object]]:
+    """Every call that takes a code and a key, by name."""
+    return {
+        "student": lambda c, k: store.student(c, k),
+        "answer": lambda c, k: store.answer(c, k, 0),
+        "move": lambda c, k: store.move(c, k, step=1, room="devices", query={}),
+        "ask": lambda c, k: store.ask(c, k),
+        "reveal": lambda c, k: store.reveal(c, k),
+        "end": lambda c, k: store.end(c, k),
+        "tally": lambda c, k: store.tally(c, k),
+        "summary": lambda c, k: store.summary(c, k),
+        "summary_csv": lambda c, k: store.summary_csv(c, k),
+        "roster": lambda c, k: store.roster(c, k),
+        "remove": lambda c, k: store.remove(c, k, "0" * 16),
+        "lock": lambda c, k: store.lock(c, k, True),
+    }
+
+
+def test_an_unknown_code_and_a_wrong_key_get_one_answer(make) -> None:  # type: ignore[no-untyped-def]
+    """No keyed call tells a code that exists from one that does not: the same code and the
+    same text for an unknown code, an expired one, a malformed one and a wrong key."""
+    store = make()
+    teacher = store.start(LESSON, "en", client="t")
+    pupil = store.join(teacher.code, "Ada", client="a")
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    unknown = next(c for c in ("ABCDEF", "ABCDEG") if c != teacher.code)
+    wrong = "W" * 32
+    for name, call in _keyed_calls(store).items():
+        student = name in ("student", "answer")
+        right = pupil.student_key if student else teacher.teacher_key
+        forged = right[:-1] + ("x" if right[-1] != "x" else "y")
+        seen = set()
+        for code, key in [
+            (unknown, right),  # no such class
+            (teacher.code, forged),  # the class, a wrong key
+            (teacher.code.lower(), wrong),
+            (unknown, wrong),
+            ("ABCDE0", right),  # malformed: refused before the database, alike
+        ]:
+            with pytest.raises(ClassError) as caught:
+                call(code, key)
+            error = caught.value
+            seen.add((error.code, tuple(error.params.items()), error.text("en"), error.text("ko")))
+        expected = ErrorCode.NOT_STUDENT if student else ErrorCode.NOT_TEACHER
+        assert len(seen) == 1 and next(iter(seen))[0] == expected, (name, seen)
+    assert not store.is_teacher(unknown, teacher.teacher_key)
+    assert not store.is_teacher(teacher.code, wrong)
+    assert store.state(teacher.code).version == 3  # nothing refused changed the class
+
+
 def test_only_the_teacher_key_drives_the_class(make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     store = make()
     teacher = store.start(LESSON, "en", client="t")
@@ -317,6 +368,45 @@ def test_answers_must_be_one_of_the_options(make) -> None:  # type: ignore[no-un
 # --------------------------------------------------------------------------- nicknames
 
 
+def test_look_alike_nicknames_are_one_nickname(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(None, "en", client="t")
+
+    def join(name: str, n: list[int] = [0]) -> str:  # noqa: B006  (a counter)
+        n[0] += 1
+        return store.join(teacher.code, name, client=f"c{n[0]}").nickname
+
+    assert join("Ada") == "Ada"
+    assert join("\u0410da") == "\u0410da 2"  # Cyrillic А
+    assert join("ａｄａ") == "ada 3"  # full-width (NFKC)
+    assert join("\U0001d41a\U0001d41d\U0001d41a") == "ada 4"  # mathematical bold
+    assert join("paypal") == "paypal"
+    assert join("p\u0430yp\u0430l") == "p\u0430yp\u0430l 2"  # Cyrillic а twice
+    assert join("\u0440aypal") == "\u0440aypal 3"  # Cyrillic р
+    assert join("Il") == "Il"
+    assert join("ll") == "ll 2"  # capital I and small l
+    assert join("민지") == "민지" and join("민자") == "민자"  # different names stay apart
+    assert clean.fold("Ada") == clean.fold("\u0410DA") == clean.fold("ａｄａ")
+    assert clean.fold("paypal") == clean.fold("p\u0430yp\u0430l")
+    assert clean.fold("rn") == clean.fold("m")
+    assert clean.fold("Ada") != clean.fold("Adam")
+
+
+def test_combining_marks_are_bounded() -> None:
+    import unicodedata
+
+    limit = 24
+    zalgo = "Z" + "\u0301\u0302\u0303\u0304\u0305" * 8 + "oe"
+    cleaned = clean.clean_nickname(zalgo, limit)
+    marks = [ch for ch in unicodedata.normalize("NFD", cleaned) if unicodedata.combining(ch)]
+    assert len(marks) == 2, cleaned
+    assert unicodedata.normalize("NFD", cleaned) == "Z\u0301\u0302oe"
+    assert clean.clean_nickname("Việt Nguyễn", limit) == "Việt Nguyễn"  # two marks: kept
+    assert clean.clean_nickname("\u0301\u0301Ada", limit) == "Ada"  # marks with no base
+    assert clean.clean_nickname("한국어 이름", limit) == "한국어 이름"
+    assert clean.clean_nickname("ก\u0e34\u0e48\u0e48\u0e48", limit) == "ก\u0e34\u0e48"  # Thai
+
+
 def test_nicknames_are_cleaned() -> None:
     limit = 24
     assert clean.clean_nickname("Ａｄａ", limit) == "Ada"  # NFKC: full-width letters
@@ -376,17 +466,143 @@ def test_csv_neutralises_formulas_and_carries_no_keys(make) -> None:  # type: ig
 
 def test_joins_are_rate_limited_per_client(make, clock) -> None:  # type: ignore[no-untyped-def]
     store = make(joins_per_minute=5)
-    teacher = store.start(None, "en", client="teacher")
-    for _ in range(2):  # with the start and the two joins below: 5 in the minute
-        refused(ErrorCode.NO_SUCH_CLASS, lambda: store.join("ABCDEF", "x", client="teacher"))
-        store.join(teacher.code, "x", client="teacher")
+    teacher = store.start(None, "en", client="laptop")
+    unknown = next(c for c in ("ABCDEF", "ABCDEG") if c != teacher.code)
+    for _ in range(2):
+        refused(ErrorCode.NO_SUCH_CLASS, lambda: store.join(unknown, "x", client="laptop"))
+        store.join(teacher.code, "x", client="laptop")
+    store.join(teacher.code, "x", client="laptop")  # 5 joins in the minute
     # The wrong codes counted too: guessing codes is what the limit slows.
-    error = refused(ErrorCode.RATE_LIMITED, lambda: store.join(teacher.code, "y", client="teacher"))
+    error = refused(ErrorCode.RATE_LIMITED, lambda: store.join(teacher.code, "y", client="laptop"))
     assert error.params["limit"] == "5" and 1 <= int(error.params["seconds"]) <= 60
-    refused(ErrorCode.RATE_LIMITED, lambda: store.start(None, "en", client="teacher"))
+    refused(ErrorCode.RATE_LIMITED, lambda: store.join(unknown, "y", client="laptop"))
+    # Starts have a budget of their own: a class's joins do not lock its teacher out.
+    store.start(None, "en", client="laptop")
     store.join(teacher.code, "z", client="someone else")
     clock.now += 61
-    store.join(teacher.code, "w", client="teacher")
+    store.join(teacher.code, "w", client="laptop")
+
+
+def test_the_default_join_rate_lets_a_school_network_in_within_a_minute(make, clock) -> None:  # type: ignore[no-untyped-def]
+    """Sixty phones behind one address (a school's NAT) join within a minute on the default
+    limits; the sixty-first seat from that address is refused, a phone elsewhere still joins."""
+    store = make()
+    teacher = store.start(None, "en", client="teacher's laptop")
+    for i in range(60):
+        store.join(teacher.code, f"phone {i}", client="ip:203.0.113.7")
+        clock.now += 0.9
+    clock.now += 61
+    refused(
+        ErrorCode.TOO_MANY_SEATS, lambda: store.join(teacher.code, "x", client="ip:203.0.113.7")
+    )
+    store.join(teacher.code, "home", client="ip:198.51.100.9")
+    assert store.state(teacher.code).students == 61
+
+
+def test_one_client_cannot_take_a_class(make, clock) -> None:  # type: ignore[no-untyped-def]
+    """The red team's laptop: 130 joins from fresh sessions on one address. Sessions do not
+    matter (the client is the address): at most ``seats_per_client`` seats, at most
+    ``joins_per_minute`` tries a minute, and a second client still joins."""
+    store = make()  # the defaults: 120 seats, 60 per client, 60 joins a minute per client
+    teacher = store.start(None, "en", client="teacher")
+    outcomes: dict[str, int] = {}
+    for i in range(130):
+        try:
+            store.join(teacher.code, f"bot{i}", client="ip:127.0.0.2")
+            outcomes["joined"] = outcomes.get("joined", 0) + 1
+        except ClassError as error:
+            outcomes[error.code] = outcomes.get(error.code, 0) + 1
+        clock.now += 0.5
+    assert outcomes["joined"] == 60, outcomes
+    assert set(outcomes) == {"joined", ErrorCode.RATE_LIMITED, ErrorCode.TOO_MANY_SEATS}
+    clock.now += 61
+    error = refused(
+        ErrorCode.TOO_MANY_SEATS, lambda: store.join(teacher.code, "bot", client="ip:127.0.0.2")
+    )
+    assert error.params == {"limit": "60"}
+    store.join(teacher.code, "Real Ada", client="ip:198.51.100.9")
+    assert store.state(teacher.code).students == 61
+    # Without the rate limit in the way, the seats alone stop one client at 60.
+    other = make(joins_per_minute=1000)
+    second = other.start(None, "en", client="teacher 2")
+    for i in range(60):
+        other.join(second.code, f"bot{i}", client="ip:127.0.0.3")
+    refused(ErrorCode.TOO_MANY_SEATS, lambda: other.join(second.code, "b", client="ip:127.0.0.3"))
+    other.join(second.code, "Bo", client="ip:127.0.0.4")
+
+
+def test_failed_link_checks_count_toward_the_join_limit(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make(joins_per_minute=5)
+    teacher = store.start(LESSON, "en", client="teacher")
+    pupil = store.join(teacher.code, "Ada", client="ada's phone")
+    unknown = next(c for c in ("ABCDEF", "ABCDEG") if c != teacher.code)
+    for code in (unknown, teacher.code, unknown):  # unknown code, wrong key: both counted
+        refused(ErrorCode.NOT_STUDENT, lambda c=code: store.student(c, "K" * 24, client="probe"))
+    assert not store.is_teacher(unknown, "K" * 32, client="probe")
+    assert not store.is_teacher(teacher.code, "K" * 32, client="probe")
+    # Five failed checks: the next check and the next join are refused for a minute.
+    error = refused(
+        ErrorCode.RATE_LIMITED, lambda: store.student(unknown, "K" * 24, client="probe")
+    )
+    assert error.params["limit"] == "5"
+    refused(ErrorCode.RATE_LIMITED, lambda: store.join(teacher.code, "x", client="probe"))
+    # A right link is never refused (nor counted): a reload behind a busy address works.
+    assert store.student(teacher.code, pupil.student_key, client="probe").nickname == "Ada"
+    assert store.is_teacher(teacher.code, teacher.teacher_key, client="probe")
+    # The page's own reads of a held key (no client) are not link checks.
+    for _ in range(10):
+        refused(ErrorCode.NOT_STUDENT, lambda: store.student(unknown, "K" * 24))
+    store.join(teacher.code, "other", client="another phone")
+    clock.now += 61
+    refused(ErrorCode.NOT_STUDENT, lambda: store.student(unknown, "K" * 24, client="probe"))
+
+
+def test_starts_are_limited_per_client(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make()  # 3 starts a minute, 5 live classes per client
+    for _ in range(3):
+        store.start(None, "en", client="ip:127.0.0.1")
+    error = refused(ErrorCode.RATE_LIMITED, lambda: store.start(None, "en", client="ip:127.0.0.1"))
+    assert error.params["limit"] == "3"
+    store.start(None, "en", client="ip:192.0.2.1")  # another client
+    clock.now += 61
+    teachers = [store.start(None, "en", client="ip:127.0.0.1") for _ in range(2)]
+    clock.now += 61
+    error = refused(
+        ErrorCode.TOO_MANY_OWN_CLASSES, lambda: store.start(None, "en", client="ip:127.0.0.1")
+    )
+    assert error.params == {"limit": "5"}
+    store.end(teachers[0].code, teachers[0].teacher_key)  # an ended class frees its place
+    store.start(None, "en", client="ip:127.0.0.1")
+
+
+def test_live_classes_per_client_are_capped(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make(classes_per_client=3, starts_per_minute=100, untaught_minutes=30)
+    for _ in range(3):
+        store.start(None, "en", client="student's laptop")
+    refused(
+        ErrorCode.TOO_MANY_OWN_CLASSES, lambda: store.start(None, "en", client="student's laptop")
+    )
+    store.start(None, "en", client="the teacher")
+    # Classes nobody taught expire after half an hour, and free their client's places.
+    clock.now += 31 * 60
+    store.start(None, "en", client="student's laptop")
+
+
+def test_a_start_password_when_the_server_sets_one(db_url, clock, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = ClassStore(db_url, clock=clock, start_secret="correct horse")
+    assert store.start_secret_required
+    refused(ErrorCode.BAD_START_SECRET, lambda: store.start(None, "en", client="c"))
+    refused(ErrorCode.BAD_START_SECRET, lambda: store.start(None, "en", client="c", secret="x"))
+    store.start(None, "en", client="c", secret="correct horse")
+    # Wrong passwords count toward the start limit: guessing it is slow.
+    refused(ErrorCode.RATE_LIMITED, lambda: store.start(None, "en", client="c", secret="x"))
+    monkeypatch.setenv("ATLAS_START_SECRET", "from the setting")
+    assert ClassStore(db_url, clock=clock).start_secret_required
+    ClassStore(db_url, clock=clock).start(None, "en", client="d", secret="from the setting")
+    monkeypatch.setenv("ATLAS_START_SECRET", "")
+    assert not ClassStore(db_url, clock=clock).start_secret_required
+    monkeypatch.delenv("ATLAS_START_SECRET")
+    ClassStore(db_url, clock=clock).start(None, "en", client="e")
 
 
 def test_live_classes_are_limited(make) -> None:  # type: ignore[no-untyped-def]
@@ -412,18 +628,125 @@ def test_students_per_class_are_limited(make) -> None:  # type: ignore[no-untype
 def test_idle_classes_expire(make, clock) -> None:  # type: ignore[no-untyped-def]
     store = make(idle_hours=3)
     idle = store.start(LESSON, "en", client="t")
+    go_to(store, idle, 1)  # taught, then left
     pupil = store.join(idle.code, "Ann", client="a")
     busy = store.start(None, "en", client="t")
-    clock.now += 2 * 3600
     store.move(busy.code, busy.teacher_key, step=1, room="devices", query={})
+    clock.now += 2 * 3600
+    store.move(busy.code, busy.teacher_key, step=2, room="devices", query={})
     assert store.expire_idle() == 0
     clock.now += 3600 + 1  # idle: 3 h 1 s; busy: 1 h 1 s
     assert store.expire_idle() == 1
     refused(ErrorCode.NO_SUCH_CLASS, lambda: store.state(idle.code))
     refused(ErrorCode.NO_SUCH_CLASS, lambda: store.version(idle.code))
-    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.student(idle.code, pupil.student_key))
-    assert store.state(busy.code).step == 1
+    refused(ErrorCode.NOT_STUDENT, lambda: store.student(idle.code, pupil.student_key))
+    assert store.state(busy.code).step == 2
     assert make().expire_idle() == 0  # another replica finds nothing more to do
+
+
+def test_a_class_lives_by_its_teacher_not_by_joins(make, clock) -> None:  # type: ignore[no-untyped-def]
+    """Joins do not keep a class alive: only its teacher's changes and tally watching do."""
+    store = make(idle_hours=3)
+    left = store.start(LESSON, "en", client="t")
+    go_to(store, left, 1)
+    watched = store.start(LESSON, "en", client="t")
+    go_to(store, watched, 1)
+    for i in range(6):  # a join every half hour for three hours
+        clock.now += 1800
+        store.join(left.code, f"s{i}", client=f"c{i}")
+        store.tally(watched.code, watched.teacher_key)  # the teacher's page is open
+    clock.now += 1
+    assert store.expire_idle() == 1
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.state(left.code))
+    assert store.state(watched.code).step == 1
+
+
+def test_untaught_classes_expire_early(make, clock) -> None:  # type: ignore[no-untyped-def]
+    store = make(untaught_minutes=30)
+    untaught = store.start(LESSON, "en", client="t")
+    taught = store.start(LESSON, "en", client="t")
+    free = store.start(None, "en", client="t")
+    clock.now += 10 * 60
+    go_to(store, taught, 1)
+    store.move(free.code, free.teacher_key, step=1, room="devices", query={})
+    store.join(untaught.code, "Early", client="e")  # a join is not the teacher's doing
+    clock.now += 19 * 60
+    assert store.expire_idle() == 0
+    clock.now += 2 * 60  # 31 minutes after the start, 21 after the moves
+    assert store.expire_idle() == 1
+    refused(ErrorCode.NO_SUCH_CLASS, lambda: store.state(untaught.code))
+    assert store.state(taught.code).step == 1 and store.state(free.code).step == 1
+
+
+# --------------------------------------------------------------------------- the teacher's class
+
+
+def test_the_teacher_sees_removes_and_locks(make) -> None:  # type: ignore[no-untyped-def]
+    store = make()
+    teacher = store.start(LESSON, "en", client="teacher")
+    ada = store.join(teacher.code, "Ada", client="a")
+    bob = store.join(teacher.code, "Bob", client="b")
+    roster = store.roster(teacher.code, teacher.teacher_key)
+    assert [(r.nickname, r.joined) for r in roster] == [
+        ("Ada", store.clock()),
+        ("Bob", store.clock()),
+    ]
+    assert len({r.student_id for r in roster}) == 2
+    for entry in roster:  # an opaque id: not a key, not a key's digest
+        assert entry.student_id not in (ada.student_key, bob.student_key)
+        assert entry.student_id not in (
+            clean.key_hash(ada.student_key),
+            clean.key_hash(bob.student_key),
+        )
+    go_to(store, teacher, 1)
+    store.ask(teacher.code, teacher.teacher_key)
+    store.answer(teacher.code, ada.student_key, 0)
+    store.answer(teacher.code, bob.student_key, 1)
+    assert store.tally(teacher.code, teacher.teacher_key).answered == 2
+    before = store.state(teacher.code)
+
+    assert store.remove(teacher.code, teacher.teacher_key, roster[1].student_id)
+    after = store.state(teacher.code)
+    assert after.version == before.version + 1 and after.removals == before.removals + 1
+    assert after.students == 1
+    tally = store.tally(teacher.code, teacher.teacher_key)
+    assert (tally.joined, tally.answered, tally.counts[0], tally.counts[1]) == (1, 1, 1, 0)
+    assert "Bob" not in store.summary_csv(teacher.code, teacher.teacher_key)
+    refused(ErrorCode.REMOVED, lambda: store.student(teacher.code, bob.student_key))
+    refused(ErrorCode.REMOVED, lambda: store.answer(teacher.code, bob.student_key, 1))
+    assert not store.remove(teacher.code, teacher.teacher_key, roster[1].student_id)  # twice
+    assert not store.remove(teacher.code, teacher.teacher_key, "nobody")
+    assert [r.nickname for r in store.roster(teacher.code, teacher.teacher_key)] == ["Ada"]
+    # The seat and the nickname are free again.
+    assert store.join(teacher.code, "Bob", client="b").nickname == "Bob"
+
+    state = store.lock(teacher.code, teacher.teacher_key, True)
+    assert state.locked and store.state(teacher.code).locked
+    refused(ErrorCode.CLASS_LOCKED, lambda: store.join(teacher.code, "Late", client="late"))
+    assert store.student(teacher.code, ada.student_key).nickname == "Ada"  # still in
+    store.answer(teacher.code, ada.student_key, 2)  # still answering
+    assert store.lock(teacher.code, teacher.teacher_key, True).version == state.version
+    assert not store.lock(teacher.code, teacher.teacher_key, False).locked
+    assert store.join(teacher.code, "Late", client="late").nickname == "Late"
+    # Only the teacher.
+    refused(ErrorCode.NOT_TEACHER, lambda: store.roster(teacher.code, ada.student_key))
+    refused(ErrorCode.NOT_TEACHER, lambda: store.lock(teacher.code, ada.student_key, True))
+    refused(
+        ErrorCode.NOT_TEACHER,
+        lambda: store.remove(teacher.code, ada.student_key, roster[0].student_id),
+    )
+    assert store.student(teacher.code, ada.student_key).nickname == "Ada"
+
+
+def test_a_locked_class_at_capacity_and_a_removal_free_a_seat(make) -> None:  # type: ignore[no-untyped-def]
+    store = make(max_students=2)
+    teacher = store.start(None, "en", client="t")
+    store.join(teacher.code, "a", client="x")
+    store.join(teacher.code, "b", client="x")
+    refused(ErrorCode.CLASS_FULL, lambda: store.join(teacher.code, "c", client="y"))
+    first = store.roster(teacher.code, teacher.teacher_key)[0]
+    store.remove(teacher.code, teacher.teacher_key, first.student_id)
+    store.join(teacher.code, "c", client="y")
 
 
 # --------------------------------------------------------------------------- durability
@@ -641,6 +964,47 @@ def test_migrations_run_once_when_replicas_start_together(db_url: str) -> None:
 
 
 # --------------------------------------------------------------------------- storage
+
+
+def test_a_version_1_database_is_migrated(db_url: str) -> None:
+    """A database made by schema version 1 (no per-client columns, no lock, no removals,
+    nicknames folded by case only) gains them on the next start, its classes intact."""
+    from sqlalchemy import create_engine, select, text
+
+    from torchatlas.classmode import db, schema
+
+    store = ClassStore(db_url)
+    teacher = store.start(LESSON, "en", client="t")
+    store.join(teacher.code, "ADA", client="a")
+    engine = create_engine(db.normalise(db_url))
+    with engine.begin() as conn:  # back to version 1's tables
+        conn.execute(text("DROP INDEX ix_classmode_classes_client"))
+        conn.execute(text("DROP INDEX ix_classmode_students_class_client"))
+        for table, column in [
+            ("classmode_classes", "client"),
+            ("classmode_classes", "locked"),
+            ("classmode_students", "client"),
+            ("classmode_attempts", "kind"),
+        ]:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(text("DROP TABLE classmode_removed"))
+        conn.execute(text("UPDATE classmode_students SET fold = 'ada'"))  # v1's fold
+        conn.execute(text("UPDATE classmode_schema SET version = 1"))
+    db._migrated.discard(db.normalise(db_url))
+
+    again = ClassStore(db_url)
+    state = again.state(teacher.code)
+    assert not state.locked and state.removals == 0 and state.students == 1
+    assert again.join(teacher.code, "\u0410da", client="b").nickname == "\u0410da 2"
+    assert [r.nickname for r in again.roster(teacher.code, teacher.teacher_key)] == [
+        "ADA",
+        "\u0410da 2",
+    ]
+    again.lock(teacher.code, teacher.teacher_key, True)
+    refused(ErrorCode.CLASS_LOCKED, lambda: again.join(teacher.code, "c", client="c"))
+    with engine.connect() as conn:
+        assert conn.execute(select(schema.schema.c.version)).scalar_one() == schema.VERSION
+    engine.dispose()
 
 
 def test_secrets_are_stored_only_as_digests(db_url: str) -> None:

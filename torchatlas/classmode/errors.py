@@ -14,11 +14,13 @@ from torchatlas.errors import CodedError
 
 
 class ErrorCode(StrEnum):
-    NO_SUCH_CLASS = "no_such_class"  # unknown, malformed or expired code
+    NO_SUCH_CLASS = "no_such_class"  # unknown, malformed or expired code (join, state)
     CLASS_ENDED = "class_ended"
     TOO_MANY_CLASSES = "too_many_classes"  # params: limit
     CLASS_FULL = "class_full"  # params: limit
     RATE_LIMITED = "rate_limited"  # params: limit (per minute), seconds (to wait)
+    # A teacher's (student's) code and key that do not open a class: the code is unknown,
+    # malformed or expired, or the key is wrong. One answer for all, so a link tells nothing.
     NOT_TEACHER = "not_teacher"
     NOT_STUDENT = "not_student"
     BAD_OPTION = "bad_option"  # params: options (how many)
@@ -29,6 +31,11 @@ class ErrorCode(StrEnum):
     NO_SUCH_LESSON = "no_such_lesson"  # params: lesson
     NO_QUESTION = "no_question"  # params: step (the current step asks nothing)
     UNAVAILABLE = "unavailable"  # the class database cannot be reached (logged for the admin)
+    CLASS_LOCKED = "class_locked"  # the teacher locked the class: no new joins
+    REMOVED = "removed"  # the teacher removed this student (their key no longer works)
+    TOO_MANY_SEATS = "too_many_seats"  # params: limit (students of one client in one class)
+    TOO_MANY_OWN_CLASSES = "too_many_own_classes"  # params: limit (live classes per client)
+    BAD_START_SECRET = "bad_start_secret"  # the server asks for ATLAS_START_SECRET to start
 
 
 class ClassError(CodedError):

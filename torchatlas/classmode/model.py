@@ -11,8 +11,16 @@ class Limits:
 
     max_classes: int = 200  # live (not ended) classes in the database
     max_students: int = 120  # students in one class
-    joins_per_minute: int = 20  # joins + starts per client per minute
-    idle_hours: float = 3.0  # a class with no teacher action or join for this long is deleted
+    # Students of one client (one address: a school's NAT is one) in one class: a school's
+    # sixty phones fit, one laptop cannot take a 120-seat class (the roster and lock do the rest).
+    seats_per_client: int = 60
+    # Joins and failed link checks per client per minute: sixty phones behind one address join
+    # within a minute; a prober tests at most this many codes a minute.
+    joins_per_minute: int = 60
+    starts_per_minute: int = 3  # class starts per client per minute (wrong passwords too)
+    classes_per_client: int = 5  # live (not ended) classes one client started
+    idle_hours: float = 3.0  # a class with no teacher action for this long is deleted
+    untaught_minutes: float = 30.0  # a class still at step 0 with no teacher action: deleted
     version_cache_s: float = 0.5  # how old a cached version() may be (per store, per class)
     max_query_keys: int = 40  # fields in a place's link
     max_query_bytes: int = 8192  # the place's link as JSON
@@ -43,7 +51,9 @@ class ClassState:
 
     ``query`` is the room's link as sorted ``(field, value)`` pairs, a repeated field's values
     as a tuple. ``options`` are the current step's question options (empty without one);
-    ``correct`` is the right option's index, only once revealed (None before).
+    ``correct`` is the right option's index, only once revealed (None before). ``locked``:
+    the teacher closed the class to new joins. ``removals``: how many students the teacher
+    removed (a student's screen checks its own key again when it grows).
     """
 
     code: str
@@ -59,6 +69,8 @@ class ClassState:
     students: int
     options: tuple[str, ...] = ()
     correct: int | None = None
+    locked: bool = False
+    removals: int = 0
 
     def fields(self) -> dict[str, str | list[str]]:
         """The query as ``st.switch_page(query_params=...)`` takes it."""
@@ -69,6 +81,16 @@ class ClassState:
 class Student:
     nickname: str
     answers: tuple[tuple[int, int], ...]  # (step, option picked), by step
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    """One student as the teacher's roster shows them: ``student_id`` is opaque and of this
+    class only (never the student's key); ``joined`` is the wall time they joined."""
+
+    student_id: str
+    nickname: str
+    joined: float
 
 
 @dataclass(frozen=True)

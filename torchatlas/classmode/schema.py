@@ -5,6 +5,16 @@ migration above that version in one transaction, holding that row's lock, so two
 starting together apply it once (on PostgreSQL the loser of a race to create the tables
 fails, rolls back and finds them made on its retry). A migration is append-only: never
 edit one that has shipped; add the next.
+
+Version 1 creates its tables from this file's metadata as it is now, so on a new database
+they already have every later column: each later migration adds only what it finds missing
+(columns by ``ALTER TABLE ... ADD COLUMN`` with a default, tables and indexes ``checkfirst``).
+
+- v1: classes, questions, students, answers, attempts.
+- v2: ``classes.client`` (the starting client's digest) and ``classes.locked``;
+  ``students.client`` (the joining client's digest); ``attempts.kind`` ("join": joins and
+  failed link checks; "start"); the ``classmode_removed`` table (keys the teacher removed);
+  indexes for the per-client counts.
 """
 
 from __future__ import annotations
@@ -25,8 +35,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
 
@@ -48,13 +61,17 @@ classes = Table(
     Column("lesson_id", String(40)),
     Column("lang", String(8), nullable=False),
     Column("created", Float, nullable=False),
-    Column("active", Float, nullable=False, index=True),  # last teacher action or join
+    Column("active", Float, nullable=False, index=True),  # last teacher action (v1: or join)
     Column("version", Integer, nullable=False),
     Column("step", Integer, nullable=False),
     Column("room", String(16), nullable=False),
     Column("query", Text, nullable=False),  # JSON object, sorted keys
     Column("ended", Boolean, nullable=False),
-    Column("students", Integer, nullable=False),  # joined so far (kept with each join)
+    Column("students", Integer, nullable=False),  # in the class now (join +1, removal -1)
+    # v2: SHA-256 of the client that started it (the per-client cap on live classes)
+    Column("client", String(64), nullable=False, server_default=""),
+    Column("locked", Boolean, nullable=False, server_default=false()),  # v2: no new joins
+    Index("ix_classmode_classes_client", "client"),
 )
 
 questions = Table(
@@ -79,10 +96,14 @@ students = Table(
     ),
     Column("key_hash", String(64), nullable=False),
     Column("nickname", String(64), nullable=False),
-    Column("fold", String(128), nullable=False),  # casefolded nickname: unique in the class
+    # the nickname's form for uniqueness in the class (v1: casefolded; v2: its confusable
+    # skeleton, clean.fold; a join compares with both)
+    Column("fold", String(128), nullable=False),
     Column("joined", Float, nullable=False),
+    Column("client", String(64), nullable=False, server_default=""),  # v2: who joined (SHA-256)
     UniqueConstraint("class_id", "key_hash"),
     UniqueConstraint("class_id", "fold"),
+    Index("ix_classmode_students_class_client", "class_id", "client"),
 )
 
 answers = Table(
@@ -103,12 +124,27 @@ answers = Table(
 )
 
 attempts = Table(
-    "classmode_attempts",  # joins and starts, for the per-client rate limit
+    "classmode_attempts",  # joins, failed link checks and starts, for the per-client limits
     metadata,
     Column("id", Integer, primary_key=True),
     Column("client", String(64), nullable=False),  # SHA-256 of what the page called the client
     Column("at", Float, nullable=False, index=True),
+    Column("kind", String(8), nullable=False, server_default="join"),  # v2: "join" or "start"
     Index("ix_classmode_attempts_client_at", "client", "at"),
+)
+
+removed = Table(
+    "classmode_removed",  # v2: students the teacher removed (their key says so, kindly)
+    metadata,
+    Column(
+        "class_id",
+        Integer,
+        ForeignKey("classmode_classes.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("key_hash", String(64), nullable=False),
+    Column("at", Float, nullable=False),
+    PrimaryKeyConstraint("class_id", "key_hash"),
 )
 
 
@@ -116,7 +152,26 @@ def _v1(conn: Connection) -> None:
     metadata.create_all(conn, tables=[classes, questions, students, answers, attempts])
 
 
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1,)
+# v2's new columns: (table, column, its SQL type and default, as both databases read them)
+_V2_COLUMNS = (
+    (classes, "client", "VARCHAR(64) NOT NULL DEFAULT ''"),
+    (classes, "locked", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    (students, "client", "VARCHAR(64) NOT NULL DEFAULT ''"),
+    (attempts, "kind", "VARCHAR(8) NOT NULL DEFAULT 'join'"),
+)
+
+
+def _v2(conn: Connection) -> None:
+    found = inspect(conn)
+    for table, column, spec in _V2_COLUMNS:
+        if column not in {c["name"] for c in found.get_columns(table.name)}:
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {spec}"))
+    removed.create(conn, checkfirst=True)
+    for index in (*classes.indexes, *students.indexes):
+        index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
 VERSION = len(MIGRATIONS)
 
 

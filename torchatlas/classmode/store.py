@@ -4,6 +4,10 @@ A call validates its inputs first (a code's format, a key's shape, an option's t
 place's fields) and raises :class:`~torchatlas.classmode.errors.ClassError` without touching
 the database when they cannot be right. Changes are committed before the call returns, so a
 restarted server, or another replica on the same database, sees them.
+
+A call that takes a code and a key refuses an unknown (or malformed, or expired) code and a
+wrong key alike: ``not_teacher`` on the teacher's calls, ``not_student`` on a student's, so
+no keyed call tells whether a code exists. Only ``join`` does, and every join is counted.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ import csv
 import io
 import json
 import math
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, Row, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from torchatlas.classmode import clean
@@ -28,18 +33,29 @@ from torchatlas.classmode.model import (
     ClassState,
     Limits,
     QuestionSummary,
+    RosterEntry,
     Student,
     StudentPass,
     Tally,
     TeacherPass,
 )
-from torchatlas.classmode.schema import answers, attempts, classes, questions, students
+from torchatlas.classmode.schema import (
+    answers,
+    attempts,
+    classes,
+    questions,
+    removed,
+    students,
+)
 from torchatlas.i18n import DEFAULT_LANGUAGE, LANGUAGES
 
 FREE_MAX_STEP = 10_000  # a free class counts the teacher's moves; it has no lesson to bound it
 LESSON_KEYS = ("lesson", "step")  # the lessons banner's own link fields, allowed in a place
 DROPPED_KEYS = ("lang",)  # the reader's language: each student keeps their own
 TOUCH_AFTER_S = 300.0  # a teacher's tally marks the class active at most this often
+START_SECRET_SETTING = "ATLAS_START_SECRET"  # when set, starting a class asks for it
+WINDOW_S = 60.0  # the rate limits' window
+JOIN, START = "join", "start"  # what an attempt counts toward
 _VERSION_CACHE_ENTRIES = 4096
 DEFAULT_LIMITS = Limits()
 
@@ -73,8 +89,9 @@ class ClassStore:
 
     ``url``: a SQLAlchemy URL; None reads ``ATLAS_DATABASE_URL``, else the SQLite file
     ``$ATLAS_DATA_DIR/classes.sqlite3``. ``clock`` gives the wall time (seconds) used for
-    idle expiry and the rate limit: tests inject one. Thread-safe: one store per process
-    serves every session (the Engine is shared per URL anyway).
+    idle expiry and the rate limit: tests inject one. ``start_secret``: the password that
+    starting a class asks for; None reads ``ATLAS_START_SECRET`` (unset or empty: none asked).
+    Thread-safe: one store per process serves every session (the Engine is shared per URL).
     """
 
     def __init__(
@@ -83,10 +100,14 @@ class ClassStore:
         *,
         clock: Callable[[], float] = time.time,
         limits: Limits = DEFAULT_LIMITS,
+        start_secret: str | None = None,
     ) -> None:
         self.url = normalise(url or default_url())
         self.clock = clock
         self.limits = limits
+        if start_secret is None:
+            start_secret = os.environ.get(START_SECRET_SETTING, "")
+        self._start_secret = start_secret or None
         self._engine_found: Engine | None = None
         # version() cache: code → (monotonic time read, version or None for no class)
         self._versions: dict[str, tuple[float, int | None]] = {}
@@ -104,17 +125,30 @@ class ClassStore:
             self._engine_found = engine_for(self.url)
         return self._engine_found
 
-    def _row(self, conn: Connection, code: str, lock: str | None = None) -> Row:
+    @property
+    def start_secret_required(self) -> bool:
+        """Does starting a class ask for the server's password (``ATLAS_START_SECRET``)?"""
+        return self._start_secret is not None
+
+    def _row(
+        self,
+        conn: Connection,
+        code: str,
+        lock: str | None = None,
+        missing: ErrorCode = ErrorCode.NO_SUCH_CLASS,
+    ) -> Row:
         query = select(classes).where(classes.c.code == code)
         if lock is not None:
             query = query.with_for_update(read=lock == "share")
         row = conn.execute(query).one_or_none()
         if row is None:
-            raise ClassError(ErrorCode.NO_SUCH_CLASS)
+            raise ClassError(missing)
         return row
 
     def _teacher(self, conn: Connection, code: str, key: object, lock: str | None = None) -> Row:
-        row = self._row(conn, code, lock)
+        """The class if ``key`` is its teacher's; ``not_teacher`` alike for an unknown code
+        and a wrong key."""
+        row = self._row(conn, code, lock, missing=ErrorCode.NOT_TEACHER)
         if not (clean.key_ok(key) and clean.same_key(str(key), row.teacher_hash)):
             raise ClassError(ErrorCode.NOT_TEACHER)
         return row
@@ -137,6 +171,9 @@ class ClassStore:
         question = _question(row.lesson_id, row.step)
         revealed = bool(asked is not None and asked.revealed)
         query = json.loads(row.query)
+        removals = conn.execute(
+            select(func.count()).select_from(removed).where(removed.c.class_id == row.id)
+        ).scalar_one()
         return ClassState(
             code=row.code,
             lesson_id=row.lesson_id,
@@ -153,6 +190,8 @@ class ClassStore:
             students=row.students,
             options=tuple(question.options) if question is not None else (),
             correct=question.answer if question is not None and revealed else None,
+            locked=bool(row.locked),
+            removals=int(removals),
         )
 
     def _bump(self, conn: Connection, row: Row, **values: Any) -> ClassState:
@@ -194,25 +233,47 @@ class ClassStore:
                 self._fetching.clear()
             self._versions[code] = (now, version)
 
-    def _count_attempt(self, client: object) -> None:
-        """One join or start by ``client``: refused past the limit per minute (committed on
-        its own, so a failed join still counts: guessing codes is what it limits)."""
+    def _recent(self, conn: Connection, who: str, kind: str, now: float) -> tuple[int, float]:
+        """(how many, the oldest's time) of ``who``'s ``kind`` attempts in the window."""
+        found = conn.execute(
+            select(func.count(), func.min(attempts.c.at)).where(
+                attempts.c.client == who, attempts.c.kind == kind, attempts.c.at >= now - WINDOW_S
+            )
+        ).one()
+        return int(found[0]), float(found[1] or now)
+
+    def _count_attempt(self, client: object, kind: str = JOIN) -> None:
+        """One attempt by ``client``: a join or a failed link check (``join``, at most
+        ``limits.joins_per_minute``) or a start (``start``, ``limits.starts_per_minute``);
+        refused past the limit (committed on its own, so a failed join still counts:
+        guessing codes is what it limits). A client over its limit is refused by a read
+        alone: a flood of refused tries takes no write lock."""
         who, now = clean.client_hash(client), self.clock()
-        limit = self.limits.joins_per_minute
+        limit = self.limits.joins_per_minute if kind == JOIN else self.limits.starts_per_minute
+
+        def over(found: tuple[int, float]) -> None:
+            if found[0] >= limit:
+                wait = max(1, math.ceil(found[1] + WINDOW_S - now))
+                raise ClassError(ErrorCode.RATE_LIMITED, limit=limit, seconds=wait)
+
+        over(read(self._engine, lambda conn: self._recent(conn, who, kind, now)))
 
         def work(conn: Connection) -> None:
-            conn.execute(delete(attempts).where(attempts.c.at < now - 60))
-            recent = conn.execute(
-                select(func.count(), func.min(attempts.c.at)).where(
-                    attempts.c.client == who, attempts.c.at >= now - 60
-                )
-            ).one()
-            if recent[0] >= limit:
-                wait = max(1, math.ceil(recent[1] + 60 - now))
-                raise ClassError(ErrorCode.RATE_LIMITED, limit=limit, seconds=wait)
-            conn.execute(insert(attempts).values(client=who, at=now))
+            conn.execute(delete(attempts).where(attempts.c.at < now - WINDOW_S))
+            over(self._recent(conn, who, kind, now))
+            conn.execute(insert(attempts).values(client=who, at=now, kind=kind))
 
         write(self._engine, work)
+
+    def _failed_check(self, client: object | None, refusal: ErrorCode) -> ClassError:
+        """A link check that failed: counted toward ``client``'s joins (when the page says
+        who asks); the refusal to raise (``rate_limited`` past the limit)."""
+        if client is not None:
+            try:
+                self._count_attempt(client, JOIN)
+            except ClassError as error:
+                return error
+        return ClassError(refusal)
 
     def _place(
         self, lesson_id: str | None, step: object, room: object, query: object
@@ -255,17 +316,26 @@ class ClassStore:
 
     # ------------------------------------------------------------------ teacher
 
-    def start(self, lesson_id: str | None, lang: str, client: str) -> TeacherPass:
-        """A new class (step 0: not started, no room yet) and its teacher's key."""
+    def start(
+        self, lesson_id: str | None, lang: str, client: str, secret: str | None = None
+    ) -> TeacherPass:
+        """A new class (step 0: not started, no room yet) and its teacher's key. Counted per
+        ``client`` (``limits.starts_per_minute``, wrong passwords too); at most
+        ``limits.classes_per_client`` live classes per client and ``limits.max_classes`` in
+        all. ``secret``: the server's start password, when it asks for one."""
         if lesson_id is not None and (not isinstance(lesson_id, str) or len(lesson_id) > 40):
             raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson="?")
         if lesson_id is not None and _lesson(lesson_id) is None:
             raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson=lesson_id)
         lang = lang if lang in LANGUAGES else DEFAULT_LANGUAGE
-        self._count_attempt(client)
+        self._count_attempt(client, START)
+        if self._start_secret is not None and not clean.same_secret(secret, self._start_secret):
+            raise ClassError(ErrorCode.BAD_START_SECRET)
         self.expire_idle()
         key = secrets.token_urlsafe(24)
         limit = self.limits.max_classes
+        own_limit = self.limits.classes_per_client
+        who = clean.client_hash(client)
         from torchatlas.classmode.schema import schema as schema_table
 
         def work(conn: Connection) -> str:
@@ -276,6 +346,13 @@ class ClassStore:
             live = conn.execute(
                 select(func.count()).select_from(classes).where(classes.c.ended.is_(False))
             ).scalar_one()
+            own = conn.execute(
+                select(func.count())
+                .select_from(classes)
+                .where(classes.c.client == who, classes.c.ended.is_(False))
+            ).scalar_one()
+            if own >= own_limit:
+                raise ClassError(ErrorCode.TOO_MANY_OWN_CLASSES, limit=own_limit)
             if live >= limit:
                 raise ClassError(ErrorCode.TOO_MANY_CLASSES, limit=limit)
             code, now = clean.new_code(), self.clock()
@@ -293,6 +370,8 @@ class ClassStore:
                     query="{}",
                     ended=False,
                     students=0,
+                    client=who,
+                    locked=False,
                 )
             )
             return code
@@ -302,7 +381,11 @@ class ClassStore:
         self._remember(code, 1)
         return TeacherPass(code, key)
 
-    def is_teacher(self, code: str, teacher_key: str) -> bool:
+    def is_teacher(self, code: str, teacher_key: str, client: str | None = None) -> bool:
+        """Does ``teacher_key`` drive class ``code``? Never raises for a wrong code or key
+        (False alike). With ``client`` (a link being checked), a False from a well-formed
+        code and key counts toward that client's joins: probing codes through teacher links
+        is limited like joining."""
         found = clean.code_or_none(code)
         if found is None or not clean.key_ok(teacher_key):
             return False
@@ -312,7 +395,10 @@ class ClassStore:
                 select(classes.c.teacher_hash).where(classes.c.code == found)
             ).one_or_none(),
         )
-        return row is not None and clean.same_key(teacher_key, row.teacher_hash)
+        ok = row is not None and clean.same_key(teacher_key, row.teacher_hash)
+        if not ok:
+            self._failed_check(client, ErrorCode.NOT_TEACHER)
+        return ok
 
     def move(
         self,
@@ -392,6 +478,78 @@ class ClassStore:
         ended = write(self._engine, work)
         if ended is not None:
             self._changed(ended)
+
+    def roster(self, code: str, teacher_key: str) -> tuple[RosterEntry, ...]:
+        """The class's students in the order they joined (teacher only): each with an opaque
+        id of this class (:meth:`remove` takes it), their nickname and when they joined."""
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> tuple[RosterEntry, ...]:
+            row = self._teacher(conn, code, teacher_key)
+            people = conn.execute(
+                select(students.c.key_hash, students.c.nickname, students.c.joined)
+                .where(students.c.class_id == row.id)
+                .order_by(students.c.id)
+            ).all()
+            return tuple(
+                RosterEntry(clean.student_id(p.key_hash), p.nickname, float(p.joined))
+                for p in people
+            )
+
+        return read(self._engine, work)
+
+    def remove(self, code: str, teacher_key: str, student_id: str) -> bool:
+        """Take a student out of the class (teacher only): their key stops working (their
+        screen says the teacher removed them), their answers leave the tallies and the CSV,
+        their seat and nickname are free again. False when no such student is in the class
+        (removed already, say from another tab). A removed student may join again unless the
+        class is locked."""
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
+        if not isinstance(student_id, str) or len(student_id) > 64:
+            return False
+
+        def work(conn: Connection) -> ClassState | None:
+            row = self._teacher(conn, code, teacher_key, "update")
+            person = next(
+                (
+                    p
+                    for p in conn.execute(
+                        select(students.c.id, students.c.key_hash).where(
+                            students.c.class_id == row.id
+                        )
+                    ).all()
+                    if clean.student_id(p.key_hash) == student_id
+                ),
+                None,
+            )
+            if person is None:
+                return None
+            conn.execute(delete(answers).where(answers.c.student_id == person.id))
+            conn.execute(delete(students).where(students.c.id == person.id))
+            conn.execute(
+                insert(removed).values(class_id=row.id, key_hash=person.key_hash, at=self.clock())
+            )
+            return self._bump(conn, row, students=classes.c.students - 1)
+
+        # Two tabs removing one student at once: the second finds them gone.
+        done = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+        if done is None:
+            return False
+        self._changed(done)
+        return True
+
+    def lock(self, code: str, teacher_key: str, locked: bool) -> ClassState:
+        """Close the class to new joins (``locked``), or open it again (teacher only). The
+        students in it stay; a join while it is locked is ``class_locked``."""
+        code = _checked(code, teacher_key, ErrorCode.NOT_TEACHER)
+
+        def work(conn: Connection) -> ClassState:
+            row = self._teacher(conn, code, teacher_key, "update")
+            if bool(row.locked) == bool(locked):
+                return self._state(conn, row)
+            return self._bump(conn, row, locked=bool(locked))
+
+        return self._changed(write(self._engine, work))
 
     def tally(self, code: str, teacher_key: str, step: int | None = None) -> Tally:
         """Answers to ``step``'s question so far (default: the current step), teacher only."""
@@ -516,65 +674,101 @@ class ClassStore:
     # ------------------------------------------------------------------ students
 
     def join(self, code: str, nickname: str, client: str) -> StudentPass:
-        """A new student in class ``code``: a unique cleaned nickname and their secret key."""
+        """A new student in class ``code``: a unique cleaned nickname and their secret key.
+
+        Every join with a well-formed code counts toward ``client``'s
+        ``limits.joins_per_minute``, whether the code exists or not. Refused: an unknown code
+        (``no_such_class``), an ended class, a locked one (``class_locked``), a full one
+        (``class_full``) and a client holding ``limits.seats_per_client`` seats in it
+        already (``too_many_seats``). Nicknames are unique in the class under
+        :func:`~torchatlas.classmode.clean.fold` (look-alikes too): a taken one gets " 2",
+        " 3"... A join does not keep the class alive (only its teacher does)."""
         code = clean.check_code(code)
         limit = self.limits.nickname_chars
         wanted = clean.clean_nickname(nickname, limit)
-        self._count_attempt(client)
+        self._count_attempt(client, JOIN)
         key = secrets.token_urlsafe(18)
+        who = clean.client_hash(client)
 
         def work(conn: Connection) -> str:
             row = self._row(conn, code, "update")  # joins queue: the count cannot be raced
             self._live(row)
+            if row.locked:
+                raise ClassError(ErrorCode.CLASS_LOCKED)
             if row.students >= self.limits.max_students:
                 raise ClassError(ErrorCode.CLASS_FULL, limit=self.limits.max_students)
-            taken = set(
-                conn.execute(select(students.c.fold).where(students.c.class_id == row.id))
-                .scalars()
-                .all()
-            )
-            base = wanted or f"Student {row.students + 1}"
+            mine = conn.execute(
+                select(func.count())
+                .select_from(students)
+                .where(students.c.class_id == row.id, students.c.client == who)
+            ).scalar_one()
+            if mine >= self.limits.seats_per_client:
+                raise ClassError(ErrorCode.TOO_MANY_SEATS, limit=self.limits.seats_per_client)
+            people = conn.execute(
+                select(students.c.fold, students.c.nickname).where(students.c.class_id == row.id)
+            ).all()
+            # Rows of schema v1 keep their old fold: compare with it and with their skeleton.
+            taken = {p.fold for p in people} | {clean.fold(p.nickname) for p in people}
+            if wanted:
+                base = wanted
+            else:
+                number = row.students + 1
+                while clean.fold(f"Student {number}") in taken:
+                    number += 1
+                base = f"Student {number}"
             name, number = base, 1
             while clean.fold(name) in taken:
                 number += 1
                 name = clean.with_suffix(base, number, limit)
-            now = self.clock()
             conn.execute(
                 insert(students).values(
                     class_id=row.id,
                     key_hash=clean.key_hash(key),
                     nickname=name,
                     fold=clean.fold(name),
-                    joined=now,
+                    joined=self.clock(),
+                    client=who,
                 )
             )
             conn.execute(
                 update(classes)
                 .where(classes.c.id == row.id)
-                .values(students=classes.c.students + 1, active=now)
+                .values(students=classes.c.students + 1)
             )
             return name
 
         name = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
         return StudentPass(code, key, name)
 
-    def _student_row(self, conn: Connection, class_id: int, key: str) -> Row:
+    @staticmethod
+    def _student_row(conn: Connection, code: str, key: str) -> Row:
+        """The student holding ``key`` in class ``code`` (one query whether or not the code
+        exists); ``removed`` for a key the teacher removed, else ``not_student``."""
+        digest = clean.key_hash(key)
         person = conn.execute(
-            select(students.c.id, students.c.nickname).where(
-                students.c.class_id == class_id, students.c.key_hash == clean.key_hash(key)
-            )
+            select(students.c.id, students.c.nickname)
+            .select_from(students.join(classes, students.c.class_id == classes.c.id))
+            .where(classes.c.code == code, students.c.key_hash == digest)
         ).one_or_none()
-        if person is None:
-            raise ClassError(ErrorCode.NOT_STUDENT)
-        return person
+        if person is not None:
+            return person
+        gone = conn.execute(
+            select(removed.c.at)
+            .select_from(removed.join(classes, removed.c.class_id == classes.c.id))
+            .where(classes.c.code == code, removed.c.key_hash == digest)
+        ).first()
+        raise ClassError(ErrorCode.REMOVED if gone is not None else ErrorCode.NOT_STUDENT)
 
-    def student(self, code: str, student_key: str) -> Student:
-        """The student holding ``student_key`` in this class: nickname and answers so far."""
+    def student(self, code: str, student_key: str, client: str | None = None) -> Student:
+        """The student holding ``student_key`` in this class: nickname and answers so far.
+        ``not_student`` alike for an unknown code and a wrong key; ``removed`` once the
+        teacher removed them. With ``client`` (a student link being checked), a
+        ``not_student`` from a well-formed code and key counts toward that client's joins
+        (``rate_limited`` past the limit)."""
         code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
 
         def work(conn: Connection) -> Student:
-            row = self._row(conn, code)
-            person = self._student_row(conn, row.id, student_key)
+            person = self._student_row(conn, code, student_key)
             picks = conn.execute(
                 select(answers.c.step, answers.c.option)
                 .where(answers.c.student_id == person.id)
@@ -582,7 +776,12 @@ class ClassStore:
             ).all()
             return Student(person.nickname, tuple((p.step, p.option) for p in picks))
 
-        return read(self._engine, work)
+        try:
+            return read(self._engine, work)
+        except ClassError as error:
+            if error.code != ErrorCode.NOT_STUDENT:
+                raise
+            raise self._failed_check(client, ErrorCode.NOT_STUDENT) from None
 
     def answer(self, code: str, student_key: str, option: int) -> None:
         """Pick ``option`` for the current step's open question (changeable until revealed)."""
@@ -591,8 +790,8 @@ class ClassStore:
             raise ClassError(ErrorCode.BAD_OPTION, options=0)
 
         def work(conn: Connection) -> None:
-            row = self._row(conn, code, "share")
-            person = self._student_row(conn, row.id, student_key)
+            row = self._row(conn, code, "share", missing=ErrorCode.NOT_STUDENT)
+            person = self._student_row(conn, code, student_key)
             self._live(row)
             asked = self._asked(conn, row.id, row.step)
             if asked is None:
@@ -673,22 +872,32 @@ class ClassStore:
         return hit[1]
 
     def expire_idle(self) -> int:
-        """Delete classes idle (no teacher action or join) for ``limits.idle_hours``, with
-        their students and answers; the number deleted. Old rate-limit records go too."""
+        """Delete classes with no teacher action (a change, or watching the tally) for
+        ``limits.idle_hours``, and classes still at step 0 (never taught: no lesson step, no
+        room brought) with none for ``limits.untaught_minutes``, with their students and
+        answers; the number deleted. Joins do not count: only the teacher keeps a class
+        alive. Old rate-limit records go too."""
         now = self.clock()
         cutoff = now - self.limits.idle_hours * 3600
+        untaught = now - self.limits.untaught_minutes * 60
 
         def work(conn: Connection) -> list[str]:
             gone = conn.execute(
-                select(classes.c.id, classes.c.code).where(classes.c.active < cutoff)
+                select(classes.c.id, classes.c.code).where(
+                    or_(
+                        classes.c.active < cutoff,
+                        and_(classes.c.step == 0, classes.c.active < untaught),
+                    )
+                )
             ).all()
             ids = [g.id for g in gone]
             if ids:
                 conn.execute(delete(answers).where(answers.c.class_id.in_(ids)))
                 conn.execute(delete(students).where(students.c.class_id.in_(ids)))
+                conn.execute(delete(removed).where(removed.c.class_id.in_(ids)))
                 conn.execute(delete(questions).where(questions.c.class_id.in_(ids)))
                 conn.execute(delete(classes).where(classes.c.id.in_(ids)))
-            conn.execute(delete(attempts).where(attempts.c.at < now - 60))
+            conn.execute(delete(attempts).where(attempts.c.at < now - WINDOW_S))
             return [g.code for g in gone]
 
         codes = write(self._engine, work)
@@ -698,9 +907,10 @@ class ClassStore:
 
 
 def _checked(code: str, key: str, refusal: ErrorCode) -> str:
-    """The class code in its stored form, before any database call: a malformed code is
-    ``no_such_class``, a key that cannot be one is ``refusal`` (not the teacher or student)."""
-    code = clean.check_code(code)
-    if not clean.key_ok(key):
+    """The class code in its stored form, before any database call: a code or a key that
+    cannot be one is ``refusal`` (not the teacher or student), as an unknown code and a
+    wrong key are."""
+    found = clean.code_or_none(code)
+    if found is None or not clean.key_ok(key):
         raise ClassError(refusal)
-    return code
+    return found
