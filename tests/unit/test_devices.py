@@ -222,6 +222,58 @@ def test_mixing_cpu_and_meta_raises_the_real_error_and_the_fix_works() -> None:
     assert demo.steps[2].error == demos.RaisedError("RuntimeError", str(raised.value))
 
 
+def _torch_combines(cpu_operand: torch.Tensor, other: str) -> bool:
+    """Torch itself, not the demonstration: does ``cpu_operand * tensor_on_other`` run?"""
+    try:
+        cpu_operand * torch.ones(2, 3, device=other)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _mixing_exception_matches_torch(demo: demos.Demonstration, other: str) -> None:
+    zero_dim = _torch_combines(torch.tensor(2.0), other)
+    one_element = _torch_combines(torch.tensor([2.0]), other)
+    assert holds(demo, "zero_dim_combined") == zero_dim
+    assert holds(demo, "one_element_raised") == (not one_element)
+    assert holds(demo, "zero_dim_exception") == (zero_dim and not one_element)
+    assert demo.finding("zero_dim_combined").params["shape"] == "()"
+    assert demo.finding("one_element_raised").params["shape"] == "(1,)"
+    steps = {step.code: step for step in demo.steps}
+    assert (steps["d = s * b"].error is None) == zero_dim
+    assert (steps["e = v * b"].error is None) == one_element
+
+
+def test_mixing_shows_torchs_zero_dim_exception_on_meta() -> None:
+    """The rule's exception, as torch 2.14 applies it to meta: a 0-dim CPU tensor combines
+    with a meta tensor (result on meta), a 1-element 1-dim CPU tensor raises."""
+    demo = demos.mix_devices(accelerator=None)
+    _mixing_exception_matches_torch(demo, "meta")
+    assert holds(demo, "zero_dim_exception")
+    assert demo.finding("zero_dim_combined").params["result_device"] == "meta"
+    scalar = next(s for s in demo.steps[-1].snapshots if s.name == "d")
+    assert scalar.device == "meta"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_mixing_card_states_the_rule_only_through_its_findings(lang: str) -> None:
+    """The card's fixed text states no rule torch could contradict; the rule with its
+    exception is a finding, worded by what the run showed."""
+    from components.devices.draw import findings_markdown
+    from torchatlas.i18n import translate
+
+    demo = demos.mix_devices(accelerator=None)
+    shown = findings_markdown(demo, lang)
+    assert translate("devices.findings.zero_dim_exception.yes", lang, device="meta") in shown
+    fixed = " ".join(
+        translate(f"devices.demos.mix_devices.{part}", lang)
+        for part in ("lesson", "predict", "stand_in")
+    )
+    for unconditional in ("must be on the same device", "never moves", "같은 장치에 있어야"):
+        assert unconditional not in fixed
+    assert "Expected all tensors" not in fixed  # no error text quoted that did not run here
+
+
 # ---------------------------------------------------------------- NumPy bridge
 
 
@@ -422,6 +474,8 @@ def test_mixing_with_an_accelerator_raises_the_real_error() -> None:
     assert demo.steps[2].error.type_name == "RuntimeError"
     assert "device" in demo.steps[2].error.message
     assert holds(demo, "fix_worked")
+    _mixing_exception_matches_torch(demo, str(ACCELERATOR))
+    assert demo.finding("zero_dim_combined").params["result_device"] == str(ACCELERATOR)
 
 
 @pytest.mark.accelerator

@@ -404,16 +404,46 @@ def _module_split(other: str, stand_in: bool) -> Demonstration:
 
 
 def mix_devices(accelerator: object = _DETECT) -> Demonstration:
-    """All operands of one op must live on one device; the fix is to move one of them."""
+    """Operands of one op must live on one device, with torch's own exception run beside it.
+
+    ``a + b`` across two devices raises; moving one operand fixes it. Then the exception: a
+    0-dim CPU tensor (``torch.tensor(2.0)``) combines with a tensor on any device, as a Python
+    number would, while a 1-element 1-dim CPU tensor (``torch.tensor([2.0])``) does not. Every
+    sentence the page prints about the rule comes from what these steps did (the findings).
+    """
     other, stand_in = _other_device(_resolve(accelerator))
-    run = _Runner(("a", "b", "c"))
+    run = _Runner(("a", "b", "c", "s", "d", "v", "e"))
     run.step("a = torch.ones(2, 3)")
     run.step(f"b = torch.ones(2, 3, device={_device_literal(other)})")
     failed = run.step("c = a + b")
     fixed = run.step("c = a.to(b.device) + b")
+    run.step("s = torch.tensor(2.0)")
+    zero_dim = run.step("d = s * b")
+    run.step("v = torch.tensor([2.0])")
+    one_element = run.step("e = v * b")
+    scalar, vector = run["s"], run["v"]
+    result = run.namespace.get("d")
+    scalar_shape = str(tuple(scalar.shape)) if isinstance(scalar, torch.Tensor) else "?"
+    vector_shape = str(tuple(vector.shape)) if isinstance(vector, torch.Tensor) else "?"
+    scalar_combined = zero_dim.error is None and isinstance(result, torch.Tensor)
     findings = (
         Finding("mixing_raised", failed.error is not None),
         Finding("fix_worked", fixed.error is None, {"device": other}),
+        Finding(
+            "zero_dim_combined",
+            scalar_combined,
+            {
+                "shape": scalar_shape,
+                "device": other,
+                "result_device": str(result.device) if scalar_combined else "",
+            },
+        ),
+        Finding("one_element_raised", one_element.error is not None, {"shape": vector_shape}),
+        Finding(
+            "zero_dim_exception",
+            failed.error is not None and scalar_combined and one_element.error is not None,
+            {"device": other},
+        ),
     )
     return Demonstration(
         key="mix_devices",

@@ -570,9 +570,18 @@ for _name, _fact in (
     FACTS[_name] = Fact(_name, _fact)
 
 
+# What torch raises when it refuses an operation (a shape that does not fit, a dimension out
+# of range, a learning rate it rejects, an unsupported dtype). Any of them, from any fact, is
+# the answer :data:`ERROR`: "torch raises" is a value a lesson can ask about, never a crash.
+TORCH_REFUSALS: tuple[type[Exception], ...] = (
+    RuntimeError, IndexError, ValueError, TypeError, NotImplementedError,
+)  # fmt: skip
+
+
 def evaluate(name: str, args: dict[str, Any]) -> str:
-    """The value of fact ``name`` for ``args``, computed by torch now. Raises
-    :class:`FactError` (``unknown_fact``, ``bad_args`` or the fact's own code)."""
+    """The value of fact ``name`` for ``args``, computed by torch now; :data:`ERROR` when
+    torch raises while computing it (whatever the fact). Raises :class:`FactError`
+    (``unknown_fact``, ``bad_args`` or the fact's own code) for arguments the fact refuses."""
     fact = FACTS.get(name)
     if fact is None:
         raise FactError("unknown_fact", fact=name)
@@ -580,4 +589,9 @@ def evaluate(name: str, args: dict[str, Any]) -> str:
         inspect.signature(fact.compute).bind(**args)
     except TypeError:
         raise FactError("bad_args", fact=name, args=sorted(args)) from None
-    return fact.compute(**args)
+    try:
+        return fact.compute(**args)
+    except FactError:
+        raise
+    except TORCH_REFUSALS:
+        return ERROR

@@ -22,6 +22,7 @@ from typing import Any
 
 from torchatlas.i18n import LANGUAGES
 from torchatlas.lessons.facts import FactError, evaluate
+from torchatlas.lessons.promises import CHECKS, Promise
 from torchatlas.lessons.rooms import PROBES, ROOMS
 from torchatlas.links import encode_source
 
@@ -80,6 +81,7 @@ class Step:
     text: dict[str, str]
     question: Question | None
     expect: tuple[Expectation, ...]
+    promises: tuple[Promise, ...] = ()  # what the narrative says the room shows, each checked
 
     def fields(self) -> dict[str, str | list[str]]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.link}
@@ -239,11 +241,37 @@ def _expect(room: str, node: Any, where: str) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
+def _promises(node: Any, texts: dict[str, str], where: str) -> tuple[Promise, ...]:
+    """``promises = [{ check, args, en, ko }]``: each phrase a part of its language's
+    narrative, each check one of :data:`~torchatlas.lessons.promises.CHECKS`."""
+    if node is None:
+        return ()
+    if not isinstance(node, list):
+        raise LessonError("bad_promises", where=where)
+    out = []
+    for index, item in enumerate(node):
+        here = f"{where}.promises[{index}]"
+        if not isinstance(item, dict):
+            raise LessonError("bad_promises", where=here)
+        _only(item, here, {"check", "args"})
+        check = str(item.get("check", ""))
+        if check not in CHECKS:
+            raise LessonError("unknown_check", where=here, check=check)
+        phrase = {}
+        for lang in LANGUAGES:
+            words = item.get(lang)
+            if not isinstance(words, str) or not words or words not in texts[lang]:
+                raise LessonError("promise_not_in_text", where=here, lang=lang)
+            phrase[lang] = words
+        out.append(Promise(check, _args(item.get("args"), here), phrase))
+    return tuple(out)
+
+
 def _step(number: int, node: Any, lesson: str) -> Step:
     where = f"{lesson}.steps[{number}]"
     if not isinstance(node, dict):
         raise LessonError("bad_step", where=where)
-    _only(node, where, {"room", "link", "source", "question", "expect"})
+    _only(node, where, {"room", "link", "source", "question", "expect", "promises"})
     room = node.get("room")
     if room not in ROOMS:
         raise LessonError("unknown_room", where=where, room=str(room))
@@ -265,6 +293,7 @@ def _step(number: int, node: Any, lesson: str) -> Step:
         text=texts["text"],
         question=_question(node.get("question"), f"{where}.question"),
         expect=_expect(room, node.get("expect"), where),
+        promises=_promises(node.get("promises"), texts["text"], where),
     )
 
 

@@ -39,10 +39,19 @@ class Answer:
     trace: TrainingTrace
 
 
+class NoOptionFits(RuntimeError):
+    """torch did something none of the question's options says (a run that raised where the
+    options have no "torch raises" answer): the question is not shown with a wrong answer."""
+
+
 def _plain_step() -> tuple[str, TrainingTrace]:
+    """The option "refused" is torch raising (building the optimiser); a run that raised
+    anywhere else fits no option."""
     trace = train_steps("mylinear_plain", lr=0.1, steps=1)
     if trace.optimizer_error:
         return "refused", trace
+    if trace.backward_error or not trace.steps:
+        raise NoOptionFits(trace.backward_error or "no step ran")
     return ("unchanged" if trace.final == trace.initial else "changes"), trace
 
 
@@ -52,9 +61,14 @@ def _forgotten_zero_grad() -> tuple[str, TrainingTrace]:
     weights, and the zero_grad run's is the fresh one."""
     forgot = train_steps("mylinear", lr=0.1, steps=2, forget_zero_grad=True)
     fresh_run = train_steps("mylinear", lr=0.1, steps=2)
+    for run in (forgot, fresh_run):  # no option says "torch raises": never guess one
+        if run.optimizer_error or run.backward_error or len(run.steps) < 2:
+            raise NoOptionFits(run.optimizer_error or run.backward_error or "fewer than 2 steps")
+        if any(step.grads[0] is None for step in run.steps):
+            raise NoOptionFits("W.grad is None")
     first, second = forgot.steps[0].grads[0] or (), forgot.steps[1].grads[0] or ()
     fresh = fresh_run.steps[1].grads[0] or ()
-    if all(value == 0 for value in second):
+    if second and all(value == 0 for value in second):
         return "zero", forgot
     summed = len(second) == len(first) == len(fresh) and all(
         abs(s - (a + b)) <= 1e-5 * max(1.0, abs(s))
