@@ -11,6 +11,10 @@ A room declares its link once (:class:`torchatlas.links.LinkSpec`, in
   names, fields at their default left out; ``lang`` and other rooms' names are never touched.
 - :meth:`RoomLink.forget` drops the room's session keys, so its next run reads the link like a
   first visit (lessons and class mode open a room in a given state this way).
+- :func:`on_write` lets a part of the page that sits above every room (a lesson's banner)
+  follow what the room writes: its listener is called after each :meth:`RoomLink.write`;
+  :attr:`RoomLink.started` and :meth:`RoomLink.left_to_room` tell it whether the room has
+  read its link yet and what a None in the link stands for.
 
 >>> LINK = RoomLink(torchatlas.strides.link.LINK)  # doctest: +SKIP
 >>> LINK.start(); LINK.notice()  # doctest: +SKIP
@@ -20,13 +24,26 @@ A room declares its link once (:class:`torchatlas.links.LinkSpec`, in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
 
 from components.i18n import t
 from torchatlas.links import LinkRead, LinkSpec, QueryValue
+
+# Called after every room's write with its declaration and the query it wrote (its own names
+# only), by name: a module that is imported again replaces its listener.
+WriteListener = Callable[[LinkSpec, dict[str, QueryValue]], None]
+_LISTENERS: dict[str, WriteListener] = {}
+
+
+def on_write(listener: WriteListener) -> None:
+    """Call ``listener(spec, written)`` after each :meth:`RoomLink.write` of any room, in the
+    same run (also a fragment's): a banner above the room can tell whether the room still
+    shows what the banner is about. ``written``: the room's own fields as the link holds
+    them. A listener may stop the run (``st.rerun``)."""
+    _LISTENERS[f"{listener.__module__}.{listener.__qualname__}"] = listener
 
 
 def current_query() -> dict[str, list[str]]:
@@ -42,6 +59,7 @@ class RoomLink:
         self.spec = spec
         self._started_key = f"{spec.session_prefix}link_started"
         self._broken_key = f"{spec.session_prefix}link_broken"
+        self._left_key = f"{spec.session_prefix}link_left"
 
     def key(self, name: str) -> str:
         """The session key behind field ``name`` (give it to the widget that edits it)."""
@@ -62,13 +80,25 @@ class RoomLink:
         state[self._started_key] = True
         return read
 
+    @property
+    def started(self) -> bool:
+        """Whether this session's first run in the room has read the link already (a later
+        change of the address bar is not read again)."""
+        return bool(st.session_state.get(self._started_key))
+
     def fill_unset(self, values: Mapping[str, Any]) -> None:
         """Give each named field whose value is None (the link left it to the room, e.g. "the
         preset's own code") the value in ``values``."""
         state = st.session_state
+        state[self._left_key] = dict(values)
         for name, value in values.items():
             if state.get(self.key(name)) is None:
                 state[self.key(name)] = value
+
+    def left_to_room(self) -> dict[str, Any]:
+        """What the room gave the fields a link may leave to it (the last :meth:`fill_unset`):
+        a None in the room's link means that value."""
+        return dict(st.session_state.get(self._left_key) or {})
 
     def values(self) -> dict[str, Any]:
         """Every field's current value (its session key, or the default)."""
@@ -115,6 +145,8 @@ class RoomLink:
                     query[name] = value
             elif query.get_all(name) != [value]:
                 query[name] = value
+        for listener in tuple(_LISTENERS.values()):
+            listener(self.spec, dict(wanted))
 
     def forget(self) -> None:
         """Drop every session key of the room, so its next run reads the link afresh."""

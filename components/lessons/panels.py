@@ -25,6 +25,7 @@ def banner(page: str) -> None:
         return
     lesson, step = place.lesson, place.step
     state.remember(lesson, step.number)
+    changed, aside = state.follow_room(lesson, step, page)  # the step opens in its state
     lang = language()
     with st.container(border=True, key=state.BANNER_KEY):
         st.caption(
@@ -33,13 +34,34 @@ def banner(page: str) -> None:
         )
         st.progress(step.number / len(lesson.steps))
         st.subheader(step.title[lang], anchor=False)
+        if aside:
+            fields = ", ".join(aside)
+            st.info(t("lessons.banner.set_aside", fields=fields), icon=":material/link_off:")
+        if changed:
+            _changed(lesson, step)
         st.markdown(step.text[lang])
         if step.room != page:
             room = t(f"app.rooms.{step.room}.title")
             st.info(t("lessons.banner.elsewhere", room=room), icon=":material/move_up:")
         if step.question is not None:
-            _question(lesson, step)
-        _moves(lesson, step, page)
+            if changed:  # torch's answer is about the step's state, not what is on screen
+                st.caption(t("lessons.question.changed"))
+            else:
+                _question(lesson, step)
+        _moves(lesson, step, page, changed)
+
+
+def _changed(lesson: Lesson, step: Step) -> None:
+    """The room no longer shows the step's state: say so, with the way back, first."""
+    with st.container(border=True, key=state.CHANGED_BOX_KEY):
+        st.warning(t("lessons.banner.changed"), icon=":material/tune:")
+        if st.button(
+            t("lessons.banner.back"),
+            key=state.BACK_KEY,
+            type="primary",
+            icon=":material/restart_alt:",
+        ):
+            state.go(lesson, step.number)
 
 
 def _question(lesson: Lesson, step: Step) -> None:
@@ -78,7 +100,9 @@ def _question(lesson: Lesson, step: Step) -> None:
     st.markdown(question.explain[lang])
 
 
-def _moves(lesson: Lesson, step: Step, page: str) -> None:
+def _moves(lesson: Lesson, step: Step, page: str, changed: bool = False) -> None:
+    """Previous, Back to this step (in the "changed" box instead while the room is changed),
+    Next or Finish."""
     row = st.container(horizontal=True, key=state.MOVES_KEY)
     last = step.number == len(lesson.steps)
     if row.button(
@@ -89,7 +113,7 @@ def _moves(lesson: Lesson, step: Step, page: str) -> None:
     ):
         state.go(lesson, step.number - 1)
     back_label = "lessons.banner.back" if step.room == page else "lessons.banner.open_room"
-    if row.button(t(back_label), key=state.BACK_KEY, icon=":material/restart_alt:"):
+    if not changed and row.button(t(back_label), key=state.BACK_KEY, icon=":material/restart_alt:"):
         state.go(lesson, step.number)
     if last:
         if row.button(

@@ -10,6 +10,15 @@ own session keys are cleared (the kit's ``RoomLink.forget`` on the room's declar
 ``torchatlas/<room>/link.py``) and the page is switched with the step's link fields as the
 query: the room then reads the link as a fresh visitor would. "Back to this step" does the
 same.
+
+A step always opens in the step's state (:func:`open_as_written`): a link that names a
+lesson and a step but carries other values in the room's own fields (a hand-edited or a
+hostile link) has those fields replaced by the step's before the room reads them, and the
+banner says the link's changes were set aside (a field the link leaves to the room, as the
+room's own address bar does for "the preset's own code", is no change). Once the step is
+open the student may explore: the room's writes are followed (:func:`after_room_write`,
+through the kit's ``on_write``), and when the room no longer shows the step's state the
+banner says so and offers "Back to this step" instead of torch's answer.
 """
 
 from __future__ import annotations
@@ -21,10 +30,10 @@ import streamlit as st
 
 from components.contained import link_int
 from components.i18n import language
-from components.kit.link_state import RoomLink
+from components.kit.link_state import RoomLink, on_write
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
-from torchatlas.links import encode_source
+from torchatlas.links import LinkSpec, QueryValue, encode_source
 from torchatlas.rooms import link_of
 
 URL_LESSON, URL_STEP, URL_END = "lesson", "step", "end"
@@ -35,6 +44,10 @@ PICK_PREFIX = "lessons_pick_"
 BANNER_KEY, MOVES_KEY, SUMMARY_KEY = "lessons_banner", "lessons_moves", "lessons_summary"
 PREVIOUS_KEY, BACK_KEY = "lessons_previous", "lessons_back"
 NEXT_KEY, FINISH_KEY = "lessons_next", "lessons_finish"
+CHANGED_BOX_KEY = "lessons_changed"
+SHOWN_KEY = "lessons_shown"  # (lesson id, step, changed): what the banner last drew
+RERUN_KEY, RERUNS_KEY = "lessons_rerun", "lessons_reruns"  # reruns asked to redraw the banner
+MAX_RERUNS = 3  # in a row: a room that never writes the same twice cannot loop the page
 
 
 def lesson_key(kind: str, lesson: Lesson, number: int | None = None) -> str:
@@ -143,3 +156,116 @@ def remember(lesson: Lesson, number: int) -> None:
 
 def last_opened() -> tuple[str, int] | None:
     return st.session_state.get(LAST_KEY)
+
+
+# --------------------------------------------------------------------------- the step's state
+
+
+def _values(value: QueryValue | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def step_fields(lesson: Lesson, step: Step) -> dict[str, list[str]]:
+    """The room's own fields of the step's link (its pasted source included)."""
+    names = link_of(step.room).names
+    return {n: _values(v) for n, v in room_query(lesson, step).items() if n in names}
+
+
+def link_fields(spec: LinkSpec) -> dict[str, list[str]]:
+    """The room's own fields in the address bar (every value of a repeated one, in order)."""
+    query = st.query_params
+    return {name: query.get_all(name) for name in spec.names if name in query}
+
+
+def differing(
+    spec: LinkSpec,
+    link: dict[str, list[str]],
+    step: dict[str, list[str]],
+    left: dict[str, Any] | None = None,
+) -> tuple[str, ...]:
+    """The room's fields that open the room otherwise with ``link`` than with the step's
+    link, read with the room's rules (a single field's last value counts; a repeated field's
+    order matters); a value the room cannot use always differs. ``left``: what the room gives
+    a field a link leaves to it (None); without it, a field ``link`` leaves to the room is
+    taken as the step's (the room gets the step's value there)."""
+    first, second = spec.read(link), spec.read(step)
+
+    def resolved(value: Any, name: str) -> Any:
+        return left.get(name) if value is None and left is not None else value
+
+    return tuple(
+        name
+        for name in spec.names
+        if name in first.broken
+        or (
+            resolved(first.values[name], name) != resolved(second.values[name], name)
+            and (left is not None or first.values[name] is not None)
+        )
+    )
+
+
+def open_as_written(lesson: Lesson, step: Step) -> tuple[str, ...]:
+    """Before the step's room reads the address bar (its first run this session): the room's
+    fields become the step's. Returns the fields the link asked otherwise (set aside)."""
+    spec = link_of(step.room)
+    asked, wanted = link_fields(spec), step_fields(lesson, step)
+    if asked == wanted:
+        return ()
+    query = st.query_params
+    for name in spec.names:
+        if name not in wanted:
+            if name in query:
+                del query[name]
+        elif query.get_all(name) != wanted[name]:
+            values = wanted[name]
+            query[name] = values[0] if len(values) == 1 else values
+    return differing(spec, asked, wanted)
+
+
+def changed_from_step(lesson: Lesson, step: Step, link: dict[str, list[str]]) -> bool:
+    """Whether the room, whose link now holds ``link`` (its own fields), no longer shows the
+    step's state (a field left to the room counts as what the room gave it)."""
+    spec = link_of(step.room)
+    left = RoomLink(spec).left_to_room()
+    return bool(differing(spec, link, step_fields(lesson, step), left))
+
+
+def follow_room(lesson: Lesson, step: Step, page: str) -> tuple[bool, tuple[str, ...]]:
+    """The banner's part, each full run, before the room: on the room's first run the step
+    opens as written (the fields set aside are returned, to be told); later, whether the room
+    has been changed from the step (what the banner says)."""
+    state = st.session_state
+    if state.pop(RERUN_KEY, None) is None:
+        state[RERUNS_KEY] = 0
+    if step.room != page:
+        return False, ()
+    spec = link_of(step.room)
+    if RoomLink(spec).started:
+        changed, aside = changed_from_step(lesson, step, link_fields(spec)), ()
+    else:
+        changed, aside = False, open_as_written(lesson, step)
+    state[SHOWN_KEY] = (lesson.id, step.number, changed)
+    return changed, aside
+
+
+def after_room_write(spec: LinkSpec, written: dict[str, QueryValue]) -> None:
+    """The kit's listener (every room's write, a fragment's too): when the banner drawn no
+    longer says whether the room shows the step's state, the page runs again (a fragment's
+    run becomes the whole page's), so the banner never lags behind the room."""
+    place = current()
+    if not isinstance(place, Place) or place.step is None or place.step.room != spec.room:
+        return
+    lesson, step, state = place.lesson, place.step, st.session_state
+    fields = {name: _values(value) for name, value in written.items()}
+    changed = changed_from_step(lesson, step, fields)
+    if state.get(SHOWN_KEY) == (lesson.id, step.number, changed):
+        return
+    if state.get(RERUNS_KEY, 0) >= MAX_RERUNS:
+        return
+    state[SHOWN_KEY] = (lesson.id, step.number, changed)
+    state[RERUNS_KEY] = state.get(RERUNS_KEY, 0) + 1
+    state[RERUN_KEY] = True
+    st.rerun()
+
+
+on_write(after_room_write)

@@ -2,7 +2,9 @@
 room without an exception or an error card and shows the values its narrative names (each
 ``expect`` read off the page, or through the room's engine); a student follows whole lessons
 with Next (rooms change, each reads the step's link as a fresh visitor would), answers, and
-gets the right summary; broken lesson links are explained."""
+gets the right summary; broken lesson links are explained. A link that names a step but other
+room values opens the step as written (the banner says the link's changes were set aside);
+a student who changes the room by hand is told the room no longer shows the step."""
 
 from __future__ import annotations
 
@@ -12,15 +14,29 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from components import visitor
+from components.lessons import draw
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
 from torchatlas.lessons import ROOMS, Expectation, Lesson, Step, find, load_all
-from torchatlas.links import encode_source
+from torchatlas.links import (
+    Choice,
+    Field,
+    Flag,
+    Int,
+    Offered,
+    Source,
+    Text,
+    Texts,
+    encode_source,
+)
+from torchatlas.rooms import link_of
 
 LESSONS = load_all()
 STEPS = [(lesson, step) for lesson in LESSONS for step in lesson.steps]
-# Session keys no room owns: the language, the sandbox queue's id, the lessons' own.
-SHARED_KEYS = ("lang", "sandbox_session_id", "lessons_")
+# Session keys no room owns: the language, who the visitor is (its session and client, for every
+# per-visitor limit), the lessons' own.
+SHARED_KEYS = ("lang", visitor.SESSION_KEY, visitor.CLIENT_KEY, "lessons_")
 
 
 def link(lesson: Lesson, step: Step) -> dict[str, Any]:
@@ -324,3 +340,179 @@ def test_a_broken_lesson_link_is_explained_and_the_room_still_draws(query: dict)
     assert not at.exception
     assert translate("lessons.link_broken", "en") in [w.value for w in at.warning]
     assert at.title and "Tensor storage" in at.title[0].value
+
+
+# --------------------------------------------------------------------------- a step as written
+
+
+def open_query(query: dict[str, Any], script: str, lang: str = "en") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["lang"] = lang
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    return at.switch_page(script).run()
+
+
+def other_value(item: Field, current: Any) -> Any:
+    """A value the field carries that is not ``current`` (what a hand-edited link holds)."""
+    if isinstance(item, Choice | Offered):
+        return next(option for option in item.options if option != current)
+    if isinstance(item, Flag):
+        return not current
+    if isinstance(item, Int):
+        return item.low if current != item.low else item.low + 1
+    if isinstance(item, Texts):
+        return (".t()",) if current != (".t()",) else (".flip(0)",)
+    if isinstance(item, Source):
+        return "import torch\nx = torch.ones(9)\n"
+    if isinstance(item, Text):
+        return "zz" if current != "zz" else "yy"
+    raise AssertionError(f"no other value for {item!r}")  # pragma: no cover
+
+
+def tampered(lesson: Lesson, step: Step) -> tuple[str, dict[str, Any]]:
+    """The step's link with one of the room's fields (a different one from step to step) set
+    to another value the room accepts, and that field's name."""
+    spec = link_of(step.room)
+    query = link(lesson, step)
+    item = spec.fields[(step.number + len(lesson.id)) % len(spec.fields)]
+    current = spec.read({k: v for k, v in query.items() if k in spec.names}).values[item.name]
+    query[item.name] = item.encode(other_value(item, current))
+    return item.name, query
+
+
+def room_state(at: AppTest, room: str) -> dict[str, Any]:
+    """The room's state: its link fields' session values and its fields in the address bar."""
+    spec = link_of(room)
+    keys = [spec.session_key(name) for name in spec.names]
+    session = {key: at.session_state[key] for key in keys if key in at.session_state}
+    return {**session, **{n: at.query_params[n] for n in spec.names if n in at.query_params}}
+
+
+def set_aside_notices(at: AppTest) -> list[str]:
+    start = translate("lessons.banner.set_aside", "en", fields="").split("(")[0]
+    return [i.value for i in at.info if i.value.startswith(start)]
+
+
+def changed_shown(at: AppTest) -> bool:
+    return translate("lessons.banner.changed", "en") in [w.value for w in at.warning]
+
+
+def _first_of_each_room() -> set[tuple[str, int]]:
+    seen: dict[str, tuple[str, int]] = {}
+    for lesson, step in STEPS:
+        seen.setdefault(step.room, (lesson.id, step.number))
+    return set(seen.values())
+
+
+FAST = _first_of_each_room()  # one step in every room a lesson uses: the quick run's sample
+STEP_PARAMS = [
+    pytest.param(
+        lesson,
+        step,
+        id=f"{lesson.id}-{step.number}",
+        marks=() if (lesson.id, step.number) in FAST else pytest.mark.slow,
+    )
+    for lesson, step in STEPS
+]
+
+
+def test_the_quick_sample_covers_every_room_with_a_step() -> None:
+    assert {find(lid).step(n).room for lid, n in FAST} == {s.room for _, s in STEPS}
+
+
+@pytest.mark.parametrize(("lesson", "step"), STEP_PARAMS)
+def test_a_link_with_other_room_values_opens_the_step_as_written(
+    lesson: Lesson, step: Step
+) -> None:
+    script = ROOMS[step.room].script
+    own = open_link(lesson, step)  # the step's own link: no notice
+    assert not own.exception
+    assert set_aside_notices(own) == [] and not changed_shown(own)
+    expected = room_state(own, step.room)
+    # the address bar as the room wrote it (what a teacher copies) is the step too
+    written = {k: own.query_params[k] for k in own.query_params}
+    copied = open_query(written, script)
+    assert set_aside_notices(copied) == [] and not changed_shown(copied)
+    assert room_state(copied, step.room) == expected
+    # one field changed: the room opens in the step's state, and the banner says why
+    name, query = tampered(lesson, step)
+    at = open_query(query, script)
+    assert set_aside_notices(at) == [translate("lessons.banner.set_aside", "en", fields=name)], (
+        query
+    )
+    assert not changed_shown(at), "the step's state is what the room shows"
+    assert room_state(at, step.room) == expected, name
+    check_step(at, lesson, step, "en")
+    at.run()  # told once; the room still shows the step
+    assert set_aside_notices(at) == [] and not changed_shown(at)
+    assert room_state(at, step.room) == expected
+
+
+def test_a_repeated_field_is_read_in_order_and_a_reordered_chain_is_set_aside() -> None:
+    lesson = find("broadcasting")
+    step = lesson.step(2)
+    query = {**link(lesson, step), "s_ops": [".expand(4, 3)", ".unsqueeze(0)"]}
+    at = open_query(query, "views/strides.py")
+    assert set_aside_notices(at) == [translate("lessons.banner.set_aside", "en", fields="s_ops")]
+    assert at.query_params["s_ops"] == [".unsqueeze(0)", ".expand(4, 3)"]
+    check_step(at, lesson, step, "en")
+
+
+def test_a_value_the_room_cannot_use_is_set_aside_too() -> None:
+    lesson = find("dlwp_tensors")
+    step = lesson.step(1)  # classify
+    at = open_query({**link(lesson, step), "c_topk": "²"}, "views/classify.py")
+    assert set_aside_notices(at) == [translate("lessons.banner.set_aside", "en", fields="c_topk")]
+    check_step(at, lesson, step, "en")
+
+
+HAND_CHANGES = [  # (lesson, step, widget kind, session key, a value that is not the step's)
+    ("broadcasting", 2, "text_input", "strides_shape", "5, 7"),  # a box in the page
+    ("broadcasting", 1, "text_input", "basics_shapes", "(2, 3) (2, 3)"),  # in a fragment
+    ("basics_autograd", 4, "number_input", "autograd_seed", 7),
+    ("linear_layer", 4, "select_slider", "modules_steps", 20),  # its link written in a callback
+]
+
+
+@pytest.mark.parametrize(("lesson_id", "number", "kind", "key", "value"), HAND_CHANGES)
+def test_a_hand_change_says_the_room_is_no_longer_the_step(
+    lesson_id: str, number: int, kind: str, key: str, value: Any
+) -> None:
+    lesson = find(lesson_id)
+    step = lesson.step(number)
+    script = ROOMS[step.room].script
+    at = open_link(lesson, step)
+    expected = room_state(at, step.room)
+    question = step.question
+    assert question is not None
+    verdict = draw.verdict_text(lesson, number, question.answer, "en")[1]
+
+    def answer_shown() -> bool:
+        return verdict in [m.value for m in at.success] and any(
+            question.explain["en"] in m.value for m in at.markdown
+        )
+
+    at.radio(key=f"lessons_pick_{lesson.id}_{number}").set_value(question.answer).run()
+    _press(at, f"lessons_reveal_{lesson.id}_{number}")
+    assert not changed_shown(at) and answer_shown(), "torch's answer, about the step's state"
+    widget = getattr(at, kind)(key=key)
+    original = widget.value
+    widget.set_value(value).run()  # the student explores: allowed
+    assert not at.exception
+    assert at.session_state[key] == value, "the hand change is kept"
+    assert changed_shown(at), "the banner says the room is no longer the step's"
+    assert translate("lessons.question.changed", "en") in [c.value for c in at.caption]
+    assert verdict not in [m.value for m in at.success]
+    assert not any(question.explain["en"] in m.value for m in at.markdown)
+    assert at.button(key="lessons_back").proto.type == "primary"
+    at.run()  # it stays so on later runs
+    assert changed_shown(at)
+    getattr(at, kind)(key=key).set_value(original).run()  # back by hand: the step again
+    assert not changed_shown(at) and answer_shown()
+    getattr(at, kind)(key=key).set_value(value).run()
+    _press(at, "lessons_back", script)  # or with the button
+    assert not changed_shown(at) and answer_shown()
+    assert room_state(at, step.room) == expected
+    check_step(at, lesson, step, "en")
