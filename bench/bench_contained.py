@@ -41,13 +41,13 @@ from bench.harness import timed
 from torchatlas.sandboxed import run_room_job, shared_pool
 
 TARGET = 1.5
-VISITORS = (f"bench-{n}" for n in itertools.count())  # the per-visitor rate is not measured here
+VISITORS = (f"bench-{n}" for n in itertools.count())  # each its own client: no rate measured
 
 
 def _job(job: str, params: dict, returns: object, check: Callable[[object], object] = id,
          **options: object) -> Callable[[], object]:  # fmt: skip
     def run() -> object:
-        outcome = run_room_job(job, params, returns, session_id=next(VISITORS), **options)
+        outcome = run_room_job(job, params, returns, visitor=next(VISITORS), **options)
         if not outcome.ok:
             raise SystemExit(f"{job} failed: {outcome.failure or outcome.refused}")
         return check(outcome.value)
@@ -72,7 +72,7 @@ def cases() -> dict[str, tuple[Callable[[], object], Callable[[], object], Calla
 
     def autograd(text: str) -> Callable[[], object]:
         def run() -> object:  # as the room runs it: checked (cached), then contained
-            job = contained_run(parse(text), 0, None, session_id=next(VISITORS), timeout_s=10)
+            job = contained_run(parse(text), 0, None, visitor=next(VISITORS), timeout_s=10)
             if job.value is None:
                 raise SystemExit(f"autograd failed: {job.failure or job.refused}")
             return job.value

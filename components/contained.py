@@ -1,10 +1,11 @@
-"""What every room shares around visitor-driven computation: one session id for the sandbox's
-fair queue, one card for a job that has no result, one guard that turns any unexpected
-exception into an explained card, and strict parsing of numbers read from links.
+"""What every room shares around visitor-driven computation: one card for a job that has no
+result, one guard that turns any unexpected exception into an explained card, and strict
+parsing of numbers read from links.
 
 A room's ``state.py`` runs its engine through :func:`torchatlas.sandboxed.run_room_job` with
-:func:`session_id`; its panels show a failure with :func:`failure_card`; ``app.py`` runs every
-page inside :func:`page_guard` and fragments use :func:`guarded`.
+the page's :func:`components.visitor.visitor` (its client and session: its place in the
+sandbox's fair queue); its panels show a failure with :func:`failure_card`; ``app.py`` runs
+every page inside :func:`page_guard` and fragments use :func:`guarded`.
 
 >>> link_int("12", low=0, high=99)  # doctest: +SKIP
 12
@@ -18,7 +19,6 @@ import collections
 import contextlib
 import functools
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -29,17 +29,10 @@ from torchatlas.links import strict_int
 from torchatlas.sandboxed import JobFailure
 
 LOG = logging.getLogger(__name__)
-SESSION_KEY = "sandbox_session_id"
 F = TypeVar("F", bound=Callable[..., Any])
 # The last few unexpected errors (kind and first words only: no frames are kept), for the test
 # suite, which fails any page run that needed this wall.
 RECENT_UNEXPECTED: collections.deque[str] = collections.deque(maxlen=16)
-
-
-def session_id() -> str:
-    """This visitor's id in the sandbox's fair queue: one for every room, so the per-session
-    caps (one running job, a few waiting, a rate) hold across the whole app."""
-    return st.session_state.setdefault(SESSION_KEY, uuid.uuid4().hex)
 
 
 def link_int(text: object, *, low: int, high: int) -> int | None:

@@ -19,6 +19,16 @@ envelope; the failure then also says where the sandbox's allow-list refused the 
 (:attr:`JobFailure.line`, :attr:`JobFailure.refusals`). Each room maps the failure kinds
 (:data:`FAILURE_KINDS`) to its own codes and texts.
 
+Every room's jobs share one pool and one line, fair on two levels: between clients (a
+machine's address: a visitor can open any number of sessions but not of addresses) and, within
+a client, between its sessions (a class behind one school address takes turns). A room passes
+the page's :class:`~torchatlas.clients.Visitor` (``components.visitor.visitor()``) as
+``visitor``; the pool (:mod:`torchatlas.sandbox.pool`) gives a free slot to the waiting client
+that runs the fewest jobs (one job per client while others wait, with the default two slots),
+keeps a slot out of reach of a client that already runs one, bounds what each session and
+client may have waiting, and rate-limits both. The visitor only places the
+job in line: what the job computes, and any cache of its result, never depends on who asked.
+
 >>> outcome = run_room_job("strides.steps", {"shape": [2, 3]}, returns=tuple)  # doctest: +SKIP
 >>> outcome.value if outcome.ok else outcome.failure.kind  # doctest: +SKIP
 """
@@ -36,6 +46,7 @@ from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
 
 if TYPE_CHECKING:
+    from torchatlas.clients import Visitor
     from torchatlas.sandbox import SandboxPool
 
 LOG = logging.getLogger(__name__)
@@ -210,7 +221,7 @@ def run_room_job(
     *,
     source: str = "",
     reader: Callable[[Any], Any] | None = None,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     timeout_s: float = ROOM_JOB_TIMEOUT_S,
     on_queued: Callable[[int], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
@@ -221,6 +232,10 @@ def run_room_job(
     confined sandbox child, through the shared pool's fair queue, and rebuild its result as
     ``returns`` (a type hint) within ``limits``. Never raises: a sandbox that cannot start,
     a limit reached, a crash or a reply that does not match ``returns`` is a ``failure``.
+
+    ``visitor`` is who asks (its client and session), for the pool's fair queue and rate
+    limits (:class:`~torchatlas.sandbox.pool.FairQueue`); a plain string is a session that is
+    its own client, None an anonymous one-off caller.
 
     ``source`` is pasted code the child runs first (the job gets the names it defined).
     ``reader`` replaces the codec's envelope for a room whose reply has its own bounded
@@ -250,7 +265,7 @@ def run_room_job(
         from torchatlas.sandbox.pool import DecodedByCaller
 
         extra["value_schema"] = DecodedByCaller(_typed_reader(returns, limits))
-    result = run_job(source, job, params, timeout_s=timeout_s, session_id=session_id, **extra)
+    result = run_job(source, job, params, timeout_s=timeout_s, visitor=visitor, **extra)
     usage = dict(getattr(result, "usage", None) or {})
     if not result.ok or result.value is None:
         failure = _failure(result.error)

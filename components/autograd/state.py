@@ -47,11 +47,11 @@ from components.autograd.draw import (
     variables_table,
     version_note,
 )
-from components.contained import session_id
 from components.i18n import language
 from components.kit.link_state import RoomLink
 from components.kit.predict_reveal import revealed
 from components.theme import DARK, LIGHT, is_dark, palette
+from components.visitor import visitor
 from torchatlas.autograd import AutogradError, BackwardTrace, Graph, ProgramRefused, parse
 from torchatlas.autograd.errors import ErrorCode, ProgramError
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
@@ -63,6 +63,7 @@ from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question
 from torchatlas.autograd.quiz import grade as grade_prediction
 from torchatlas.cache import BoundedCache
+from torchatlas.clients import Visitor
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
 from torchatlas.sandboxed import JobFailure
@@ -219,12 +220,12 @@ def root_picked() -> None:
 # --------------------------------------------------------------------------- the room
 
 
-def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome:
+def _compute(program: str, seed: int, root: str | None, who: Visitor) -> Outcome:
     try:
         parsed = parse(program)  # the first wall, here: clear refusals, nothing evaluated
     except ProgramRefused as refused:
         return Outcome(refusal=refused)
-    job = contained_run(parsed, seed, root, session_id=visitor, timeout_s=JOB_TIMEOUT_S)
+    job = contained_run(parsed, seed, root, visitor=who, timeout_s=JOB_TIMEOUT_S)
     if job.refused is not None:
         code, params = job.refused
         if code not in {c.value for c in ErrorCode}:  # not one of the room's own codes
@@ -238,10 +239,10 @@ def _compute(program: str, seed: int, root: str | None, visitor: str) -> Outcome
 def computed(program: str, seed: int, root: str | None) -> Outcome:
     """A program, seed and root run in the sandbox (or refused), cached: a class opening
     the same link runs one job; a transient failure is not kept."""
-    visitor = session_id()
+    who = visitor()  # only its place in line: the key is the program's
     return ROOM_CACHE.get_or_compute_once(
         ("run", program, seed, root),
-        lambda: _compute(program, seed, root, visitor),
+        lambda: _compute(program, seed, root, who),
         keep=lambda outcome: outcome.worth_keeping,
     )
 

@@ -42,7 +42,7 @@ from components.basics.draw import (
 from components.basics.draw import (
     promotion_notes as promotion_notes_text,
 )
-from components.contained import session_id
+from components.visitor import visitor
 from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
 from components.theme import Palette
@@ -444,7 +444,7 @@ def _job(job: str, params: dict[str, Any]) -> RoomJob[Any]:
         job,
         params,
         jobs.RETURNS[job],
-        session_id=session_id(),
+        visitor=visitor(),
         timeout_s=JOB_TIMEOUT_S,
         limits=jobs.REPLY_LIMITS,
         pool=pool,

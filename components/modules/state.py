@@ -25,13 +25,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from components import contained
 from components.i18n import t
 from components.kit.link_state import RoomLink
 from components.modules import draw
 from components.sandbox import sandbox_pool
+from components.visitor import visitor
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.cache import BoundedCache, deep_size
+from torchatlas.clients import Visitor
 from torchatlas.modules import (
     DEFAULT_PRESET,
     PRESETS,
@@ -195,11 +196,6 @@ def current_section() -> str:
 # ---------------------------------------------------------------- the sandbox
 
 
-def session_id() -> str:
-    """This visitor's id in the sandbox's fair queue (one for every room)."""
-    return contained.session_id()
-
-
 def needs_inspection() -> bool:
     return RESULT not in st.session_state
 
@@ -215,7 +211,7 @@ def shared_report(
     source: str,
     model_text: str,
     *,
-    session: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> ModuleReport:
     """The report for the source and model box, from :data:`REPORTS` or one sandbox job
@@ -230,7 +226,7 @@ def shared_report(
             source,
             model=model,
             timeout_s=INSPECT_TIMEOUT_S,
-            session_id=session,
+            visitor=visitor,
             on_queued=on_queued,
         ),
         keep=lambda report: not transient(report.error),
@@ -241,7 +237,7 @@ def inspect(on_queued: Callable[[int], None] | None = None) -> Inspection:
     """Inspect what the boxes hold (in the sandbox), keep it, and put it in the URL."""
     sandbox_pool()
     source, model = st.session_state[SOURCE], st.session_state[MODEL].strip()
-    report = shared_report(source, model, session=session_id(), on_queued=on_queued)
+    report = shared_report(source, model, visitor=visitor(), on_queued=on_queued)
     inspection = Inspection(source, model, report)
     st.session_state[RESULT] = inspection
     save_to_url()
@@ -288,7 +284,7 @@ def trace_job(on_queued: Callable[[int], None] | None = None) -> RoomJob[Trainin
             lr=key[1],
             steps=key[2],
             forget_zero_grad=key[3],
-            session_id=session_id(),
+            visitor=visitor(),
             on_queued=on_queued,
         ),
         keep=lambda job: job.worth_keeping,
@@ -312,12 +308,12 @@ def memory(fresh: bool = False) -> InitReport:
     allocation (a class opening it at once runs one job); "allocate again" runs this visitor
     a fresh child, kept in the session."""
     if fresh:
-        st.session_state[MEMORY] = uninitialised_memory(session_id=session_id())
+        st.session_state[MEMORY] = uninitialised_memory(visitor=visitor())
     if MEMORY in st.session_state:
         return st.session_state[MEMORY]
     return _FIRST_MEMORY.get_or_compute_once(
         "first",
-        lambda: uninitialised_memory(session_id=session_id()),
+        lambda: uninitialised_memory(visitor=visitor()),
         keep=lambda report: report.failure is None or not report.failure.transient,
     )
 

@@ -17,14 +17,15 @@ from typing import Any
 
 import streamlit as st
 
-from components import contained
 from components.i18n import t
 from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
 from components.shapes import draw
 from components.upkeep import warm_up
+from components.visitor import visitor
 from torchatlas import links
 from torchatlas.cache import BoundedCache
+from torchatlas.clients import Visitor
 from torchatlas.links import encode_source as encode_source
 from torchatlas.presets import DEFAULT_PRESET, PRESETS
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS
@@ -172,11 +173,6 @@ def sandbox_health() -> Any:
         return None
 
 
-def session_id() -> str:
-    """This visitor's id in the sandbox's fair queue (one for every room)."""
-    return contained.session_id()
-
-
 # ---------------------------------------------------------------- analysis
 def needs_analysis() -> bool:
     """A fresh session (or a new preset) is analysed on arrival."""
@@ -198,7 +194,7 @@ def shared_report(
     model_text: str,
     symbolic: bool,
     *,
-    session: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> ShapeReport:
     """The report for what the boxes hold, from :data:`REPORTS` or one sandbox job. Every box
@@ -222,7 +218,7 @@ def shared_report(
             model=model or None,
             symbolic=bool(symbolic),
             timeout_s=ANALYSE_TIMEOUT_S,
-            session_id=session,
+            visitor=visitor,
             on_queued=on_queued,
         ),
         keep=lambda report: not transient(report.error),
@@ -248,7 +244,7 @@ def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
         st.session_state[DTYPES],
         st.session_state[MODEL],
         st.session_state[SYMBOLIC],
-        session=session_id(),
+        visitor=visitor(),
         on_queued=on_queued,
     )
     analysis = Analysis(source, report)
@@ -277,7 +273,7 @@ def compare_real_and_meta(
         input_dtypes=report.input_dtypes,
         model=report.model or None,
         timeout_s=WHY_TIMEOUT_S,
-        session_id=session_id(),
+        visitor=visitor(),
         on_queued=on_queued,
     )
     st.session_state[WHY] = outcome

@@ -31,7 +31,6 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from components.contained import session_id
 from components.i18n import language
 from components.kit.link_state import RoomLink
 from components.strides.draw import (
@@ -45,6 +44,7 @@ from components.strides.draw import (
     unravel,
 )
 from components.theme import DARK, LIGHT, is_dark
+from components.visitor import visitor
 from torchatlas.cache import BoundedCache
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
@@ -422,7 +422,7 @@ def chain_job(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> RoomJ
         plan = plan_chain(ops)  # the ops are parsed here and travel as data
         params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops),
                   "listed_up_to": LISTED_UP_TO}  # fmt: skip
-        outcome = run_room_job(CHAIN, params, WireChain, session_id=session_id(), limits=LIMITS)
+        outcome = run_room_job(CHAIN, params, WireChain, visitor=visitor(), limits=LIMITS)
         return _checked(outcome, lambda run: with_refused(checked_chain(run), plan, shape, dtype))
 
     return ROOM_CACHE.get_or_compute_once(("steps", shape, dtype, ops), compute, keep=_keep)
@@ -453,7 +453,7 @@ def cached_write(
         params = {"shape": list(shape), "dtype": dtype, "ops": list(plan_chain(ops).ops),
                   "step": step, "write": write_to_json(parsed),
                   "listed_up_to": LISTED_UP_TO}  # fmt: skip
-        outcome = run_room_job(WRITE, params, WriteResult, session_id=session_id())
+        outcome = run_room_job(WRITE, params, WriteResult, visitor=visitor())
         return _checked(outcome, lambda result: checked_write(result, steps))
 
     return ROOM_CACHE.get_or_compute_once(
@@ -489,9 +489,7 @@ def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> RoomJob[QuizItem |
 
     def compute() -> RoomJob[QuizItem | None]:
         params = {"seed": int(seed), "dtype": dtype}
-        outcome = run_room_job(
-            QUESTION, params, WireQuiz | None, session_id=session_id(), limits=LIMITS
-        )
+        outcome = run_room_job(QUESTION, params, WireQuiz | None, visitor=visitor(), limits=LIMITS)
         return _checked(outcome, checked_quiz)
 
     return ROOM_CACHE.get_or_compute_once(("question", seed, dtype), compute, keep=_keep)

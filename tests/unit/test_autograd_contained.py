@@ -24,14 +24,14 @@ PROGRAMS = {
 def test_the_sandbox_job_returns_the_in_process_run(key: str) -> None:
     program, root = PROGRAMS[key]
     # one visitor per program: the sandbox limits how many jobs one visitor starts
-    job = contained_run(parse(program), 3, root, session_id=f"tests-{key}", timeout_s=30)
+    job = contained_run(parse(program), 3, root, visitor=f"tests-{key}", timeout_s=30)
     assert job.ok, (job.failure, job.refused)
     assert job.value == run_program(program, 3, root)
 
 
 def test_a_refusal_in_the_job_comes_back_as_the_rooms_code() -> None:
     params = {"program": "x = randn(3)\ny = x.unfold(0, 2, 1)", "seed": 0, "root": None}
-    job = run_room_job(RUN, params, ProgramReply, session_id="tests-refusal")
+    job = run_room_job(RUN, params, ProgramReply, visitor="tests-refusal")
     assert job.refused is not None and job.refused[0] == "unknown_method"
 
 

@@ -474,7 +474,7 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module.answer = None  # type: ignore[attr-defined]
     module.gate = None  # type: ignore[attr-defined]
 
-    def run_job(source, job, params, *, timeout_s=10.0, session_id=None, on_queued=None):
+    def run_job(source, job, params, *, timeout_s=10.0, visitor=None, on_queued=None):
         module.calls.append((source, job, params))  # type: ignore[attr-defined]
         if module.gate is not None:  # type: ignore[attr-defined]
             module.gate.wait(5)  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
-"""Operations (layer 4) and the contract: results, errors, health, the fair queue, rate limit,
-restarts."""
+"""Operations (layer 4) and the contract: results, errors, health, the fair queue (between
+clients, then between each client's sessions), rate limits, restarts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from tests.sandbox_jobs import JOBS as TEST_JOBS
 from tests.sandbox_jobs import make_pool, warm_pool
+from torchatlas.clients import Visitor
 from torchatlas.presets import PRESETS
 from torchatlas.sandbox import SandboxPool, get_pool, run_job
 from torchatlas.sandbox.pool import FairQueue
@@ -140,12 +141,54 @@ def test_health_reports_every_layer(pool: SandboxPool) -> None:
 
 def test_rate_limit_per_session() -> None:
     with warm_pool(rate_limit=2, rate_window_s=30) as limited:
-        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
-        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="a").ok
-        third = limited.run_job(MODEL, "sandbox.echo", {}, session_id="a")
+        assert limited.run_job(MODEL, "sandbox.echo", {}, visitor="a").ok
+        assert limited.run_job(MODEL, "sandbox.echo", {}, visitor="a").ok
+        third = limited.run_job(MODEL, "sandbox.echo", {}, visitor="a")
         assert not third.ok and third.error.kind == "busy"
         assert "Wait" in third.error.message
-        assert limited.run_job(MODEL, "sandbox.echo", {}, session_id="b").ok  # others unaffected
+        assert limited.run_job(MODEL, "sandbox.echo", {}, visitor="b").ok  # others unaffected
+
+
+def test_rate_limit_per_client_binds_every_session_of_one_address() -> None:
+    """Fresh sessions do not renew a client's rate: the client's own, larger limit counts them
+    all; another client is unaffected, and a job refused by the line is not counted."""
+    laptop = [Visitor("ip:192.0.2.1", f"tab-{n}") for n in range(5)]
+    with warm_pool(rate_limit=2, client_rate_limit=3, client_rate_window_s=30) as limited:
+        for visitor in laptop[:3]:  # three sessions, one job each: within both limits
+            assert limited.run_job(MODEL, "sandbox.echo", {}, visitor=visitor).ok
+        fourth = limited.run_job(MODEL, "sandbox.echo", {}, visitor=laptop[3])
+        assert not fourth.ok and fourth.error.kind == "busy"
+        assert "network address" in fourth.error.message and "Wait" in fourth.error.message
+        other = Visitor("ip:198.51.100.2", "tab-0")  # the same session name, another machine
+        assert limited.run_job(MODEL, "sandbox.echo", {}, visitor=other).ok
+
+
+def test_a_job_refused_by_the_line_does_not_count_against_the_rate() -> None:
+    with warm_pool(concurrency=1, queue_limit=1, rate_limit=0, client_rate_limit=2) as small:
+        busy = threading.Thread(
+            target=small.run_job,
+            args=(MODEL, "sandbox.sleep", {"seconds": 1}),
+            kwargs={"visitor": Visitor("ip:192.0.2.9", "a")},
+        )
+        waiting = threading.Thread(
+            target=small.run_job,
+            args=(MODEL, "sandbox.echo", {}),
+            kwargs={"visitor": Visitor("ip:192.0.2.8", "b")},
+        )
+        busy.start()
+        _until(lambda: small._running == 1)
+        waiting.start()
+        _until(lambda: small.queued == 1)
+        laptop = Visitor("ip:192.0.2.1", "s")
+        for _ in range(3):  # the line is full (one client each, nobody holds more): refused
+            refused = small.run_job(MODEL, "sandbox.echo", {}, visitor=laptop)
+            assert refused.error.kind == "busy" and "line is full" in refused.error.message
+        busy.join()
+        waiting.join()
+        for _ in range(2):  # the refusals were not counted: the client's two jobs run
+            assert small.run_job(MODEL, "sandbox.echo", {}, visitor=laptop).ok
+        third = small.run_job(MODEL, "sandbox.echo", {}, visitor=laptop)
+        assert third.error.kind == "busy" and "network address" in third.error.message
 
 
 def test_concurrency_cap_and_queue() -> None:
@@ -257,6 +300,124 @@ def test_waiting_reports_positions_and_a_failing_callback_leaves_the_line() -> N
     assert queue.waiting_count == 0 and queue.running_count == 1
 
 
+# ---------------------------------------------------------------- fairness between clients
+
+LAPTOP, HOME, SCHOOL = "ip:192.0.2.66", "ip:198.51.100.7", "ip:203.0.113.30"
+
+
+def _sessions(client: str, count: int, prefix: str = "s") -> list[Visitor]:
+    return [Visitor(client, f"{prefix}-{index}") for index in range(count)]
+
+
+def test_many_sessions_of_one_client_cannot_hold_back_another_client() -> None:
+    """The red team's flood: one laptop, 20 fresh sessions, two jobs each. Per session, each
+    session's first job would be a newcomer's, served in the current round ahead of the
+    honest visitor's (and one job per session could run); per client, they are one client's
+    backlog, with one running job."""
+    for slots in (1, 2):
+        queue = FairQueue(slots, per_session=2, limit=64)
+        flood = [queue.enter(v)[0] for v in _sessions(LAPTOP, 20) for _ in range(2)]
+        assert all(ticket is not None for ticket in flood)
+        assert queue.running_count == 1  # one running job for the whole laptop
+        honest, refusal = queue.enter(Visitor(HOME, "tab"))
+        assert honest is not None and refusal == ""
+        if slots == 2:  # the slot out of the flood's reach: it runs at once
+            assert honest.state == "running"
+            continue
+        assert queue.position(honest) == 1  # next, ahead of the laptop's 39 waiting jobs
+        running = next(ticket for ticket in flood if ticket.state == "running")
+        queue.release(running)  # one slot-turn
+        assert honest.state == "running"
+
+
+def test_a_flood_of_fresh_sessions_never_delays_another_client_by_more_than_one_turn() -> None:
+    """The flood resubmits from fresh sessions after every answer; the honest client asks
+    again and again: each of its jobs runs at the next free slot."""
+    queue = FairQueue(1, per_session=2, limit=64)
+    fresh = iter(_sessions(LAPTOP, 1000))
+    flood = [queue.enter(next(fresh))[0] for _ in range(30)]
+    for round_ in range(10):
+        honest, _ = queue.enter(Visitor(HOME, f"tab-{round_}"))
+        flood += [queue.enter(next(fresh))[0] for _ in range(5)]  # and it floods on
+        assert queue.position(honest) == 1
+        running = [ticket for ticket in flood if ticket is not None and ticket.state == "running"]
+        queue.release(running[0])
+        assert honest.state == "running"
+        queue.release(honest)
+
+
+def test_a_full_line_pushes_out_the_newest_job_of_the_client_holding_the_most() -> None:
+    queue = FairQueue(1, per_session=2, limit=3)
+    first, _ = queue.enter(Visitor(LAPTOP, "x"))
+    flood = [queue.enter(v)[0] for v in _sessions(LAPTOP, 3)]
+    assert [t.state for t in flood] == ["waiting"] * 3 and queue.waiting_count == 3
+    assert queue.enter(Visitor(LAPTOP, "more")) == (None, "client")  # its share: all of it
+    honest, _ = queue.enter(Visitor(HOME, "tab"))
+    assert honest.state == "waiting" and flood[2].state == "pushed"
+    assert queue.waiting_count == 3 and queue.position(honest) == 1
+    assert queue.wait(flood[2], 10) is False  # its caller is answered at once
+    other, _ = queue.enter(Visitor(SCHOOL, "a"))  # the laptop still holds 2: room is made
+    assert other.state == "waiting" and flood[1].state == "pushed"
+    # One job each now: a push would only swap two clients' places, so the line is full.
+    assert queue.enter(Visitor("ip:192.0.2.200", "a")) == (None, "full")
+    assert queue.enter(None) == (None, "full")
+    queue.release(first)
+    started = []
+    while queue.running_count:
+        running = next(t for t in (honest, other, flood[0]) if t.state == "running")
+        started.append(running)
+        queue.release(running)
+    assert started == [honest, other, flood[0]]  # the laptop had its turn: it goes last
+
+
+def test_sessions_of_one_client_take_turns() -> None:
+    queue = FairQueue(1, per_session=2, limit=64)
+    a1, a2, a3 = (queue.enter(Visitor(SCHOOL, "a"))[0] for _ in range(3))
+    b1, b2 = (queue.enter(Visitor(SCHOOL, "b"))[0] for _ in range(2))
+    (c1,) = (queue.enter(Visitor(SCHOOL, "c"))[0] for _ in range(1))
+    assert a1.state == "running"
+    order = [a1]
+    while len(order) < 6:
+        queue.release(order[-1])
+        order.append(next(t for t in (a2, a3, b1, b2, c1) if t.state == "running"))
+    # b and c had no turn yet; then a and b take turns, ties by arrival.
+    assert order == [a1, b1, c1, a2, b2, a3]
+    assert [queue.position(t) for t in order] == [0] * 6
+
+
+def test_a_class_behind_one_address_is_served_without_a_refusal() -> None:
+    """Thirty phones behind one school address press Analyse at once, while a laptop floods
+    the line from fresh sessions: every phone's job is taken and runs (one at a time while the
+    laptop competes), none is refused or pushed out."""
+    queue = FairQueue(2, per_session=2, limit=64)
+    flood = [queue.enter(v)[0] for v in _sessions(LAPTOP, 40)]
+    assert queue.waiting_count == 39
+    phones = [queue.enter(v) for v in _sessions(SCHOOL, 30, "phone")]
+    assert [refusal for _, refusal in phones] == [""] * 30
+    tickets = [ticket for ticket, _ in phones]
+    assert tickets[0].state == "running"  # the slot the laptop cannot reach
+    assert queue.waiting_count == 64  # full: the laptop's newest jobs made room
+    served = []
+    while any(ticket.state in ("waiting", "running") for ticket in tickets):
+        assert all(ticket.state != "pushed" for ticket in tickets)
+        running = [t for t in tickets + flood if t is not None and t.state == "running"]
+        assert len(running) == 2 and {t.client for t in running} == {LAPTOP, SCHOOL}
+        phone = next(t for t in running if t.client == SCHOOL)
+        served.append(phone)
+        queue.release(phone)
+    assert served == tickets  # in the order they pressed
+
+
+def test_a_class_alone_is_served_one_at_a_time_and_a_newcomer_finds_a_free_slot() -> None:
+    queue = FairQueue(3, per_session=2, limit=64)
+    phones = [queue.enter(v)[0] for v in _sessions(SCHOOL, 30)]
+    assert [t.state for t in phones[:3]] == ["running", "running", "waiting"]
+    newcomer, _ = queue.enter(Visitor(HOME, "tab"))  # never behind the class's two jobs
+    assert newcomer.state == "running"
+    queue.release(phones[0])
+    assert phones[2].state == "running"  # the class is alone again in line: two slots
+
+
 # ---------------------------------------------------------------- fairness, end to end
 
 SLEEP_S = 1.0
@@ -274,7 +435,7 @@ def _flood(sandbox: SandboxPool, results: dict, count: int) -> list[threading.Th
         thread = threading.Thread(
             target=_timed,
             args=(sandbox, results, f"a{index}", MODEL, "sandbox.sleep", {"seconds": SLEEP_S}),
-            kwargs={"session_id": "flood"},
+            kwargs={"visitor": "flood"},
             daemon=True,
         )
         thread.start()
@@ -297,7 +458,7 @@ def test_a_flood_from_one_session_cannot_hold_back_another() -> None:
             assert refused.elapsed_s < SLEEP_S / 2
             assert "running" in refused.error.message
         positions: list[int] = []
-        _timed(single, results, "b", MODEL, "sandbox.echo", {}, session_id="b",
+        _timed(single, results, "b", MODEL, "sandbox.echo", {}, visitor="b",
                on_queued=positions.append)  # fmt: skip
         for thread in threads:
             thread.join()
@@ -313,11 +474,44 @@ def test_with_two_slots_a_flooder_leaves_one_free() -> None:
         results: dict[str, tuple] = {}
         threads = _flood(pair, results, 4)
         positions: list[int] = []
-        honest = pair.run_job(MODEL, "sandbox.echo", {}, session_id="b", on_queued=positions.append)
+        honest = pair.run_job(MODEL, "sandbox.echo", {}, visitor="b", on_queued=positions.append)
         assert honest.ok and positions == []  # it never waited
         assert honest.elapsed_s < SLEEP_S / 2
         for thread in threads:
             thread.join()
+
+
+def test_a_flood_from_twenty_sessions_of_one_client_leaves_another_client_a_slot() -> None:
+    """The red team's flood, end to end: one client, twenty fresh sessions, a sleep job each.
+    The client gets one of the two slots; another client's job runs at once in the other,
+    every time it asks (a per-session queue gave the flood both slots and a line of newcomers
+    ahead of the honest job)."""
+    with warm_pool(concurrency=2, rate_limit=0) as pair:
+        results: dict[str, tuple] = {}
+        threads = [
+            threading.Thread(
+                target=_timed,
+                args=(pair, results, v.session, MODEL, "sandbox.sleep", {"seconds": SLEEP_S}),
+                kwargs={"visitor": v},
+                daemon=True,
+            )
+            for v in _sessions(LAPTOP, 20)
+        ]
+        for thread in threads:
+            thread.start()
+        _until(lambda: pair.queued == 19)
+        assert pair._running == 1
+        for round_ in range(3):
+            _until(lambda: pair._running == 1)  # its own previous child has exited
+            positions: list[int] = []
+            honest = pair.run_job(
+                MODEL, "sandbox.echo", {}, visitor=Visitor(HOME, f"tab-{round_}"),
+                on_queued=positions.append,
+            )  # fmt: skip
+            assert honest.ok, honest.error
+            assert positions == [] and honest.elapsed_s < SLEEP_S / 2  # it never waited
+    for thread in threads:  # the pool is shut down: the flood's waiting jobs end at once
+        thread.join(10)
 
 
 def test_queue_positions_are_reported_in_order() -> None:
@@ -325,7 +519,7 @@ def test_queue_positions_are_reported_in_order() -> None:
         blocker = threading.Thread(
             target=single.run_job,
             args=(MODEL, "sandbox.sleep", {"seconds": SLEEP_S}),
-            kwargs={"session_id": "first"},
+            kwargs={"visitor": "first"},
         )
         blocker.start()
         _until(lambda: single._running == 1)
@@ -335,7 +529,7 @@ def test_queue_positions_are_reported_in_order() -> None:
             thread = threading.Thread(
                 target=single.run_job,
                 args=(MODEL, "sandbox.echo", {}),
-                kwargs={"session_id": name, "on_queued": seen[name].append},
+                kwargs={"visitor": name, "on_queued": seen[name].append},
             )
             thread.start()
             threads.append(thread)
@@ -346,15 +540,22 @@ def test_queue_positions_are_reported_in_order() -> None:
         assert seen == {"a": [1, 0], "b": [2, 1, 0], "c": [3, 2, 1, 0]}
 
 
-def test_a_class_of_thirty_is_queued_never_busy() -> None:
-    """Thirty sessions press Analyse at once: every one gets its result (default limits)."""
+@pytest.mark.parametrize("address", ["one school address", "an address each"])
+def test_a_class_of_thirty_is_queued_never_busy(address: str) -> None:
+    """Thirty sessions press Analyse at once, behind one school address (one client: its
+    rate, its share of the line) or each on its own: every one gets its result (default
+    limits)."""
     with warm_pool() as sandbox:
         results: dict[str, tuple] = {}
+        one = address == "one school address"
         threads = [
             threading.Thread(
                 target=_timed,
                 args=(sandbox, results, f"s{index}", MODEL, "sandbox.echo", {}),
-                kwargs={"session_id": f"student-{index}", "timeout_s": 5},
+                kwargs={
+                    "visitor": Visitor(SCHOOL if one else f"ip:10.0.0.{index}", f"s{index}"),
+                    "timeout_s": 5,
+                },
             )
             for index in range(30)
         ]
@@ -389,7 +590,7 @@ def test_module_level_singleton() -> None:
     register_jobs(get_pool())
     assert set(get_pool().jobs) >= {"shapes.analyze", "shapes.why_meta"}
     assert not set(get_pool().jobs) & set(TEST_JOBS)
-    result = run_job(MODEL, "sandbox.echo", {}, session_id="singleton")
+    result = run_job(MODEL, "sandbox.echo", {}, visitor="singleton")
     assert result.error.kind == "job_error" and "Unknown sandbox job" in result.error.message
 
 

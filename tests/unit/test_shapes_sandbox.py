@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from torchatlas.clients import Visitor
 from torchatlas.i18n import LANGUAGES
 from torchatlas.presets import PRESETS
 from torchatlas.sandboxed import FAILURE_KINDS
@@ -62,8 +63,8 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     module = types.ModuleType("torchatlas.sandbox")
     module.answer = None  # type: ignore[attr-defined]
 
-    def run_job(source, job, params, *, timeout_s=10.0, session_id=None, on_queued=None):
-        calls.append((source, job, params, timeout_s, session_id))
+    def run_job(source, job, params, *, timeout_s=10.0, visitor=None, on_queued=None):
+        calls.append((source, job, params, timeout_s, visitor))
         for position in module.queue:  # type: ignore[attr-defined]
             on_queued(position)
         return module.answer  # type: ignore[attr-defined]
@@ -94,10 +95,11 @@ def fake_sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 def test_explore_sends_the_job_and_reads_the_report(fake_sandbox: list) -> None:
     module = fake_sandbox.pop()
     module.answer = FakeResult(True, {"layers": [], "outputs": [[1, 10]], "flops": 5}, None)
-    report = explore("src", [[1, 3, 32, 32]], model="Net()", symbolic=True, session_id="s1")
+    who = Visitor("ip:203.0.113.7", "s1")
+    report = explore("src", [[1, 3, 32, 32]], model="Net()", symbolic=True, visitor=who)
     assert report.error is None and report.outputs == [[1, 10]] and report.flops == 5
-    ((source, job, params, timeout_s, session_id),) = fake_sandbox
-    assert (source, job, timeout_s, session_id) == ("src", "shapes.analyze", 10, "s1")
+    ((source, job, params, timeout_s, visitor),) = fake_sandbox
+    assert (source, job, timeout_s, visitor) == ("src", "shapes.analyze", 10, who)
     assert params == {"input_shapes": [[1, 3, 32, 32]], "input_dtypes": ["float32"],
                       "model": "Net()", "symbolic": True}  # fmt: skip
 
@@ -305,7 +307,8 @@ def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> No
     reports: list = []
 
     def press(student: int) -> None:
-        reports.append(shared_report("src", "1×3×32×32", "", "", False, session=f"s{student}"))
+        school = Visitor("ip:198.51.100.20", f"s{student}")  # one address, the whole class
+        reports.append(shared_report("src", "1×3×32×32", "", "", False, visitor=school))
 
     missed_before = REPORTS.stats().misses
     threads = [threading.Thread(target=press, args=(n,)) for n in range(30)]
@@ -322,9 +325,9 @@ def test_a_class_pressing_analyse_at_once_runs_one_job(fake_sandbox: list) -> No
         thread.join(10)
     assert len(fake_sandbox) == 1
     assert len(reports) == 30 and all(r.outputs == [[1, 10]] for r in reports)
-    shared_report("src", "1, 3, 32, 32", "float32", " ", False, session="late")  # the same boxes
+    shared_report("src", "1, 3, 32, 32", "float32", " ", False, visitor="late")  # the same boxes
     assert len(fake_sandbox) == 1
-    shared_report("src", "2×3×32×32", "", "", False, session="other input")
+    shared_report("src", "2×3×32×32", "", "", False, visitor="other input")
     assert len(fake_sandbox) == 2
     explore("src", [[1, 3, 32, 32]])  # the engine itself keeps nothing
     assert len(fake_sandbox) == 3

@@ -58,7 +58,7 @@ def same(a: object, b: object) -> bool:
 def contained(shape: tuple[int, ...], dtype: str, ops: list[str], session: str):
     plan = plan_chain(ops)
     params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops), "listed_up_to": LISTED}
-    outcome = run_room_job(CHAIN, params, WireChain, session_id=session, limits=wire_limits(LISTED))
+    outcome = run_room_job(CHAIN, params, WireChain, visitor=session, limits=wire_limits(LISTED))
     assert outcome.ok, (outcome.failure, outcome.refused)
     return with_refused(checked_chain(outcome.value), plan, shape, dtype)
 
@@ -107,7 +107,7 @@ def test_a_write_and_a_question_give_the_same_results_contained() -> None:
     write = parse_write("[0, 1] = 9")
     params = {"shape": [3], "dtype": "float32", "ops": list(plan_chain(ops).ops), "step": 1,
               "write": write_to_json(write), "listed_up_to": LISTED}  # fmt: skip
-    outcome = run_room_job(WRITE, params, WriteResult, session_id="write")
+    outcome = run_room_job(WRITE, params, WriteResult, visitor="write")
     assert outcome.ok
     assert same(
         checked_write(outcome.value, 3), write_through((3,), "float32", ops, 1, "[0, 1] = 9")
@@ -116,7 +116,7 @@ def test_a_write_and_a_question_give_the_same_results_contained() -> None:
         QUESTION,
         {"seed": 7, "dtype": "int16"},
         WireQuiz | None,
-        session_id="q",
+        visitor="q",
         limits=wire_limits(LISTED),
     )
     assert outcome.ok

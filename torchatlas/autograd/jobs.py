@@ -27,6 +27,7 @@ from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.graph import MAX_SHOWN, Graph, Values
 from torchatlas.autograd.parser import Program, python_code
 from torchatlas.autograd.programs import parse, parse_uncached
+from torchatlas.clients import Visitor
 from torchatlas.sandbox.codec import job_reply
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandboxed import JobFailure, RoomJob, run_room_job
@@ -262,10 +263,10 @@ def run_job(namespace: dict[str, Any], *, program: str, seed: int, root: str | N
 
 
 def contained_run(
-    program: Program, seed: int, root: str | None, *, session_id: str, timeout_s: float
+    program: Program, seed: int, root: str | None, *, visitor: Visitor | str, timeout_s: float
 ) -> RoomJob[ProgramRun]:
     """:func:`run_program` of a checked ``program`` with its tracing and backward in a
-    sandbox job (``session_id``'s place in the fair queue). The value is the run; a refusal
+    sandbox job (``visitor``'s place in the fair queue). The value is the run; a refusal
     is the engine's code and parameters; a reply that does not hold together is an
     ``untrusted`` failure. Every failure comes back in the result, never as an exception
     (writing the code of a checked program cannot fail)."""
@@ -279,7 +280,7 @@ def contained_run(
         RUN,
         {"program": program.text, "seed": seed, "root": root},
         ProgramReply,
-        session_id=session_id,
+        visitor=visitor,
         timeout_s=timeout_s,
         meanwhile=write_code,
     )

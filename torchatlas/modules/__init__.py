@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from torchatlas.clients import Visitor
 from torchatlas.modelcode import MAX_MODEL_CHARS
 from torchatlas.modules.jobs import (
     INSPECT,
@@ -168,7 +169,7 @@ def inspect_module(
     *,
     model: str | None = None,
     timeout_s: float = 10,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> ModuleReport:
     """Every module, parameter, buffer and plain tensor of the model ``source`` defines.
@@ -190,7 +191,7 @@ def inspect_module(
         {"model": model},
         source=source,
         reader=ModuleReport.from_dict,
-        session_id=session_id,
+        visitor=visitor,
         timeout_s=timeout_s,
         on_queued=on_queued,
     )
@@ -209,7 +210,7 @@ def train_contained(
     steps: int,
     forget_zero_grad: bool = False,
     seed: int = 0,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     timeout_s: float = TRAIN_TIMEOUT_S,
     on_queued: Callable[[int], None] | None = None,
 ) -> RoomJob[TrainingTrace]:
@@ -228,7 +229,7 @@ def train_contained(
         TRAIN,
         params,
         TrainingTrace,
-        session_id=session_id,
+        visitor=visitor,
         timeout_s=timeout_s,
         on_queued=on_queued,
         limits=TRACE_LIMITS,
@@ -238,7 +239,7 @@ def train_contained(
 def uninitialised_memory(
     *,
     timeout_s: float = 10,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     run: Callable[..., RoomJob[MemoryValues]] | None = None,
 ) -> InitReport:
     """Fresh uninitialised tensors, allocated in a sandbox child (never in this process: its
@@ -249,7 +250,7 @@ def uninitialised_memory(
         MEMORY,
         {},
         MemoryValues,
-        session_id=session_id,
+        visitor=visitor,
         timeout_s=timeout_s,
         limits=MEMORY_LIMITS,
     )

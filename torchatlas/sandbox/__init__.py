@@ -7,7 +7,8 @@ Four layers, each meant to hold on its own:
    environment, a uid of its own (when started as root), rlimits and seccomp, killed on
    timeout; it can affect no process but itself (signals, limits, priorities, affinity and
    file owners are pinned to itself), whether the server runs as root or not;
-4. :mod:`.pool` — a warm zygote, a concurrency cap, a queue, a per-session rate limit, health.
+4. :mod:`.pool` — a warm zygote, a concurrency cap, a queue fair between clients (machines)
+   and, within each, between its sessions, rate limits per session and per client, health.
 
 It knows nothing of those rooms: each registers its own jobs (trusted functions called on
 the names the pasted code defined) with the pool that will run them.

@@ -1,22 +1,34 @@
 """Layer 4, operations: the pool that owns the zygote, queues jobs and reports health.
 
-Lives in the server process (threads, no forking here). Each job: rate limit per session →
-a place in the fair queue and then a slot under the concurrency cap → a socket pair whose one
-end goes to the zygote, which forks a confined child around it → the request out and the reply
-back on the other end, as size-capped JSON → the reply checked against a bounded schema (the
-child may run hostile code: its reply is hostile input) → the zygote's word on how the child
-ended.
+Lives in the server process (threads, no forking here). Each job: rate limits per session and
+per client → a place in the fair queue and then a slot under the concurrency cap → a socket
+pair whose one end goes to the zygote, which forks a confined child around it → the request
+out and the reply back on the other end, as size-capped JSON → the reply checked against a
+bounded schema (the child may run hostile code: its reply is hostile input) → the zygote's word
+on how the child ended.
 
-The queue is fair between sessions, so one visitor cannot take the pool from the others: at
-most one running job per session, a few waiting ones per session (a flooder is answered at
-once), and free slots go round-robin by session (start-time fair queueing, each job costing one
-unit), so a session that already had its turns waits behind those that have not. A waiting job
-learns its place in line through ``on_queued``.
+Who asks is a :class:`~torchatlas.clients.Visitor`: a client (the machine's address, which a
+visitor cannot multiply) and a session within it (which costs nothing: every websocket
+connection is a new one). The queue is fair on two levels (:class:`FairQueue`), so one machine
+cannot take the pool from the others however many sessions it opens:
+
+- between clients, start-time fair queueing: each client's first waiting job is served in the
+  current round, its n-th in later rounds; within a client, its sessions take turns;
+- a free slot goes to the waiting client that runs the fewest jobs, and no client holds more
+  than ``max(1, slots - 1)`` slots (with the default two: one running job per client), so a
+  newcomer waits at most for the shortest running job, never behind a flood of CPU-limit jobs;
+- bounded waiting per session, per client and in all; when the line is full, a client with
+  fewer jobs waiting pushes out the newest job of the client holding the most, so a flood
+  never makes another client's job be answered "busy";
+- rate limits per session and, larger, per client (a class behind one address stays under it).
+
+A waiting job learns its place in line through ``on_queued``.
 """
 
 from __future__ import annotations
 
 import atexit
+import bisect
 import collections
 import contextlib
 import copy
@@ -36,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchatlas.clients import Visitor
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.jobs import Job, target_of
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS, Refusal
@@ -201,113 +214,266 @@ def _since(started: float) -> float:
 
 
 class _RateLimiter:
+    """At most ``limit`` jobs started per key in any ``window_s`` (0: no limit)."""
+
     def __init__(self, limit: int, window_s: float) -> None:
         self.limit, self.window_s = limit, window_s
-        self.history: dict[str, collections.deque[float]] = {}
+        self.history: dict[object, collections.deque[float]] = {}
         self.lock = threading.Lock()
 
-    def wait_needed(self, session_id: str | None) -> float:
-        """0 when the session may start a job now (and counts it), else seconds to wait."""
-        if session_id is None or self.limit <= 0:
+    def wait_needed(self, key: object) -> float:
+        """0 when ``key`` may start a job now (and counts it), else seconds to wait."""
+        if key is None or self.limit <= 0:
             return 0.0
         now = time.monotonic()
         with self.lock:
-            stamps = self.history.setdefault(session_id, collections.deque())
+            stamps = self.history.setdefault(key, collections.deque())
             while stamps and now - stamps[0] >= self.window_s:
                 stamps.popleft()
             if len(stamps) >= self.limit:
                 return self.window_s - (now - stamps[0])
             stamps.append(now)
-            if len(self.history) > 10_000:  # forget idle sessions
-                for key in [key for key, value in self.history.items() if not value]:
-                    del self.history[key]
+            if len(self.history) > 10_000:  # forget idle keys
+                for old in [old for old, value in self.history.items() if not value]:
+                    del self.history[old]
             return 0.0
+
+    def give_back(self, key: object) -> None:
+        """Uncount ``key``'s newest job (it never got a place in line)."""
+        if key is None or self.limit <= 0:
+            return
+        with self.lock:
+            stamps = self.history.get(key)
+            if stamps:
+                stamps.pop()
+
+
+def as_visitor(visitor: Visitor | str | None) -> Visitor | None:
+    """Who asks for a job: a :class:`~torchatlas.clients.Visitor`; a plain session id is a
+    session that is its own client; None an anonymous one-off caller (its own client too)."""
+    if visitor is None or isinstance(visitor, Visitor):
+        return visitor
+    if isinstance(visitor, str):
+        return Visitor.alone(visitor)
+    raise TypeError(f"visitor must be a Visitor, a session id or None, not {type(visitor)!r}")
 
 
 @dataclass(eq=False)
 class _Ticket:
-    session: object  # the session id, or a fresh object for a call without one
-    tag: int  # virtual start time: the queue's order is (tag, seq)
-    seq: int
-    state: str = "waiting"  # "waiting" → "running" → "done"; or "left" (gave up waiting)
+    client: object  # the client, or a fresh object for an anonymous call
+    session: object  # the session within it (idem)
+    tag: int  # virtual start time between the client's sessions: its order there is (tag, seq)
+    seq: int  # arrival
+    # "waiting" → "running" → "done"; or "left" (gave up waiting) or "pushed" (pushed out of
+    # a full line by a client with fewer jobs waiting)
+    state: str = "waiting"
+
+
+@dataclass(eq=False)
+class _Client:
+    """One client's part of the line."""
+
+    # Its waiting jobs in its own order: round robin between its sessions, (tag, seq).
+    waiting: list[_Ticket] = field(default_factory=list)
+    # Its places in the line between clients, one per waiting job, in order: (virtual start
+    # time, arrival). Its first job (in its own order) has its first place, and so on.
+    turns: list[tuple[int, int]] = field(default_factory=list)
+    running: int = 0
+    next_turn: int = 0  # its next job's earliest virtual start time between clients
+    virtual: int = 0  # the session-level tag of its latest started job
+    next_tag: dict[object, int] = field(default_factory=dict)  # per session: next job's tag
+    waiting_of: collections.Counter[object] = field(default_factory=collections.Counter)
+
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+
+def _newest(client: _Client) -> _Ticket:
+    return max(client.waiting, key=lambda ticket: ticket.seq)
 
 
 class FairQueue:
-    """Slots for jobs, shared fairly between sessions.
+    """Slots for jobs, shared fairly between clients (machines), then between the sessions
+    (tabs, phones) of each client: hierarchical start-time fair queueing with unit costs.
 
-    - at most one running job per session, and at most ``per_session`` waiting ones;
-    - at most ``limit`` waiting jobs in all (enough for a class, each with one job);
-    - order: start-time fair queueing with unit costs. A session's n-th waiting job starts at
-      virtual time ``max(now, its previous job's) + 1``, so a flood of one session is spread
-      over later rounds while a session's first job is served in the current one; ties go by
-      arrival. A free slot goes to the first waiting job whose session runs nothing.
+    A session costs nothing (every websocket connection is a new one), so fairness that counts
+    sessions alone goes to whoever opens the most; a client (the machine's address, see
+    :mod:`torchatlas.clients`) is what a visitor cannot multiply.
+
+    Order. Between clients: a client's n-th waiting job gets the virtual start time
+    ``max(now, its previous job's) + 1``, so a client's first waiting job is served in the
+    current round and its backlog in later rounds, however many sessions it spreads it over;
+    ties go by arrival. Within a client, the same one level down: its sessions take turns
+    (round robin), so one tab's backlog does not hold up the class-mate next to it. The
+    client's places in line go to its jobs in that order.
+
+    Slots. A free slot goes to the waiting client that runs the fewest jobs, then by the order
+    above: while another client waits, a client runs a second job only if every waiting client
+    already runs one. No client ever holds more than ``max(1, slots - 1)`` slots, so with two
+    or more slots one is always out of reach of a client that already runs a job (with the
+    default two slots: one running job per client). Why: a flood's jobs run to the CPU limit,
+    so a client that could take every slot while nobody else waits would make the next
+    newcomer wait a whole CPU limit; the reserved slot bounds a newcomer's wait by the
+    shortest running job, and is otherwise used by whoever is alone (work-conserving).
+
+    Bounds. At most ``per_session`` waiting jobs per session (answered at once beyond:
+    ``"session"``), ``per_client`` per client (``"client"``; by default the whole line, so a
+    class of 30 behind one school address waits, never refused) and ``limit`` in all. When the
+    line is full, a job from a client with at least two fewer jobs waiting than the client
+    holding the most pushes out that client's newest waiting job (its caller is answered as
+    for a full line), so a client that floods the line cannot make another client's job be
+    answered "busy"; otherwise the job is refused (``"full"``). (With one fewer, the push would
+    only swap the two clients' places.)
     """
 
-    def __init__(self, slots: int, *, per_session: int, limit: int) -> None:
+    def __init__(
+        self, slots: int, *, per_session: int, limit: int, per_client: int | None = None
+    ) -> None:
         self.slots = slots
         self.per_session = per_session
         self.limit = limit
+        self.per_client = limit if per_client is None else per_client
+        self.most_per_client = max(1, slots - 1)
         self.cond = threading.Condition()
         self.free = slots
         self.waiting: list[_Ticket] = []
-        self.running: collections.Counter[object] = collections.Counter()
-        self.waiting_of: collections.Counter[object] = collections.Counter()
-        self.next_tag: dict[object, int] = {}  # per named session: its next job's earliest tag
+        self.clients: dict[object, _Client] = {}
         self.virtual = 0
         self.seq = itertools.count()
 
-    def enter(self, session: str | None) -> tuple[_Ticket | None, str]:
-        """A ticket (running at once when a slot is free), or None and why:
-        ``"session"`` (this session has enough waiting) or ``"full"`` (the queue is)."""
-        key: object = session if session is not None else object()
+    def enter(self, visitor: Visitor | str | None) -> tuple[_Ticket | None, str]:
+        """A ticket (running at once when a slot is free for its client), or None and why:
+        ``"session"`` (this session has enough waiting), ``"client"`` (this client has) or
+        ``"full"`` (the line is, and no client holds enough more of it to make room)."""
+        who = as_visitor(visitor)
+        client_key: object = who.client if who is not None else object()
+        session_key: object = who.session if who is not None else object()
         with self.cond:
-            can_start = self.free > 0 and not self.running[key]
-            if not can_start:
-                if self.waiting_of[key] >= self.per_session:
-                    return None, "session"
-                if len(self.waiting) >= self.limit:
-                    return None, "full"
-            tag = max(self.virtual, self.next_tag.get(key, 0))
-            if session is not None:
-                self.next_tag[key] = tag + 1
-            ticket = _Ticket(key, tag, next(self.seq))
+            client = self.clients.get(client_key)
+            if client is None:
+                client = self.clients[client_key] = _Client()
+            if not (self.free > 0 and client.running < self.most_per_client):
+                refusal = self._make_room(client, session_key)
+                if refusal:
+                    self._forget(client_key, client)
+                    return None, refusal
+            turn = max(self.virtual, client.next_turn)
+            client.next_turn = turn + 1
+            tag = max(client.virtual, client.next_tag.get(session_key, 0))
+            client.next_tag[session_key] = tag + 1
+            ticket = _Ticket(client_key, session_key, tag, next(self.seq))
+            client.turns.append((turn, ticket.seq))  # turns only grow: the list stays sorted
+            bisect.insort(client.waiting, ticket, key=lambda item: (item.tag, item.seq))
+            client.waiting_of[session_key] += 1
             self.waiting.append(ticket)
-            self.waiting_of[key] += 1
             self._dispatch()
+            self.cond.notify_all()  # places in line may have changed
             return ticket, ""
+
+    def _make_room(self, client: _Client, session: object) -> str:
+        """Why a job that must wait cannot (after pushing another client's out if it may)."""
+        if client.waiting_of[session] >= self.per_session:
+            return "session"
+        if len(client.waiting) >= self.per_client:
+            return "client"
+        if len(self.waiting) < self.limit:
+            return ""
+        largest = max(
+            self._backlogged(), key=lambda other: (len(other.waiting), _newest(other).seq)
+        )
+        if len(largest.waiting) < len(client.waiting) + 2:
+            return "full"
+        newest = _newest(largest)
+        self._unwait(newest)
+        newest.state = "pushed"
+        self.cond.notify_all()  # its caller is answered; the jobs behind it moved up
+        return ""
 
     def _dispatch(self) -> None:
         granted = False
         while self.free > 0:
-            ready = [ticket for ticket in self.waiting if not self.running[ticket.session]]
-            if not ready:
+            best: _Client | None = None
+            for client in self._backlogged():
+                if client.running >= self.most_per_client:
+                    continue
+                if best is None or (client.running, client.turns[0]) < (
+                    best.running,
+                    best.turns[0],
+                ):
+                    best = client
+            if best is None:
                 break
-            ticket = min(ready, key=lambda item: (item.tag, item.seq))
-            self._unwait(ticket)
+            ticket = best.waiting.pop(0)
+            turn, _ = best.turns.pop(0)
+            self._count_out(best, ticket)
             ticket.state = "running"
-            self.running[ticket.session] += 1
+            best.running += 1
             self.free -= 1
-            self.virtual = max(self.virtual, ticket.tag)
+            self.virtual = max(self.virtual, turn)
+            best.virtual = max(best.virtual, ticket.tag)
             granted = True
         if granted:
             self.cond.notify_all()
 
-    def _unwait(self, ticket: _Ticket) -> None:
+    def _count_out(self, client: _Client, ticket: _Ticket) -> None:
         self.waiting.remove(ticket)
-        self.waiting_of[ticket.session] -= 1
-        if not self.waiting_of[ticket.session]:
-            del self.waiting_of[ticket.session]
+        client.waiting_of[ticket.session] -= 1
+        if not client.waiting_of[ticket.session]:
+            del client.waiting_of[ticket.session]
+
+    def _unwait(self, ticket: _Ticket) -> None:
+        """A waiting ticket leaves the line (not to run): its client's last place goes, and
+        the turns it had taken are given back."""
+        client = self.clients[ticket.client]
+        client.waiting.remove(ticket)
+        turn, _ = client.turns.pop()
+        if client.next_turn == turn + 1:
+            client.next_turn = turn
+        if client.next_tag.get(ticket.session) == ticket.tag + 1:
+            client.next_tag[ticket.session] = ticket.tag
+        self._count_out(client, ticket)
+        self._forget(ticket.client, client)
+
+    def _backlogged(self) -> list[_Client]:
+        """The clients with jobs waiting."""
+        return list(
+            {ticket.client: self.clients[ticket.client] for ticket in self.waiting}.values()
+        )
+
+    def _forget(self, key: object, client: _Client) -> None:
+        """Drop ``client`` once it is idle with no advance left (a later job of it starts
+        afresh; an anonymous caller never comes back), and the sessions within a client that
+        have no advance left once there are many; so the bookkeeping stays bounded however
+        many sessions and clients come and go."""
+        if client.idle() and (client.next_turn <= self.virtual or not isinstance(key, str)):
+            self.clients.pop(key, None)
+        elif len(client.next_tag) > 4 * self.limit:
+            for session in [s for s, tag in client.next_tag.items() if tag <= client.virtual]:
+                del client.next_tag[session]
+        if len(self.clients) > 4 * self.limit:  # clients gone quiet
+            for old, quiet in list(self.clients.items()):
+                if quiet.idle() and quiet.next_turn <= self.virtual:
+                    del self.clients[old]
+
+    def _order(self) -> dict[int, tuple[int, int]]:
+        """Every waiting ticket's place in the line between clients (by ``id``)."""
+        places: dict[int, tuple[int, int]] = {}
+        for client in self._backlogged():
+            for ticket, turn in zip(client.waiting, client.turns, strict=True):
+                places[id(ticket)] = turn
+        return places
 
     def position(self, ticket: _Ticket) -> int:
-        """1 for the next job to start, 2 for the one after…; 0 once it runs."""
+        """1 for the next job to start, 2 for the one after…; 0 once it runs (or has left)."""
         with self.cond:
             return self._position(ticket)
 
     def _position(self, ticket: _Ticket) -> int:
         if ticket.state != "waiting":
             return 0
-        order = (ticket.tag, ticket.seq)
-        return 1 + sum(1 for other in self.waiting if (other.tag, other.seq) < order)
+        places = self._order()
+        mine = places[id(ticket)]
+        return 1 + sum(1 for place in places.values() if place < mine)
 
     def wait(
         self,
@@ -315,7 +481,9 @@ class FairQueue:
         timeout_s: float,
         on_queued: Callable[[int], None] | None = None,
     ) -> bool:
-        """True once the ticket runs; False after ``timeout_s`` (it then leaves the queue).
+        """True once the ticket runs; False after ``timeout_s`` (it then leaves the queue) or
+        when a job of another client pushed it out of a full line (``ticket.state`` is then
+        ``"pushed"``).
 
         ``on_queued(position)`` is called in this thread, outside the lock, whenever the
         position changes, and with 0 when a job that had to wait starts. A job that starts
@@ -328,6 +496,8 @@ class FairQueue:
             while True:
                 with self.cond:
                     while True:
+                        if ticket.state == "pushed":
+                            return False
                         position = self._position(ticket)
                         if position == 0 or (on_queued is not None and position != reported):
                             break
@@ -366,12 +536,9 @@ class FairQueue:
                 return
             ticket.state = "done"
             self.free += 1
-            self.running[ticket.session] -= 1
-            if not self.running[ticket.session]:
-                del self.running[ticket.session]
-            if len(self.next_tag) > 4 * self.limit:  # forget sessions with no advance left
-                for key in [key for key, tag in self.next_tag.items() if tag <= self.virtual]:
-                    del self.next_tag[key]
+            client = self.clients[ticket.client]
+            client.running -= 1
+            self._forget(ticket.client, client)
             self._dispatch()
             self.cond.notify_all()
 
@@ -503,9 +670,12 @@ class SandboxPool:
         concurrency: int | None = None,
         queue_limit: int = 64,
         session_queue_limit: int = 2,
+        client_queue_limit: int | None = None,
         queue_wait_s: float = 120.0,
         rate_limit: int = 10,
         rate_window_s: float = 10.0,
+        client_rate_limit: int = 150,
+        client_rate_window_s: float = 30.0,
         memory_mb: int = DEFAULT_MEMORY_MB,
         max_result_bytes: int = MAX_RESULT_BYTES,
         test_hooks: bool = False,
@@ -514,26 +684,43 @@ class SandboxPool:
         spare_warm_up: Mapping[str, Any] | None = None,
     ) -> None:
         """``queue_limit``: jobs that may wait in all (a class of 30, one job each, fits);
-        ``session_queue_limit``: jobs one session may have waiting besides its running one;
-        ``queue_wait_s``: the longest a job waits for a slot before it is answered "busy"
-        (a safety net: with the queue bounded and every job time-limited, honest load never
-        reaches it). ``concurrency`` defaults to the cores, between 2 and 4: with one running
-        job per session, a second slot is what keeps one session's slow job from holding up
-        everyone else, even on a single core (the two children then share it).
+        ``session_queue_limit``: jobs one session may have waiting;
+        ``client_queue_limit``: jobs one client (one address) may have waiting, by default the
+        whole line: a class behind one school address fits, and when the line is full a job of
+        a client with fewer waiting pushes out the newest of the client holding the most
+        (:class:`FairQueue`). ``queue_wait_s``: the longest a job waits for a slot before it is
+        answered "busy" (a safety net: with the queue bounded and every job time-limited,
+        honest load never reaches it). ``concurrency`` defaults to the cores, between 2 and 4:
+        with one running job per client while others wait, a second slot is what keeps one
+        client's slow job from holding up everyone else, even on a single core (the two
+        children then share it).
+
+        Rate limits, counted when a job takes its place in line (a refused job is not
+        counted): ``rate_limit`` jobs per session in ``rate_window_s`` (10 in 10 s: a person
+        presses far less often); ``client_rate_limit`` per client in ``client_rate_window_s``
+        (150 in 30 s, 5 a second held for half a minute: a class of 30 behind one address
+        pressing Analyse together starts 30, and the rooms' shared caches answer a class's
+        identical presses without a job, so normal use stays far below it; it caps a client
+        that spreads cheap jobs over fresh sessions). 0 switches a limit off.
 
         ``jobs``, ``warm_up_requests``, ``spare_warm_up``: what :meth:`register` takes; the pool
         runs no job that its callers did not register."""
         self.concurrency = concurrency or max(2, min(os.cpu_count() or 1, 4))
         self.queue_limit = queue_limit
         self.session_queue_limit = session_queue_limit
+        self.client_queue_limit = queue_limit if client_queue_limit is None else client_queue_limit
         self.queue_wait_s = queue_wait_s
         self.memory_mb = memory_mb
         self.max_result_bytes = max_result_bytes
         self.test_hooks = test_hooks  # allows switching layers off, for the attack tests only
         self._queue = FairQueue(
-            self.concurrency, per_session=session_queue_limit, limit=queue_limit
+            self.concurrency,
+            per_session=session_queue_limit,
+            per_client=self.client_queue_limit,
+            limit=queue_limit,
         )
-        self._rate = _RateLimiter(rate_limit, rate_window_s)
+        self._rate = _RateLimiter(rate_limit, rate_window_s)  # per session
+        self._client_rate = _RateLimiter(client_rate_limit, client_rate_window_s)
         self._ids = itertools.count(1)
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
@@ -698,7 +885,7 @@ class SandboxPool:
         params: dict,
         *,
         timeout_s: float = 10.0,
-        session_id: str | None = None,
+        visitor: Visitor | str | None = None,
         layers_off: tuple[str, ...] = (),
         on_queued: Callable[[int], None] | None = None,
         value_schema: Spec | None = None,
@@ -706,6 +893,9 @@ class SandboxPool:
     ) -> SandboxResult:
         """Run ``job`` on ``source`` in a fresh confined child; never raises for user input.
 
+        ``visitor``: who asks (:class:`~torchatlas.clients.Visitor`: its client and session),
+        for the fair queue and the rate limits; a plain string is a session that is its own
+        client, None an anonymous one-off caller (its own client, no rate limit).
         ``on_queued(position)``: called (in this thread) while the job waits for a slot, with
         its place in line (1 = next) whenever that changes, and with 0 when it starts; not
         called when a slot is free at once. ``value_schema``: the caller's schema of the
@@ -727,7 +917,7 @@ class SandboxPool:
                 except Exception as exc:  # the caller's, raised after the job is over
                     raised.append(exc)
 
-        result = self._run_job(source, job, params, timeout_s, session_id, layers_off,
+        result = self._run_job(source, job, params, timeout_s, as_visitor(visitor), layers_off,
                                on_queued, value_schema, caller_work)  # fmt: skip
         caller_work()  # no child got the job: the caller's work still runs (a no-op otherwise)
         if raised:
@@ -740,7 +930,7 @@ class SandboxPool:
         job: str,
         params: dict,
         timeout_s: float,
-        session_id: str | None,
+        visitor: Visitor | None,
         layers_off: tuple[str, ...],
         on_queued: Callable[[int], None] | None,
         value_schema: Spec | None,
@@ -758,8 +948,12 @@ class SandboxPool:
         except (TypeError, ValueError) as exc:
             return _error("job_error", f"The job's parameters are not JSON: {exc}", started)
         timeout_s = min(max(float(timeout_s), MIN_TIMEOUT_S), MAX_TIMEOUT_S)
-        ticket, refusal = self._queue.enter(session_id)
+        refused = self._rate_refusal(visitor, started)
+        if refused is not None:
+            return refused
+        ticket, refusal = self._queue.enter(visitor)
         if ticket is None:
+            self._give_back_rate(visitor)
             if refusal == "session":
                 return _error(
                     "too_many_jobs",
@@ -767,17 +961,13 @@ class SandboxPool:
                     "waiting. Wait until they finish, then start the next one.",
                     started,
                 )
+            if refusal == "client":
+                return _error("busy", _client_busy_message(self.client_queue_limit), started)
             return _error("busy", _busy_message(), started)
-        wait_s = self._rate.wait_needed(session_id)
-        if wait_s > 0:
-            self._queue.leave(ticket)
-            return _error(
-                "busy",
-                f"You started {self._rate.limit} analyses in the last {self._rate.window_s:g} "
-                f"seconds. Wait {max(1, round(wait_s))} s and try again.",
-                started,
-            )
         if not self._queue.wait(ticket, self.queue_wait_s, on_queued):
+            if ticket.state == "pushed":  # a client with fewer jobs in the full line took its place
+                self._give_back_rate(visitor)
+                return _error("busy", _busy_message(), started)
             return _error(
                 "busy",
                 f"Your analysis waited {self.queue_wait_s:g} s in line without a free worker. "
@@ -808,6 +998,38 @@ class SandboxPool:
         finally:
             if not handed_over:
                 release()
+
+    def _rate_refusal(self, visitor: Visitor | None, started: float) -> SandboxResult | None:
+        """The answer to a visitor over a rate limit (its session's, then its client's), or
+        None: the job is counted against both."""
+        if visitor is None:  # an anonymous one-off caller: the server's own work
+            return None
+        session = (visitor.client, visitor.session)
+        wait_s = self._rate.wait_needed(session)
+        if wait_s > 0:
+            return _error(
+                "busy",
+                f"You started {self._rate.limit} analyses in the last {self._rate.window_s:g} "
+                f"seconds. Wait {max(1, round(wait_s))} s and try again.",
+                started,
+            )
+        wait_s = self._client_rate.wait_needed(visitor.client)
+        if wait_s > 0:
+            self._rate.give_back(session)
+            return _error(
+                "busy",
+                f"The computers sharing your network address started {self._client_rate.limit} "
+                f"analyses in the last {self._client_rate.window_s:g} seconds. Wait "
+                f"{max(1, round(wait_s))} s and try again.",
+                started,
+            )
+        return None
+
+    def _give_back_rate(self, visitor: Visitor | None) -> None:
+        """A job that got no place in line (or lost it) does not count against the rates."""
+        if visitor is not None:
+            self._rate.give_back((visitor.client, visitor.session))
+            self._client_rate.give_back(visitor.client)
 
     def _run_in_child(
         self,
@@ -957,6 +1179,13 @@ def _busy_message() -> str:
     )
 
 
+def _client_busy_message(limit: int) -> str:
+    return (
+        f"The computers sharing your network address already have {limit} analyses waiting "
+        "in line. Wait a few seconds and try again."
+    )
+
+
 def _sandbox_error(data: dict[str, Any]) -> SandboxError:
     """The error of a reply that passed :func:`check_reply` (every field bounded)."""
     kind = data["kind"] if data["kind"] in ERROR_KINDS else "job_error"
@@ -992,7 +1221,7 @@ def run_job(
     params: dict,
     *,
     timeout_s: float = 10.0,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
     value_schema: Spec | None = None,
     meanwhile: Callable[[], None] | None = None,
@@ -1003,7 +1232,7 @@ def run_job(
         job,
         params,
         timeout_s=timeout_s,
-        session_id=session_id,
+        visitor=visitor,
         on_queued=on_queued,
         value_schema=value_schema,
         meanwhile=meanwhile,

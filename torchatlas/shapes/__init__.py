@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from torchatlas.clients import Visitor
 from torchatlas.sandboxed import (
     FAILURE_KINDS,
     JobFailure,
@@ -129,7 +130,7 @@ def explore(
     model: str | None = None,
     symbolic: bool = False,
     timeout_s: float = 10,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> ShapeReport:
     """Each layer's shapes, params and FLOPs for the model ``source`` defines, on meta.
@@ -147,7 +148,7 @@ def explore(
         return ShapeReport(error=exc.error)
     params = {**_params(shapes, dtypes, model), "symbolic": bool(symbolic)}
     job = run_room_job(
-        ANALYZE, params, source=source, reader=ShapeReport.from_dict, session_id=session_id,
+        ANALYZE, params, source=source, reader=ShapeReport.from_dict, visitor=visitor,
         timeout_s=timeout_s, on_queued=on_queued,
     )  # fmt: skip
     if job.failure is None:
@@ -163,7 +164,7 @@ def why_meta(
     input_dtypes: Sequence[str | None] | None = None,
     model: str | None = None,
     timeout_s: float = 20,
-    session_id: str | None = None,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> WhyMetaReport:
     """Time the model on small real inputs and on meta inputs of growing batch (sandboxed);
@@ -174,7 +175,7 @@ def why_meta(
         return WhyMetaReport(error=exc.error)
     job = run_room_job(
         WHY_META, _params(shapes, dtypes, model), source=source, reader=WhyMetaReport.from_dict,
-        session_id=session_id, timeout_s=timeout_s, on_queued=on_queued,
+        visitor=visitor, timeout_s=timeout_s, on_queued=on_queued,
     )  # fmt: skip
     if job.failure is None:
         return job.value
