@@ -41,7 +41,7 @@ FLOOD_SOURCE = """import torch
 from torch import nn
 
 
-class Spin(nn.Module):
+class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(4, 4)
@@ -243,7 +243,8 @@ async def flood(
                     keep_page=False,
                 )
                 _seconds, error = await tab.act(send, lambda since: True, 60.0, deadline)
-                if error is None:
+                # The sandbox stopping the model is an explained card: the job was served.
+                if error is None or error.startswith("error:"):
                     count.answered += 1
                     alerts = " ".join(n.text().lower() for n in tab.find(kind="alert"))
                     if any(word in alerts for word in ("busy", "too many", "already have")):
