@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 import pandas as pd
@@ -19,13 +19,17 @@ from torchatlas.basics import (
     DTYPES,
     SCALAR_TYPES,
     Broadcast,
+    Category,
     Creation,
+    Derivation,
     EinsumPlan,
+    HdfReport,
     IndexResult,
     OperandKind,
     Promotion,
     PromotionTable,
     SaveReport,
+    category,
 )
 from torchatlas.basics.exact import complex_text
 from torchatlas.i18n import translate
@@ -41,11 +45,6 @@ LETTER_COLOURS = (
     "rgba(200, 60, 120, 0.30)",
     "rgba(120, 120, 120, 0.30)",
 )
-_CATEGORY = {
-    **dict.fromkeys(("bool",), 0),
-    **dict.fromkeys(("uint8", "int8", "int16", "int32", "int64"), 1),
-    **dict.fromkeys(("float16", "bfloat16", "float32", "float64"), 2),
-}
 
 
 class ReadyHtml(str):
@@ -86,26 +85,47 @@ def promotion_frame(found: PromotionTable, kind: OperandKind | str, lang: str) -
     return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
 
 
-def promotion_html(frame: pd.DataFrame, palette: Palette) -> str:
+def promotion_titles(found: PromotionTable, kind: OperandKind | str, lang: str) -> pd.DataFrame:
+    """The block of :func:`promotion_frame` with, in each cell, where its dtype comes from
+    (:func:`derivation_text` of the cell, as plain text): the cell's hover text."""
+    kind = OperandKind(kind)
+    names = SCALAR_TYPES if kind is OperandKind.SCALAR else DTYPES
+    data = {}
+    for dtype in names:
+        column = []
+        for row in found.rows:
+            cell = found.cell(row, kind, dtype)
+            text = derivation_text(cell.derivation, lang, raised=cell.op_dtype is None)
+            column.append(text.replace("**", "").replace("`", ""))
+        data[column_label(kind, dtype, lang)] = column
+    return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
+
+
+def promotion_html(
+    frame: pd.DataFrame, palette: Palette, titles: pd.DataFrame | None = None
+) -> str:
     """The table block as HTML (built once per block, language and theme; a styled
     DataFrame would be serialised again on every rerun). Cells that kept the left tensor's
-    dtype are tinted in the accent colour, cells that moved to a higher category in blue."""
+    dtype are tinted in the accent colour, cells that moved to a higher category in blue;
+    ``titles`` (same shape) gives each cell its hover text."""
     cell = f"padding:0.2em 0.4em;border:1px solid {palette.border};font-family:monospace;"
     head = "".join(
         f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(c)}</th>"
         for c in [frame.index.name, *frame.columns]
     )
     rows = []
-    for row, values in frame.iterrows():
+    for number, (row, values) in enumerate(frame.iterrows()):
         tds = [f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(row)}</th>"]
-        for value in values:
+        hover = [""] * len(values) if titles is None else list(titles.iloc[number])
+        for value, title in zip(values, hover, strict=True):
             result = str(value).removesuffix(" !")
             background = "transparent"
             if result == row:
                 background = _tint(palette.accent)
-            elif _CATEGORY.get(result, 3) > _CATEGORY.get(str(row), 3):
+            elif category(result).rank > category(str(row)).rank:  # torch's own dtype flags
                 background = _tint(palette.copy)
-            tds.append(f"<td style='{cell}background:{background}'>{_esc(value)}</td>")
+            titled = f" title='{html.escape(title, quote=True)}'" if title else ""
+            tds.append(f"<td style='{cell}background:{background}'{titled}>{_esc(value)}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
     return ReadyHtml(
         f"<div style='overflow-x:auto;color:{palette.text};font-size:0.78rem'>"
@@ -117,6 +137,30 @@ def promotion_html(frame: pd.DataFrame, palette: Palette) -> str:
 def _tint(hex_colour: str, alpha: float = 0.22) -> str:
     red, green, blue = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def derivation_text(found: Derivation, lang: str, *, raised: bool = False) -> str:
+    """Where a result dtype comes from, in words: each clause is a comparison of torch's
+    result with the operands' own dtypes (:class:`Derivation`), never a rule. ``raised``:
+    the dtype is only named by ``torch.result_type`` (the real op raised)."""
+
+    def say(key: str, **params: object) -> str:
+        return translate(f"basics.types.why.{key}", lang, **params)
+
+    names = {"left": found.left, "right": found.right_alone, "result": found.result}
+    if found.source.value == "neither":
+        kind = found.category.value
+        clause = say(f"category.{found.category_from}",
+                     category=translate(f"basics.types.categories.{kind}", lang))  # fmt: skip
+        parts = "part_complex" if found.category is Category.COMPLEX else "part_real"
+        part = say(f"{parts}.{found.part_from}", part=found.part, bits=found.part_bits)
+        text = say("neither", category=clause, part=part, **names)
+    else:
+        text = say(found.source.value, **names)
+    if found.right_kind.value == "scalar":
+        code = repr(SCALAR_TYPES[found.right](1)).strip("()")  # (1+0j) → 1+0j
+        text += " " + say("scalar_alone", type=found.right, code=code, alone=found.right_alone)
+    return (say("raised") + " " + text) if raised else text
 
 
 def creation_markdown(made: Creation, lang: str) -> str:
@@ -336,19 +380,40 @@ def einsum_markdown(plan: EinsumPlan, lang: str) -> str:
         shown = "…" + label[1:] if label.startswith("…") else label
         role = say("role_summed" if label in plan.summed else "role_kept")
         parts.append(f"| `{shown}` | {size:,} | {role} |")
-    counted = f"{plan.counted_flops:,}" if plan.counted_flops is not None else "—"
-    parts += [
-        "",
+    parts += ["", *_work_sentences(plan, say)]
+    return "\n".join(parts)
+
+
+def _ops_text(calls: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"`{name}` × {count:,}" for name, count in calls)
+
+
+def _work_sentences(plan: EinsumPlan, say: Callable[..., str]) -> list[str]:
+    """The loop nest's multiplies and adds, what torch ran and what FlopCounterMode counted,
+    and how the two totals compare: each sentence a reading of those measured numbers."""
+    loops = plan.loop_operations
+    lines = [
         say("flops", multiplies=f"{plan.multiplies:,}", additions=f"{plan.additions:,}",
-            counted=counted),
+            total=f"{loops:,}"),
+        "",
+        say("ran", ops=_ops_text(plan.torch_ops)) if plan.torch_ops else say("ran_views"),
         "",
     ]  # fmt: skip
-    if plan.counted_flops:
-        same = plan.counted_flops == 2 * plan.products
-        parts.append(f"*{say('flops_same' if same else 'flops_different')}*")
+    if plan.counted_flops is None:
+        return lines
+    counted = plan.counted_flops
+    flop_ops = [(name, flops) for name, flops in plan.flop_ops if flops]
+    where = say("counted_in", ops=", ".join(f"`{name}`" for name, _ in flop_ops))
+    lines.append(say("counted", counted=f"{counted:,}", where=where if flop_ops else ""))
+    if counted == loops:
+        lines.append(say("compare_equal", total=f"{loops:,}"))
     else:
-        parts.append(f"*{say('flops_none')}*")
-    return "\n".join(parts)
+        key = "compare_fewer" if counted < loops else "compare_more"
+        lines.append(say(key, difference=f"{abs(counted - loops):,}", total=f"{loops:,}"))
+    if plan.uncounted_ops:
+        uncounted = ", ".join(f"`{name}`" for name in plan.uncounted_ops)
+        lines += ["", f"*{say('uncounted', ops=uncounted)}*"]
+    return lines
 
 
 # --------------------------------------------------------------------------- indexing
@@ -486,15 +551,7 @@ def save_markdown(report: SaveReport, lang: str) -> str:
     if hdf.error_code is not None:  # the page shows it as a warning, under this heading
         return "\n".join(parts)
     parts += [
-        say(
-            "partial",
-            tail=f"{hdf.tail_bytes:,}",
-            rows=f"{hdf.tail_rows_bytes:,}",
-            data=f"{hdf.data_bytes:,}",
-            opened=f"{hdf.open_bytes:,}",
-            shape=shape_text(hdf.tail_shape),
-            file=format_bytes(hdf.file_bytes),
-        ),
+        " ".join(_hdf5_sentences(hdf, say)),
         "",
         say(
             "mapping",
@@ -506,6 +563,45 @@ def save_markdown(report: SaveReport, lang: str) -> str:
     if hdf.round_trip_equal:
         parts += ["", say("round_trip")]
     return "\n".join(parts)
+
+
+def _hdf5_sentences(hdf: HdfReport, say: Callable[..., str]) -> list[str]:
+    """The HDF5 read, in words: each sentence a reading of the measured counts (distinct
+    bytes, each byte of the file once) and of the shapes (whether the slice is the whole
+    dataset), never a fixed claim."""
+
+    def n(value: int) -> str:
+        return f"{value:,}"
+
+    known = hdf.data_offset is not None  # where the data lies: data bytes can be told apart
+    lines = [say("file", file=format_bytes(hdf.file_bytes), file_bytes=n(hdf.file_bytes),
+                 data=n(hdf.data_bytes))]  # fmt: skip
+    detail = ""
+    if known:
+        detail = (say("of_data", count=n(hdf.open_data_bytes)) if hdf.open_data_bytes
+                  else say("of_no_data"))  # fmt: skip
+    lines.append(say("opened", opened=n(hdf.open_bytes), detail=detail))
+    if hdf.open_requested > hdf.open_bytes:
+        lines.append(say("rereads", requested=n(hdf.open_requested), reads=n(hdf.open_reads)))
+    slice_key = "slice_whole" if hdf.whole else "slice_part"
+    lines.append(say(slice_key, tail=hdf.tail, shape=shape_text(hdf.tail_shape),
+                     rows=n(hdf.tail_rows_bytes), data=n(hdf.data_bytes)))  # fmt: skip
+    detail = say("of_data", count=n(hdf.tail_data_bytes)) if known else ""
+    lines.append(say("slice_read", read=n(hdf.tail_bytes), detail=detail))
+    if hdf.tail_requested > hdf.tail_bytes:
+        lines.append(say("rereads", requested=n(hdf.tail_requested), reads=n(hdf.tail_reads)))
+    if known:
+        got, rows = hdf.tail_data_bytes, hdf.tail_rows_bytes
+        if got == rows:
+            lines.append(say("data_equal", count=n(got), rows=n(rows)))
+        else:
+            key = "data_more" if got > rows else "data_fewer"
+            lines.append(say(key, count=n(got), rows=n(rows), difference=n(abs(got - rows)),
+                             opened=n(hdf.open_data_bytes)))  # fmt: skip
+        rest = hdf.data_bytes - got
+        lines.append(say("rest", rest=n(rest)) if rest else say("rest_none"))
+    lines.append(say("counted_how"))
+    return lines
 
 
 def size_bars(items: Mapping[str, int], palette: Palette, highlight: str | None = None) -> str:

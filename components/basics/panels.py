@@ -159,6 +159,8 @@ def _promotion_explorer() -> None:
             _torch_said(found.torch_message or "")
             if found.int_overflow:
                 st.info(t("basics.types.int_overflow"), icon=":material/info:")
+            elif found.derivation is not None:
+                st.caption(state.derivation_text(found, language()))
             return
         first, second, third = st.columns(3)
         first.metric(t("basics.types.metric_result_type"), found.result_type)
@@ -172,9 +174,7 @@ def _promotion_explorer() -> None:
         else:
             st.success(outcome_text, icon=":material/check:")
         st.markdown("  \n".join(state.promotion_notes(found, language())))
-        if found.b.kind is not OperandKind.TENSOR:
-            rule = "higher" if found.categories_differ else "same"
-            st.caption(t(f"basics.types.rule.{rule}", left=found.a.dtype))
+        st.caption(state.derivation_text(found, language()))
 
 
 def _promotion_table() -> None:

@@ -36,16 +36,20 @@ from components.basics.draw import (
     einsum_markdown,
     promotion_frame,
     promotion_html,
+    promotion_titles,
     save_markdown,
     size_bars,
 )
 from components.basics.draw import (
+    derivation_text as derivation_caption,
+)
+from components.basics.draw import (
     promotion_notes as promotion_notes_text,
 )
-from components.visitor import visitor
 from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
 from components.theme import Palette
+from components.visitor import visitor
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.basics import (
     DEFAULT_VALUES,
@@ -220,6 +224,19 @@ def promotion_notes(found: Promotion, lang: str) -> list[str]:
     return ROOM_CACHE.get_or_compute(key, lambda: promotion_notes_text(found, lang))
 
 
+def derivation_text(found: Promotion, lang: str) -> str:
+    """Where the result dtype comes from, read off torch's result (empty when torch named no
+    dtype): a comparison with each operand's own dtype, for every operand kind."""
+    derivation = found.derivation
+    if derivation is None:
+        return ""
+    raised = found.op_dtype is None
+    key = ("derivation_text", derivation, raised, lang)
+    return ROOM_CACHE.get_or_compute(
+        key, lambda: derivation_caption(derivation, lang, raised=raised)
+    )
+
+
 def table() -> PromotionTable:
     return promotion_table()
 
@@ -228,7 +245,11 @@ def table_view(kind: str, lang: str, colours: Palette) -> str:
     """One block of the promotion table as HTML: built once per block, language and theme."""
     return ROOM_CACHE.get_or_compute(
         ("table_view", kind, lang, colours),
-        lambda: promotion_html(promotion_frame(promotion_table(), kind, lang), colours),
+        lambda: promotion_html(
+            promotion_frame(promotion_table(), kind, lang),
+            colours,
+            promotion_titles(promotion_table(), kind, lang),
+        ),
     )
 
 

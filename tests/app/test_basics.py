@@ -4,15 +4,19 @@ strides room with their state, and the predict-then-reveal score."""
 
 from __future__ import annotations
 
+import warnings
 from html.parser import HTMLParser
 from urllib.parse import parse_qs
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+from torch.utils.flop_counter import FlopCounterMode
 
+from components.basics.draw import derivation_text
 from tests.app.apptest import open_page, rendered_text
-from torchatlas.basics.quiz import Section, answer, make_question
+from torchatlas.basics import derive
+from torchatlas.basics.quiz import ERROR_CHOICE, SEED_COUNT, Section, answer, make_question
 from torchatlas.i18n import translate
 
 SECTIONS = [s.value for s in Section]
@@ -298,3 +302,59 @@ def test_odd_input_is_explained_never_a_traceback(section: str, key: str, text: 
     at = open_page("views/basics.py", basics_section=section)
     at.text_input(key=key).set_value(text).run()
     assert not at.exception, [e.value for e in at.exception]
+
+
+# ------------------------------------------------------------------ issue 34: sentences of torch's
+def test_types_caption_is_read_off_torchs_result() -> None:
+    """float16 with a 0-dim complex128 is complex32: the caption says the category is the
+    right operand's and the precision the left tensor's (not "its own dtype")."""
+    at = open_page("views/basics.py")
+    at.selectbox(key="basics_left").set_value("float16").run()
+    at.selectbox(key="basics_right_kind").set_value("zero_dim").run()
+    at.selectbox(key="basics_right").set_value("complex128").run()
+    assert not at.exception
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = torch.ones(1, dtype=torch.float16) + torch.tensor(1j, dtype=torch.complex128)
+    assert got.dtype == torch.complex32
+    captions = [str(c.value) for c in at.caption]
+    expected = derivation_text(derive("float16", "zero_dim", "complex128", "complex32"), "en")
+    assert expected in captions
+    assert not any("its own dtype" in caption for caption in captions)
+
+
+def test_a_quiz_question_torch_refuses_is_graded_without_raising() -> None:
+    seed = next(s for s in range(SEED_COUNT) if answer(make_question("types", s)) == ERROR_CHOICE)
+    at = open_page("views/basics.py", basics_quiz_seed_types=seed)
+    assert (
+        translate("basics.quiz.choices.error")
+        in at.radio(key=f"basics_q_types_{seed}_given").options
+    )
+    _reveal(at, "types", seed, ERROR_CHOICE)
+    assert not at.exception
+    assert at.success and translate("basics.quiz.score", right=1, answered=1) in rendered_text(at)
+
+
+def test_saving_sentence_for_a_slice_that_is_the_whole_dataset() -> None:
+    at = open_page("views/basics.py", basics_section="saving")
+    at.text_input(key="basics_save_shape").set_value("2, 3").run()
+    assert not at.exception
+    text = rendered_text(at)
+    assert translate("basics.save.slice_whole", tail="-2:", shape="(2, 3)") in text
+    assert translate("basics.save.rest_none") in text
+
+
+def test_einsum_three_operands_work_is_compared_not_assumed() -> None:
+    at = open_page("views/basics.py", basics_section="einsum")
+    at.selectbox(key="basics_einsum_example").set_value("chain").run()
+    assert not at.exception
+    # the loops: 2·3·4·5 terms, 2 multiplies and one += each; torch: two matrix products
+    a, b, c = torch.ones(2, 3), torch.ones(3, 4), torch.ones(4, 5)
+    with FlopCounterMode(display=False) as counter:
+        torch.einsum("ij,jk,kl->il", a, b, c)
+    loops = 3 * 2 * 3 * 4 * 5
+    counted = counter.get_total_flops()
+    assert counted < loops
+    said = translate("basics.einsum.compare_fewer", difference=f"{loops - counted:,}",
+                     total=f"{loops:,}")  # fmt: skip
+    assert said in rendered_text(at)

@@ -1,6 +1,11 @@
 """einsum, read by torch: each letter's size, which letters are summed, the output shape, the
 loop nest it means, the broadcast-multiply-sum that computes the same, and its FLOPs.
 
+The work is measured on both sides, never assumed equal: the loop nest's multiplies and adds
+are those its code performs (each ``*`` between operands, each ``+=``); torch's are what
+``FlopCounterMode`` counts around the real ``torch.einsum``, beside the list of ops torch ran
+(recorded as they are dispatched), so a page can say which of them the counter left out.
+
 torch judges the equation first (``torch.einsum`` on meta tensors of the given shapes), so a
 bad equation gets torch's own words; only an equation torch accepted is read here. When the
 whole loop nest is small, the broadcast-multiply-sum runs on real numbers beside
@@ -13,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
@@ -44,10 +50,25 @@ class EinsumPlan:
     output_shape: tuple[int, ...] = ()  # torch's own result shape
     explicit: bool = True  # the equation names its output with "->"
     products: int = 0  # terms of the loop nest: the product of every label's size
-    multiplies: int = 0
-    additions: int = 0
+    multiplies: int = 0  # the loop nest's: (operands - 1) per term
+    additions: int = 0  # the loop nest's: one ``total += …`` per term when a letter is summed
     counted_flops: int | None = None  # torch.utils.flop_counter.FlopCounterMode's total
     checked: bool | None = None  # the broadcast-multiply-sum equals torch.einsum (None: too big)
+    # What torch.einsum ran, as dispatched: each op that is not a view (aten name, calls), in
+    # the order first run; and the FLOPs FlopCounterMode counted for each op it counted.
+    torch_ops: tuple[tuple[str, int], ...] = ()
+    flop_ops: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def loop_operations(self) -> int:
+        """The loop nest's multiplies and adds together (FlopCounterMode's unit: one each)."""
+        return self.multiplies + self.additions
+
+    @property
+    def uncounted_ops(self) -> tuple[str, ...]:
+        """Ops torch ran for which FlopCounterMode counted nothing."""
+        counted = {name for name, flops in self.flop_ops if flops}
+        return tuple(name for name, _ in self.torch_ops if name not in counted)
 
     @property
     def ok(self) -> bool:
@@ -133,11 +154,40 @@ class EinsumPlan:
         return f"out = torch.einsum({self.equation!r}, {names})"
 
 
-def _meta_run(equation: str, shapes: list[tuple[int, ...]]) -> tuple[torch.Size, int]:
+class _Dispatched(TorchDispatchMode):
+    """Records each op torch dispatches that is not a view (a view's schema says it aliases
+    its input: it computes nothing), with how often it ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if not func.is_view:
+            name = str(func.overloadpacket)
+            self.calls[name] = self.calls.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+@dataclass(frozen=True)
+class _Run:
+    shape: torch.Size
+    flops: int
+    ops: tuple[tuple[str, int], ...]
+    flop_ops: tuple[tuple[str, int], ...]
+
+
+def _meta_run(equation: str, shapes: list[tuple[int, ...]]) -> _Run:
+    """torch.einsum on meta tensors: its shape, FlopCounterMode's count (in total and per
+    op) and the ops it dispatched."""
     tensors = [torch.empty(shape, device="meta") for shape in shapes]
-    with FlopCounterMode(display=False) as counter:
+    dispatched = _Dispatched()
+    with FlopCounterMode(display=False) as counter, dispatched:
         out = torch.einsum(equation, *tensors)
-    return out.shape, int(counter.get_total_flops())
+    per_op = counter.get_flop_counts().get("Global", {})
+    flop_ops = tuple((str(op), int(flops)) for op, flops in per_op.items())
+    return _Run(out.shape, int(counter.get_total_flops()), tuple(dispatched.calls.items()),
+                flop_ops)  # fmt: skip
 
 
 def _terms(text: str) -> list[str]:
@@ -166,7 +216,7 @@ def einsum(
         )
     shapes = tuple(check_shape(shape) for shape in shapes)
     try:
-        out_shape, counted = _meta_run(equation, list(shapes))
+        ran = _meta_run(equation, list(shapes))
     except (RuntimeError, ValueError, TypeError, IndexError, OverflowError) as exc:
         return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
 
@@ -210,7 +260,7 @@ def einsum(
         for i, (shape, labels) in enumerate(zip(shapes, operand_labels, strict=True))
     )
     products = math.prod(sizes[label] for label in full)
-    out_numel = math.prod(out_shape)
+    out_shape = ran.shape
     plan = EinsumPlan(
         equation,
         shapes,
@@ -221,10 +271,13 @@ def einsum(
         output_shape=tuple(out_shape),
         explicit=explicit,
         products=products,
+        # the loop code's own arithmetic: each term multiplies the operands' elements, and
+        # is added to its total by one ``+=`` when a letter is summed
         multiplies=(len(shapes) - 1) * products,
-        # each output element adds its summed terms: none when a summed letter is empty
-        additions=products - out_numel if summed and products else 0,
-        counted_flops=counted,
+        additions=products if summed else 0,
+        counted_flops=ran.flops,
+        torch_ops=ran.ops,
+        flop_ops=ran.flop_ops,
     )
     # Run on numbers only when every tensor the run makes is small: the broadcast product
     # spans every letter, and a letter of size 0 makes ``products`` 0 while the output (the

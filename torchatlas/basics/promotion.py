@@ -227,6 +227,16 @@ class Promotion:
         return f"{self.a.code} {OP_SYMBOLS[self.op]} {self.b.code}"
 
     @property
+    def derivation(self) -> Derivation | None:
+        """Where the result dtype comes from (the real op's dtype, else the one
+        ``torch.result_type`` names); None when torch named none."""
+        named = self.op_dtype or self.result_type
+        try:
+            return derive(self.a.dtype, self.b.kind, self.b.dtype, named)
+        except BasicsValueError:
+            return None
+
+    @property
     def difference(self) -> tuple[Fraction, Fraction | None] | None:
         """torch's value minus the exact one, exactly (None when either is missing)."""
         if self.got is None or self.exact is None:
@@ -270,14 +280,121 @@ def _finite_parts(value: object) -> tuple[Fraction | None, Fraction | None] | No
     return real, imag
 
 
-def _category(kind: str) -> int:
-    if kind == "bool":
-        return 0
-    if kind in ("int", "uint8", "int8", "int16", "int32", "int64"):
-        return 1
-    if kind in ("float", "float16", "bfloat16", "float32", "float64"):
-        return 2
-    return 3
+class Category(StrEnum):
+    """A dtype's category, read from torch's own flags (``is_complex``,
+    ``is_floating_point``), in the order the promotion lesson names: bool < integer <
+    floating < complex."""
+
+    BOOL = "bool"
+    INTEGER = "integer"
+    FLOATING = "floating"
+    COMPLEX = "complex"
+
+    @property
+    def rank(self) -> int:
+        return list(Category).index(self)
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """torch's dtype of this name (``complex32`` and ``bcomplex32`` included: torch.result_type
+    names them), or raises BasicsValueError."""
+    found = getattr(torch, name, None) if name.isidentifier() else None
+    if not isinstance(found, torch.dtype):
+        raise BasicsValueError(ErrorCode.UNKNOWN_DTYPE, dtype=name, allowed=", ".join(DTYPES))
+    return found
+
+
+def category(dtype: torch.dtype | str) -> Category:
+    dtype = dtype_of(dtype) if isinstance(dtype, str) else dtype
+    if dtype is torch.bool:
+        return Category.BOOL
+    if dtype.is_complex:
+        return Category.COMPLEX
+    if dtype.is_floating_point:
+        return Category.FLOATING
+    return Category.INTEGER
+
+
+def own_dtype(kind: OperandKind | str, dtype: str) -> str:
+    """The dtype an operand has on its own: a tensor's is its dtype; a Python scalar has none,
+    so it is the dtype torch gives it alone (``torch.tensor(1.0).dtype``, asked of torch)."""
+    if OperandKind(kind) is OperandKind.SCALAR:
+        return _name(torch.tensor(SCALAR_TYPES[dtype](1)).dtype)
+    return _name(dtype_of(dtype))
+
+
+def _part(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of each part: a complex dtype's real and imaginary parts (torch's
+    ``to_real``), a real dtype itself."""
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+class Origin(StrEnum):
+    """Which operand a property of the result matches."""
+
+    LEFT = "left"
+    RIGHT = "right"
+    BOTH = "both"
+    NEITHER = "neither"
+
+
+def _origin(value: object, left: object, right: object) -> Origin:
+    if value == left and value == right:
+        return Origin.BOTH
+    if value == left:
+        return Origin.LEFT
+    if value == right:
+        return Origin.RIGHT
+    return Origin.NEITHER
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """Where a result dtype comes from, read off torch's result: never a rule written beside
+    it. ``result`` is the dtype torch gave (the real op's, or ``torch.result_type``'s where the
+    op raised); each field compares it with the two operands' own dtypes (a Python scalar's
+    own dtype is the one torch gives it alone)."""
+
+    left: str
+    right_kind: OperandKind
+    right: str  # the right operand's dtype, or its Python type for a scalar
+    right_alone: str  # the right operand's own dtype
+    result: str
+    category: Category  # the result's
+    left_category: Category
+    right_category: Category
+    part: str  # the dtype of each of the result's parts (itself for a real dtype)
+    part_bits: int
+    left_part: str
+    right_part: str
+
+    @property
+    def source(self) -> Origin:
+        """Whose dtype the result is."""
+        return _origin(self.result, self.left, self.right_alone)
+
+    @property
+    def category_from(self) -> Origin:
+        return _origin(self.category, self.left_category, self.right_category)
+
+    @property
+    def part_from(self) -> Origin:
+        return _origin(self.part, self.left_part, self.right_part)
+
+
+@functools.cache
+def derive(left: str, right_kind: OperandKind | str, right: str, result: str) -> Derivation:
+    """Compare ``result`` (a dtype torch gave for ``left_tensor ⊕ right``) with the operands:
+    whose dtype it is, whose category, whose precision (the dtype of its parts)."""
+    kind = OperandKind(right_kind)
+    alone = own_dtype(kind, right)
+    out, a, b = dtype_of(result), dtype_of(left), dtype_of(alone)
+    return Derivation(
+        left=left, right_kind=kind, right=right, right_alone=alone, result=_name(out),
+        category=category(out), left_category=category(a), right_category=category(b),
+        part=_name(_part(out)), part_bits=_part(out).itemsize * 8,
+        left_part=_name(_part(a)), right_part=_name(_part(b)),
+    )  # fmt: skip
 
 
 def promote(a: DTypeSpec, b: DTypeSpec, op: Op | str = Op.ADD) -> Promotion:
@@ -287,7 +404,10 @@ def promote(a: DTypeSpec, b: DTypeSpec, op: Op | str = Op.ADD) -> Promotion:
     left, right = a.make(), b.make()
     if not isinstance(left, torch.Tensor) and not isinstance(right, torch.Tensor):
         raise BasicsValueError(ErrorCode.UNKNOWN_OPERAND, kind=a.kind)
-    categories_differ = b.kind is not OperandKind.TENSOR and _category(b.dtype) > _category(a.dtype)
+    categories_differ = (
+        b.kind is not OperandKind.TENSOR
+        and category(own_dtype(b.kind, b.dtype)).rank > category(a.dtype).rank
+    )
     held_a = _as_python(left) if isinstance(left, torch.Tensor) else left
     held_b = _as_python(right) if isinstance(right, torch.Tensor) else right
     parts_a, parts_b = _finite_parts(held_a), _finite_parts(held_b)
@@ -373,6 +493,11 @@ class TableCell:
     # op raised: float16 or bfloat16 with a complex scalar asks for a half-precision complex
     # dtype that few kernels support.
     op_dtype: str | None
+
+    @property
+    def derivation(self) -> Derivation:
+        """Where this cell's dtype comes from (the real op's, else torch.result_type's)."""
+        return derive(self.row, *self.column, self.op_dtype or self.result_type)
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,35 @@ DATASET = "coords"
 
 class CountingReader(io.RawIOBase):
     """A read-only file over bytes that counts every byte handed out (h5py reads through
-    ``readinto``/``read``), so a test or a page can see how much of a file a read needed."""
+    ``readinto``/``read``), so a test or a page can see how much of a file a read needed.
+
+    ``bytes_read`` counts every byte handed out, a byte read twice twice (HDF5 reads some
+    metadata more than once, so it can exceed the file); :meth:`distinct` counts each byte
+    of the file once, from the byte ranges each read covered."""
 
     def __init__(self, data: bytes) -> None:
         super().__init__()
         self._buffer = io.BytesIO(data)
         self.bytes_read = 0
         self.reads = 0
+        self.spans: list[tuple[int, int]] = []  # (start, end) of each read, in order
+
+    def distinct(
+        self, first: int = 0, end: int | None = None, within: tuple[int, int] | None = None
+    ) -> int:
+        """Bytes of the file covered by reads number ``first`` to ``end`` (all by default),
+        each counted once; only those inside ``within`` (a (start, end) range) when given."""
+        spans = sorted(self.spans[first:end])
+        if within is not None:
+            low, high = within
+            spans = [(max(a, low), min(b, high)) for a, b in spans if a < high and b > low]
+        total, reached = 0, 0
+        for start, end in spans:
+            start = max(start, reached)
+            if end > start:
+                total += end - start
+            reached = max(reached, end)
+        return total
 
     def readable(self) -> bool:
         return True
@@ -56,9 +78,11 @@ class CountingReader(io.RawIOBase):
         return self._buffer.tell()
 
     def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def,override]
+        start = self._buffer.tell()
         count = self._buffer.readinto(buffer)
         self.bytes_read += count
         self.reads += 1
+        self.spans.append((start, start + count))
         return count
 
 
@@ -90,19 +114,39 @@ def _hdf5_type_name(type_id: h5py.h5t.TypeID) -> str:
     return f"{names.get(kind, f'class {kind}')} ({bits} bits)"
 
 
+TAIL = "-2:"  # the slice the page reads back: dset[-2:]
+
+
 @dataclass(frozen=True)
 class HdfReport:
+    """The HDF5 side, every byte count measured through :class:`CountingReader` and each
+    byte of the file counted once (a re-read byte is not counted again)."""
+
     numpy_dtype: str | None  # the dtype h5py reads back
     hdf5_type: str | None  # the type stored in the file
     file_bytes: int = 0
     data_bytes: int = 0  # the dataset's elements
-    open_bytes: int = 0  # read to open the file and find the dataset (metadata)
-    tail_bytes: int = 0  # read by dset[-2:] alone
+    open_bytes: int = 0  # distinct bytes read to open the file and find the dataset
+    tail_bytes: int = 0  # distinct bytes read by the slice alone
     tail_shape: tuple[int, ...] = ()
-    tail_rows_bytes: int = 0  # the two rows' own bytes
+    tail_rows_bytes: int = 0  # the slice's own bytes
     round_trip_equal: bool = False
     error_code: ErrorCode | None = None  # the tensor has no numpy dtype (bfloat16)
     torch_message: str | None = None
+    tail: str = TAIL  # the slice read: dset[<tail>]
+    dataset_shape: tuple[int, ...] = ()
+    data_offset: int | None = None  # where the data starts in the file (None: not one block)
+    open_requested: int = 0  # bytes handed out while opening, re-reads included
+    open_reads: int = 0
+    open_data_bytes: int = 0  # of open_bytes, those inside the dataset's data
+    tail_requested: int = 0  # bytes handed out for the slice, re-reads included
+    tail_reads: int = 0
+    tail_data_bytes: int = 0  # of tail_bytes, those inside the dataset's data
+
+    @property
+    def whole(self) -> bool:
+        """The slice is the whole dataset (its shape is the dataset's)."""
+        return self.tail_shape == self.dataset_shape
 
 
 @dataclass(frozen=True)
@@ -163,7 +207,18 @@ def hdf5_image(array: np.ndarray) -> bytes:
         return bytes(out.id.get_file_image())
 
 
-def _hdf5(x: torch.Tensor) -> HdfReport:
+def parse_slice(text: str) -> slice:
+    """``start:stop:step`` (each part a whole number or empty) as a slice; ValueError else."""
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 3:
+        raise ValueError(f"not a slice: {text!r}")
+    numbers = [int(part) if part.strip() else None for part in parts]
+    return slice(*numbers)
+
+
+def hdf5_read(x: torch.Tensor, tail: str = TAIL) -> HdfReport:
+    """x written to an HDF5 file (in memory), then read back as ``dset[<tail>]`` through a
+    :class:`CountingReader`: sizes, types, and the distinct bytes each step read."""
     try:
         array = x.numpy()
     except TypeError as exc:
@@ -178,9 +233,11 @@ def _hdf5(x: torch.Tensor) -> HdfReport:
         dataset = inp[DATASET]
         stored = _hdf5_type_name(dataset.id.get_type())
         numpy_dtype = str(dataset.dtype)
-        opened = reader.bytes_read
-        tail = dataset[-2:]
-        tail_bytes = reader.bytes_read - opened
+        offset = dataset.id.get_offset()  # None unless the data is one contiguous block
+        opened, open_reads = reader.bytes_read, reader.reads
+        read = dataset[parse_slice(tail)]
+        tail_requested, tail_reads = reader.bytes_read - opened, reader.reads - open_reads
+    within = None if offset is None else (offset, offset + array.nbytes)
     with h5py.File(io.BytesIO(data), "r") as inp:
         whole = inp[DATASET][...]
     return HdfReport(
@@ -188,11 +245,21 @@ def _hdf5(x: torch.Tensor) -> HdfReport:
         hdf5_type=stored,
         file_bytes=len(data),
         data_bytes=array.nbytes,
-        open_bytes=opened,
-        tail_bytes=tail_bytes,
-        tail_shape=tuple(tail.shape),
-        tail_rows_bytes=tail.nbytes,
+        open_bytes=reader.distinct(0, open_reads),
+        tail_bytes=reader.distinct(open_reads),
+        tail_shape=tuple(read.shape),
+        tail_rows_bytes=read.nbytes,
         round_trip_equal=bool(np.array_equal(whole, array)),
+        tail=tail,
+        dataset_shape=tuple(array.shape),
+        data_offset=offset,
+        open_requested=opened,
+        open_reads=open_reads,
+        # of the data's own bytes (0 where the data is not one block: nothing to measure)
+        open_data_bytes=reader.distinct(0, open_reads, within) if within else 0,
+        tail_requested=tail_requested,
+        tail_reads=tail_reads,
+        tail_data_bytes=reader.distinct(open_reads, None, within) if within else 0,
     )
 
 
@@ -241,5 +308,5 @@ def serialize(shape: tuple[int, ...], view: str = "x[:2]", dtype: str = "float32
         loaded_shares=together["view"].untyped_storage().data_ptr()
         == together["x"].untyped_storage().data_ptr(),
         loaded_equal=bool(torch.equal(loaded_view, part)),
-        hdf5=_hdf5(x),
+        hdf5=hdf5_read(x),
     )
