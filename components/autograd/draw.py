@@ -418,5 +418,9 @@ def quiz_markdown(rows: Sequence[tuple[str, str, Grade]], lang: str) -> str:
     for variable, question, grade in rows:
         mark = ":green[✓]" if grade.correct else ":red[✗]"
         asked = translate(f"autograd.quiz.prompts.{question}", lang, name=variable)
-        lines.append((f"`{variable}`", asked, f"{mark} {grade.given}", f"`{grade.expected}`"))
+        given, right = (
+            translate("autograd.quiz.error", lang) if word == "error" else word
+            for word in (grade.given, grade.expected)
+        )
+        lines.append((f"`{variable}`", asked, f"{mark} {given}", f"`{right}`"))
     return markdown_table(header, lines)

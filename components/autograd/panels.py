@@ -17,7 +17,7 @@ from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
 from torchatlas.autograd.link import MAX_SEED
 from torchatlas.autograd.parser import MAX_ELEMENTS, MAX_LOOP, MAX_SOURCE, MAX_STATEMENTS
-from torchatlas.autograd.quiz import OPTIONS
+from torchatlas.autograd.quiz import ERROR, options
 
 
 def intro() -> None:
@@ -118,13 +118,17 @@ def predict(room: Room) -> None:
             st.markdown(table)
         if current is not None:
             number, variable, question = current
+            # torch's own words (True, False), and its refusal in the reader's language
+            shown = {word: t("autograd.quiz.error") if word == ERROR else word
+                     for word in options(question)}  # fmt: skip
+            words = {label: word for word, label in shown.items()}
             grade = predict_reveal(
                 state.quiz_key(variable, question),
                 prompt=t("autograd.quiz.progress", number=number, total=len(questions))
                 + " · "
                 + t(f"autograd.quiz.prompts.{question}", name=variable),
-                grade=lambda given: state.grade(room, variable, question, given),
-                options=OPTIONS,
+                grade=lambda given: state.grade(room, variable, question, words.get(given, given)),
+                options=tuple(shown.values()),
             )
             if grade is not None and number < len(questions):
                 st.button(t("autograd.quiz.next"), key=state.NEXT_QUESTION_KEY, type="primary")

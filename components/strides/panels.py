@@ -518,13 +518,12 @@ def _torch_says(item: state.QuizItem) -> None:
     if last.error is not None:
         st.caption(t("strides.errors.pytorch_said", message=last.error.torch_message or ""))
         return
-    view_or_copy = "view" if last.is_view else "copy"
     st.caption(
         t(
             "strides.quiz.torch_says",
             size=tuple_text(last.size or ()),
             stride=tuple_text(last.stride or ()),
             offset=last.storage_offset,
-            kind=t(f"strides.quiz.choices.{view_or_copy}"),
+            kind=t(f"strides.quiz.outcomes.{last.storage_kind}"),  # the step label's word
         )
     )

@@ -160,13 +160,14 @@ def test_quiz_grades_with_live_torch() -> None:
             at = open_page("views/strides.py", strides_panel="Predict, then reveal",
                            strides_seed=seed)  # fmt: skip
             assert not at.exception
-            words = ("view", "copy", "yes", "no")
+            words = ("view", "copy", "same", "error", "yes", "no")
             choices = {translate(f"strides.quiz.choices.{w}"): w for w in words}
             if question.kind in ("view_or_copy", "view_works"):
                 radio = at.radio(key=f"{key}_given")
                 shown = list(radio.options)  # as the page shows them
                 words = [choices[text] for text in shown]
-                picked = words.index(right) if answer == right else 1 - words.index(right)
+                assert right in words  # torch's answer is always offered
+                picked = words.index(right) if answer == right else 1 - min(words.index(right), 1)
                 radio.set_value(picked)
                 expected = translate(f"strides.quiz.choices.{right}")
             else:

@@ -643,8 +643,10 @@ def test_in_place_trap_shows_the_version_counter() -> None:
     assert saved is None or saved.state is SavedState.STALE
 
 
-def test_teaching_errors_raised_directly_by_torch_map_to_codes() -> None:
-    """The same exceptions raised by plain torch (not through the room) get the same codes."""
+def test_torch_words_alone_never_pick_a_lesson() -> None:
+    """Issue 34.7: the lesson is decided where torch raised, from the condition (flags,
+    saved tensors, mode). The same exceptions handed to ``explain`` bare, without the
+    condition, keep torch's words and are no lesson: a message's wording picks nothing."""
     from torchatlas.autograd.errors import explain
 
     w = torch.ones(3, requires_grad=True)
@@ -658,20 +660,29 @@ def test_teaching_errors_raised_directly_by_torch_map_to_codes() -> None:
     ):
         with pytest.raises(RuntimeError) as info:
             action()
-        raised.append(explain(info.value, 1).code)
-    loss = (w * w).sum()
-    loss.backward()
-    with pytest.raises(RuntimeError) as info:
-        loss.backward()
-    raised.append(explain(info.value, 1).code)
-    assert raised == [
-        ErrorCode.NON_SCALAR_BACKWARD,
-        ErrorCode.INT_REQUIRES_GRAD,
-        ErrorCode.NUMPY_REQUIRES_GRAD,
-        ErrorCode.LEAF_INPLACE,
-        ErrorCode.NO_GRAD_FN,
-        ErrorCode.BACKWARD_TWICE,
-    ]
+        error = explain(info.value, 1)
+        assert error.torch_message and error.torch_message in str(info.value)
+        raised.append(error.code)
+    assert raised == [ErrorCode.TORCH_ERROR] * 5
+
+
+@pytest.mark.parametrize(
+    ("program", "code"),
+    [
+        ("w = ones(3, requires_grad=True)\ny = w * 2\ny.backward()", ErrorCode.NON_SCALAR_BACKWARD),
+        ("n = tensor([1, 2], requires_grad=True)", ErrorCode.INT_REQUIRES_GRAD),
+        ("w = ones(3, requires_grad=True)\nn = w.numpy()", ErrorCode.NUMPY_REQUIRES_GRAD),
+        ("w = ones(3, requires_grad=True)\nw.add_(1)", ErrorCode.LEAF_INPLACE),
+        ("x = ones(3)\nx.sum().backward()", ErrorCode.NO_GRAD_FN),
+        (
+            "w = ones(3, requires_grad=True)\nl = (w * w).sum()\nl.backward()\nl.backward()",
+            ErrorCode.BACKWARD_TWICE,
+        ),
+    ],
+)
+def test_teaching_errors_through_the_room_get_their_codes(program: str, code: ErrorCode) -> None:
+    error = trace(program).error
+    assert error is not None and error.code is code and error.torch_message
 
 
 def test_program_error_keeps_what_ran_before() -> None:

@@ -12,6 +12,7 @@ the leaf is the root), the steps are the nodes reachable from the root.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,9 +20,12 @@ from typing import Any
 import pytest
 import torch
 
-from torchatlas.autograd import GradReason, Graph, Values, backward, trace
+from torchatlas.autograd import ErrorCode, GradReason, Graph, Values, backward, trace
+from torchatlas.autograd.diagnose import call_lesson, inplace_lesson
+from torchatlas.autograd.errors import TorchRefused, explain
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.parser import DTYPES
+from torchatlas.autograd.quiz import ERROR, Question, expected, options
 
 # ----------------------------------------------------------------------------- plain torch
 
@@ -163,18 +167,23 @@ def assert_backward_is_torch(graph: Graph, plain: Plain, root: str) -> None:
         after = t.grad if (t.is_leaf or t.retains_grad) else None
         assert_values(grad.grad, after, what)
         assert_values(grad.before, before[grad.name], what)
-        if t.is_leaf and not t.requires_grad:
+        # a "None: …" reason only where torch's .grad is None (issue 34.7)
+        if after is None and t.is_leaf and not t.requires_grad:
             expected = GradReason.NO_REQUIRES_GRAD
-        elif not t.is_leaf and not t.retains_grad:
+        elif after is None and not t.is_leaf and not t.retains_grad:
             expected = GradReason.NOT_LEAF
+        elif after is None:
+            expected = GradReason.NOT_REACHED
         elif t.is_leaf and id(t) in leaves:
             expected = GradReason.FILLED
-        elif not t.is_leaf and id(t.grad_fn) in nodes and after is not None:
+        elif not t.is_leaf and id(t.grad_fn) in nodes:
             expected = GradReason.RETAINED
-        elif after is not None:
-            expected = GradReason.KEPT
+        elif t.is_leaf and not t.requires_grad:
+            expected = GradReason.FROZEN_KEPT
         else:
-            expected = GradReason.NOT_REACHED
+            expected = GradReason.KEPT
+        if after is not None:
+            assert not grad.reason.value.startswith(("no_", "not_")), what
         assert grad.reason is expected, (what, grad.reason, expected)
         if expected is GradReason.FILLED:
             filled_names.add(grad.name)
@@ -358,6 +367,28 @@ TRICKY: dict[str, tuple[str, str | None]] = {
         "x = randn(10, 10, requires_grad=True)\nloss = (x * x).sum()",
         "loss",
     ),
+    "frozen_after_backward": (
+        "w = ones(2, requires_grad=True)\nl = (w * 2).sum()\nl.backward()\n"
+        "w.requires_grad_(False)\nv = randn(2, requires_grad=True)\nloss = (w * v).sum()",
+        "loss",
+    ),
+    "frozen_after_backward_then_reset": (
+        "w = ones(2, requires_grad=True)\nl = (w * 2).sum()\nl.backward()\n"
+        "w.requires_grad_(False)\nw.grad = None\nv = randn(2, requires_grad=True)\n"
+        "loss = (w * v).sum()",
+        "loss",
+    ),
+    "inference_inplace_inside": (
+        "with inference_mode():\n    y = randn(3)\n    y.add_(1)\n"
+        "w = randn(3, requires_grad=True)\nloss = (w * 2).sum()",
+        "loss",
+    ),
+    "inference_inplace_outside": ("with inference_mode():\n    y = randn(3)\ny.add_(1)", None),
+    "inference_augmented_outside": ("with inference_mode():\n    y = randn(3)\ny += 1", None),
+    "inference_requires_grad_outside": (
+        "with inference_mode():\n    y = randn(3)\ny.requires_grad_()",
+        None,
+    ),
     "non_leaf_root_not_loss": (
         "w = randn(3, requires_grad=True)\nh = w.sigmoid()\nh2 = h.sum()\nloss = (h * 2).sum()",
         "h2",
@@ -404,3 +435,182 @@ def test_backward_from_a_scalar_leaf_fills_it() -> None:
     assert result.grad("w").reason is GradReason.FILLED
     assert result.grad("w").grad.flat == (1.0,)
     assert [s.name for s in result.steps] == ["AccumulateGrad"]
+
+
+# ----------------------------------------------------------------------------- explanations
+
+
+def torch_lesson(message: str) -> ErrorCode:
+    """The lesson torch's own message names: the test's oracle (never the room's)."""
+    table = [
+        ("implicitly created only for scalar outputs", ErrorCode.NON_SCALAR_BACKWARD),
+        ("backward through the graph a second time", ErrorCode.BACKWARD_TWICE),
+        ("modified by an inplace operation", ErrorCode.INPLACE_SAVED),
+        ("floating point", ErrorCode.INT_REQUIRES_GRAD),
+        ("Can't call numpy() on Tensor that requires grad", ErrorCode.NUMPY_REQUIRES_GRAD),
+        ("leaf Variable that requires grad is being used in an in-place", ErrorCode.LEAF_INPLACE),
+        ("does not require grad and does not have a grad_fn", ErrorCode.NO_GRAD_FN),
+        ("Inplace update to inference tensor outside InferenceMode", ErrorCode.INFERENCE_INPLACE),
+        (
+            "Setting requires_grad=True on inference tensor outside",
+            ErrorCode.INFERENCE_REQUIRES_GRAD,
+        ),
+        ("Inference tensors cannot be saved for backward", ErrorCode.INFERENCE_TENSOR),
+        ("Boolean value of Tensor with more than one value", ErrorCode.AMBIGUOUS_CONDITION),
+        ("must match the size", ErrorCode.SHAPE_MISMATCH),
+        ("cannot be multiplied", ErrorCode.SHAPE_MISMATCH),
+        ("is invalid for input of size", ErrorCode.SHAPE_MISMATCH),
+    ]
+    return next((code for words, code in table if words in message), ErrorCode.TORCH_ERROR)
+
+
+ERRORS: dict[str, str] = {
+    "inference_inplace_outside": "with inference_mode():\n    y = randn(3)\ny.add_(1)",
+    "inference_inplace_from_leaf": (
+        "w = randn(3, requires_grad=True)\nwith inference_mode():\n    y = w * 2\ny.mul_(2)"
+    ),
+    "inference_augmented": "with inference_mode():\n    y = randn(3)\ny += 1",
+    "inference_requires_grad": "with inference_mode():\n    y = randn(3)\ny.requires_grad_()",
+    "inference_saved": (
+        "w = randn(3, requires_grad=True)\nwith inference_mode():\n    y = w * 2\nz = w * y"
+    ),
+    "inference_saved_method": (
+        "w = randn(3, requires_grad=True)\nwith inference_mode():\n    y = ones(3)\nz = w.mul(y)"
+    ),
+    "leaf_inplace": "w = randn(3, requires_grad=True)\nw.mul_(2)",
+    "leaf_augmented": "w = randn(3, requires_grad=True)\nw += 1",
+    "non_scalar": "w = randn(3, requires_grad=True)\ny = w * 2\ny.backward()",
+    "twice": "w = randn(3, requires_grad=True)\nl = (w * w).sum()\nl.backward()\nl.backward()",
+    "stale": (
+        "a = randn(3, requires_grad=True)\ns = a.sigmoid()\ns.mul_(2)\nl = s.sum()\nl.backward()"
+    ),
+    "stale_exp": "a = randn(3, requires_grad=True)\ne = a.exp()\ne.add_(1)\ne.sum().backward()",
+    "no_grad_fn": "x = randn(3)\nx.sum().backward()",
+    "frozen_root": (
+        "w = ones(2, requires_grad=True)\nw.requires_grad_(False)\nl = (w * 2).sum()\nl.backward()"
+    ),
+    "numpy": "w = randn(3, requires_grad=True)\nn = w.numpy()",
+    "int_method": "n = arange(3)\nn.requires_grad_()",
+    "int_keyword": "n = tensor([1, 2], requires_grad=True)",
+    "ambiguous": "x = randn(3)\nif x > 0:\n    y = x",
+    "broadcast": "x = randn(3)\ny = randn(4)\nz = x + y",
+    "broadcast_method": "x = randn(3)\ny = randn(4)\nz = x.mul(y)",
+    "matmul": "x = randn(2, 3)\ny = x @ x",
+    "view": "x = randn(2, 3)\ny = x.view(4, 2)",
+    "index_past_end": "x = randn(3)\ny = x[5]",
+}
+
+
+@pytest.mark.parametrize("key", sorted(ERRORS))
+def test_each_refusal_is_explained_by_its_condition(key: str) -> None:
+    """The room's lesson (decided from flags, saved tensors and the mode) is the one torch's
+    own message names, on the same line."""
+    program = ERRORS[key] + "\n"
+    plain = run_plain(program)
+    assert plain.error is not None, key
+    graph = trace(program)
+    assert graph.error is not None and graph.error.line == plain.error_line
+    assert graph.error.code is torch_lesson(str(plain.error)), (key, graph.error, plain.error)
+    assert graph.error.torch_message  # torch's words travel along
+
+
+def test_a_stale_saved_tensor_reports_its_versions_from_torch() -> None:
+    graph = trace(ERRORS["stale"] + "\n")
+    plain = run_plain(ERRORS["stale"] + "\n")
+    numbers = re.search(r"is at version (\d+); expected version (\d+)", str(plain.error))
+    assert graph.error.params["version"] == int(numbers.group(1))
+    assert graph.error.params["expected"] == int(numbers.group(2))
+
+
+MISLEADING = [
+    "Inference tensors cannot be saved for backward.",
+    "a leaf Variable that requires grad is being used in an in-place operation.",
+    "grad can be implicitly created only for scalar outputs",
+    "Trying to backward through the graph a second time",
+    "mat1 and mat2 shapes cannot be multiplied; Dimension out of range",
+]
+
+
+@pytest.mark.parametrize("words", MISLEADING)
+def test_reworded_messages_never_change_the_lesson(words: str) -> None:
+    """A fake torch error full of another lesson's words: the lesson is the condition's (an
+    in-place write into an inference tensor outside inference mode), or no lesson at all
+    without a condition."""
+    with torch.inference_mode():
+        y = torch.ones(3)
+    fake = RuntimeError(words)
+    lesson = inplace_lesson(y, [y])
+    assert lesson is not None
+    error = explain(TorchRefused(lesson[0], fake, lesson[1]), 3)
+    assert error.code is ErrorCode.INFERENCE_INPLACE and error.torch_message == words
+    assert call_lesson("add_", y, [1], {}, {})[0] is ErrorCode.INFERENCE_INPLACE
+    with torch.inference_mode():  # inside inference mode the same write is allowed
+        assert inplace_lesson(y, [y]) is None
+        y.add_(1)
+    assert explain(fake, 3).code is ErrorCode.TORCH_ERROR  # the words alone pick nothing
+
+
+def test_a_stale_grad_after_requires_grad_off_is_not_called_none() -> None:
+    program = TRICKY["frozen_after_backward"][0] + "\n"
+    result = backward(trace(program), "loss")
+    w = result.grad("w")
+    assert w.grad is not None and w.grad.flat == (2.0, 2.0)
+    assert w.reason is GradReason.FROZEN_KEPT
+
+
+# ----------------------------------------------------------------------------- the quiz
+
+QUIZ_SEEDS = [*range(0, 12), 999_999, 10**6]
+
+
+def _plain_backward(program: str, seed: int, root: str) -> tuple[dict[str, Any], bool]:
+    plain = run_plain(program, seed)
+    try:
+        plain.names[root].backward()
+    except RuntimeError:
+        return plain.names, True
+    return plain.names, False
+
+
+@pytest.mark.parametrize("key", sorted(EXAMPLES))
+def test_every_quiz_question_over_the_seed_range_is_torchs_answer(key: str) -> None:
+    """For every example and seed: each question the quiz asks (the example's variables,
+    each flag) has torch's answer among its options, and it is what plain torch says —
+    "torch raises an error" where backward is refused."""
+    example = EXAMPLES[key]
+    program = example.program.strip() + "\n"
+    for seed in QUIZ_SEEDS:
+        graph = trace(program, seed=seed)
+        if graph.error is not None:
+            continue  # the quiz asks nothing of a program that stopped
+        root = example.root or graph.default_root
+        result = backward(graph, root) if root else None
+        names, refused = _plain_backward(program, seed, root) if root else (None, False)
+        plain = run_plain(program, seed).names
+        variables = [v for v in example.quiz if graph.variable(v)] or [
+            v.name for v in graph.variables[:3]
+        ]
+        for variable in variables:
+            for question in Question:
+                right = expected(graph, result, variable, question)
+                assert right in options(question), (key, seed, variable, question)
+                t = plain[variable]
+                if question is Question.REQUIRES_GRAD:
+                    assert right == str(t.requires_grad)
+                elif question is Question.IS_LEAF:
+                    assert right == str(t.is_leaf)
+                elif refused:
+                    assert right == ERROR
+                else:
+                    after = names[variable]
+                    grad = after.grad if (after.is_leaf or after.retains_grad) else None
+                    assert right == str(grad is None)
+
+
+def test_a_refused_backward_is_the_quiz_answer() -> None:
+    program = "w = randn(3, requires_grad=True)\ny = w * 2\n"
+    graph = trace(program)
+    result = backward(graph, "y")  # not a scalar: torch refuses
+    assert result.error is not None
+    assert expected(graph, result, "w", Question.GRAD_IS_NONE) == ERROR
+    assert ERROR in options(Question.GRAD_IS_NONE)

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from torchatlas.autograd.errors import ErrorCode, ProgramError, explain
+from torchatlas.autograd.diagnose import backward_lesson
+from torchatlas.autograd.errors import ErrorCode, ProgramError, TorchRefused, explain
 from torchatlas.autograd.graph import (
     Graph,
     GraphNode,
@@ -38,7 +39,10 @@ class GradReason(StrEnum):
     RETAINED = "retained"  # not a leaf, but retain_grad() asked autograd to keep it
     KEPT = "kept"  # not reached now; .grad still holds an earlier backward's gradient
     NOT_LEAF = "not_leaf"  # an intermediate result: autograd does not keep its gradient
-    NO_REQUIRES_GRAD = "no_requires_grad"  # a leaf that does not require grad
+    NO_REQUIRES_GRAD = "no_requires_grad"  # a leaf that does not require grad, .grad None
+    # a leaf whose requires_grad was turned off after an earlier backward: it keeps the
+    # gradient that backward wrote (backward no longer touches it)
+    FROZEN_KEPT = "frozen_kept"
     NOT_REACHED = "not_reached"  # requires grad, but the root does not depend on it
 
 
@@ -83,6 +87,28 @@ class BackwardTrace:
     def reached(self, step: int | None) -> tuple[BackwardStep, ...]:
         """The steps done once ``step`` steps have run (all of them for None)."""
         return self.steps if step is None else self.steps[: max(0, step)]
+
+
+def grad_reason(
+    tensor: torch.Tensor, has_grad: bool, accumulated: bool, reached: bool
+) -> GradReason:
+    """Why ``tensor.grad`` is what it is after a backward, from what torch reports: whether
+    it holds a gradient at all first (a "None: …" reason only for a ``.grad`` that is
+    None), then the flags and whether this backward wrote it (``accumulated``: its
+    AccumulateGrad ran; ``reached``: for a non-leaf, its grad_fn ran)."""
+    if not has_grad:
+        if tensor.is_leaf and not tensor.requires_grad:
+            return GradReason.NO_REQUIRES_GRAD
+        if not tensor.is_leaf and not tensor.retains_grad:
+            return GradReason.NOT_LEAF
+        return GradReason.NOT_REACHED
+    if tensor.is_leaf and accumulated:
+        return GradReason.FILLED
+    if not tensor.is_leaf and reached:
+        return GradReason.RETAINED
+    if tensor.is_leaf and not tensor.requires_grad:
+        return GradReason.FROZEN_KEPT
+    return GradReason.KEPT
 
 
 def backward(
@@ -170,10 +196,13 @@ def record(
         for t in {id(t): t for _, t in variables if t.is_leaf and t.requires_grad}.values()
     ]
     error = None
+    # the lesson of a refusal, read before backward runs (a failing backward frees what it
+    # already used): from the root's flags and the saved tensors' state, never torch's words
+    lesson = backward_lesson(tensor, {}, run.saved_versions)
     try:
         tensor.backward(retain_graph=retain_graph)
     except Exception as exc:
-        error = explain(exc, line)
+        error = explain(exc if lesson is None else TorchRefused(lesson[0], exc, lesson[1]), line)
     finally:
         for handle in handles:
             handle.remove()
@@ -209,18 +238,7 @@ def record(
         if t.is_leaf and t.requires_grad and id(t) in accumulated:
             accumulator = torch.autograd.graph.get_gradient_edge(t).node
             filled_at = steps_of.get(id(accumulator))
-        if t.is_leaf and not t.requires_grad:
-            reason = GradReason.NO_REQUIRES_GRAD
-        elif not t.is_leaf and not t.retains_grad:
-            reason = GradReason.NOT_LEAF
-        elif (t.is_leaf and id(t) in accumulated) or (
-            not t.is_leaf and node in reached and value is not None
-        ):
-            reason = GradReason.FILLED if t.is_leaf else GradReason.RETAINED
-        elif value is not None:
-            reason = GradReason.KEPT
-        else:
-            reason = GradReason.NOT_REACHED
+        reason = grad_reason(t, value is not None, id(t) in accumulated, node in reached)
         grads.append(LeafGrad(name, reason, value, was, filled_at))
     kept = tuple(done if steps is None else done[: max(0, steps)])
     return BackwardTrace(root, graph, kept, len(done), tuple(grads), error)

@@ -5,14 +5,14 @@ The text of every code lives in ``assets/translations/{en,ko}/autograd.json`` un
 ``autograd.errors.<code>``; the page shows it in the reader's language and ``str()`` of an
 exception (or ``ProgramError.message``) is the same table's English, for a notebook.
 
-:func:`explain` maps an exception PyTorch raised while a program ran to such a code, keeping
-PyTorch's own words as ``torch_message`` and the numbers it reported (the ``_version``
-counter of the in-place trap) as parameters.
+:func:`explain` turns an exception raised while a program ran into such a code, keeping
+PyTorch's own words as ``torch_message``; which lesson a refusal of PyTorch's is was decided
+where it raised, from the condition (:mod:`torchatlas.autograd.diagnose`), never from the
+words of its message.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,6 +45,8 @@ class ErrorCode(StrEnum):
     UNKNOWN_NAME = "unknown_name"
     NOT_A_TENSOR = "not_a_tensor"
     BAD_SIZE = "bad_size"
+    BOOL_NOT_NUMBER = "bool_not_number"
+    INDEX_LIST = "index_list"
     TOO_BIG = "too_big"
     TOO_MUCH_MEMORY = "too_much_memory"
     NO_ROOT = "no_root"
@@ -57,6 +59,8 @@ class ErrorCode(StrEnum):
     LEAF_INPLACE = "leaf_inplace"
     NO_GRAD_FN = "no_grad_fn"
     INFERENCE_TENSOR = "inference_tensor"
+    INFERENCE_INPLACE = "inference_inplace"
+    INFERENCE_REQUIRES_GRAD = "inference_requires_grad"
     AMBIGUOUS_CONDITION = "ambiguous_condition"
     SHAPE_MISMATCH = "shape_mismatch"
     TORCH_ERROR = "torch_error"
@@ -110,20 +114,18 @@ class ProgramError:
         return self.as_error().message
 
 
-_VERSION = re.compile(
-    r"modified by an inplace operation: \[(?P<tensor>[^\]]*\]?)\], which is output (?P<output>\d+)"
-    r" of (?P<op>\w+), is at version (?P<version>\d+); expected version (?P<expected>\d+)"
-)
-
-
 class TorchRefused(Exception):
     """PyTorch refused an operation, and the room decided which lesson that is from the
-    operands themselves (a dtype, a flag), not from PyTorch's wording: ``code`` is the
-    lesson, ``cause`` what PyTorch raised (its words are still shown)."""
+    operands themselves (a dtype, a flag, a saved tensor's state, the mode: see
+    :mod:`torchatlas.autograd.diagnose`), not from PyTorch's wording: ``code`` is the
+    lesson, ``params`` its numbers, ``cause`` what PyTorch raised (its words are still
+    shown)."""
 
-    def __init__(self, code: ErrorCode, cause: BaseException) -> None:
+    def __init__(
+        self, code: ErrorCode, cause: BaseException, params: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(code)
-        self.code, self.cause = code, cause
+        self.code, self.cause, self.params = code, cause, dict(params or {})
 
 
 def exception_text(exc: BaseException, limit: int = 2000) -> str:
@@ -138,51 +140,15 @@ def exception_text(exc: BaseException, limit: int = 2000) -> str:
 
 
 def explain(exc: BaseException, line: int) -> ProgramError:
-    """The code, parameters and PyTorch's words for an exception raised at ``line``."""
+    """The code, parameters and PyTorch's words for an exception raised at ``line``. The
+    lesson was decided where PyTorch raised, from the condition (a :class:`TorchRefused`);
+    anything else PyTorch raised is shown in its own words (``torch_error``): the words of
+    a message never pick a lesson."""
     if isinstance(exc, AutogradError):
         return ProgramError(exc.code, line, dict(exc.params))
+    cause = exc.cause if isinstance(exc, TorchRefused) else exc
+    said = exception_text(cause).strip()
+    first = (said.splitlines()[0] if said else type(cause).__name__).split(" Hint:")[0][:400]
     if isinstance(exc, TorchRefused):
-        said = exception_text(exc.cause).strip()
-        first = (said.splitlines()[0] if said else type(exc.cause).__name__)[:400]
-        return ProgramError(exc.code, line, {}, first.split(" Hint:")[0])
-    text = exception_text(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    first = first.split(" Hint:")[0][:400]
-
-    def error(code: ErrorCode, **params: Any) -> ProgramError:
-        return ProgramError(code, line, params, first)
-
-    if "implicitly created only for scalar outputs" in text:
-        return error(ErrorCode.NON_SCALAR_BACKWARD)
-    if "backward through the graph a second time" in text:
-        return error(ErrorCode.BACKWARD_TWICE)
-    if match := _VERSION.search(text):
-        return error(
-            ErrorCode.INPLACE_SAVED,
-            op=match["op"],
-            version=int(match["version"]),
-            expected=int(match["expected"]),
-        )
-    if "Only Tensors of floating point and complex dtype can require gradients" in text:
-        return error(ErrorCode.INT_REQUIRES_GRAD)
-    if "Can't call numpy() on Tensor that requires grad" in text:
-        return error(ErrorCode.NUMPY_REQUIRES_GRAD)
-    if "leaf Variable that requires grad is being used in an in-place operation" in text:
-        return error(ErrorCode.LEAF_INPLACE)
-    if "does not require grad and does not have a grad_fn" in text:
-        return error(ErrorCode.NO_GRAD_FN)
-    if "Inference tensors cannot be saved for backward" in text or "inference tensor" in text:
-        return error(ErrorCode.INFERENCE_TENSOR)
-    if "Boolean value of Tensor with more than one value is ambiguous" in text:
-        return error(ErrorCode.AMBIGUOUS_CONDITION)
-    if (
-        "must match the size" in text
-        or "cannot be multiplied" in text
-        or "size mismatch" in text
-        or "is invalid for input of size" in text
-        or "Dimension out of range" in text
-        or "both arguments to matmul need to be at least 1D" in text
-        or "inconsistent tensor size" in text
-    ):
-        return error(ErrorCode.SHAPE_MISMATCH)
-    return error(ErrorCode.TORCH_ERROR)
+        return ProgramError(exc.code, line, dict(exc.params), first)
+    return ProgramError(ErrorCode.TORCH_ERROR, line, {}, first)

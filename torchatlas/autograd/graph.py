@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchatlas.autograd.errors import ProgramError, exception_text
+from torchatlas.autograd.errors import ProgramError
 from torchatlas.autograd.text import bounded_text
 
 if TYPE_CHECKING:
@@ -220,10 +220,11 @@ def _saved(node: Any) -> tuple[SavedValue, ...]:
         name = attribute[7:]  # without "_saved_"
         try:
             value = getattr(node, attribute)
-        except RuntimeError as error:
-            # torch refuses to unpack a saved tensor that was modified in place since, or one
-            # a backward already freed
-            freed = "freed" in exception_text(error)
+        except RuntimeError:
+            # torch refuses to unpack a saved tensor that a backward already freed (its data
+            # is gone) or that was modified in place since (its data is still there)
+            raw = getattr(node, f"_raw_saved_{name}", None)
+            freed = getattr(raw, "data", None) is None
             state = SavedState.FREED if freed else SavedState.STALE
             out.append(_saved_value(name, None, "", state))
             continue

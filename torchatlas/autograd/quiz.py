@@ -18,6 +18,9 @@ from torchatlas.autograd.graph import Graph
 from torchatlas.quiz import Grade, grade_choice
 
 OPTIONS: tuple[str, str] = ("True", "False")  # torch's own words for the answers
+# ``.grad is None`` is asked after ``root.backward()``, which torch may refuse: then that
+# refusal is the answer, and always among the options of that question.
+ERROR = "error"
 
 
 class Question(StrEnum):
@@ -41,15 +44,25 @@ def truth(graph: Graph, trace: BackwardTrace | None, variable: str) -> dict[Ques
     }
 
 
+def options(question: Question | str) -> tuple[str, ...]:
+    """The answers offered for ``question``: True and False, and torch's refusal where the
+    question is asked after a backward (which torch may refuse)."""
+    return (*OPTIONS, ERROR) if Question(question) is Question.GRAD_IS_NONE else OPTIONS
+
+
 def expected(graph: Graph, trace: BackwardTrace | None, variable: str, question: Question) -> str:
-    """Torch's answer to one question, as one of :data:`OPTIONS`."""
+    """Torch's answer to one question, as one of :func:`options`: :data:`ERROR` when the
+    question is asked after a backward that torch refused."""
+    if Question(question) is Question.GRAD_IS_NONE and trace is not None and trace.error:
+        return ERROR
     return str(truth(graph, trace, variable)[Question(question)])
 
 
 def grade(
     graph: Graph, trace: BackwardTrace | None, variable: str, question: Question, given: str
 ) -> Grade:
-    """Grade one prediction (``"True"`` or ``"False"``; anything else is wrong) against what
+    """Grade one prediction (one of :func:`options`; anything else is wrong) against what
     torch reported for ``variable``."""
-    picked = OPTIONS.index(given) if given in OPTIONS else -1
-    return grade_choice(OPTIONS, picked, expected(graph, trace, variable, question))
+    offered = options(question)
+    picked = offered.index(given) if given in offered else -1
+    return grade_choice(offered, picked, expected(graph, trace, variable, question))

@@ -20,6 +20,14 @@ from typing import Any
 
 import torch
 
+from torchatlas.autograd.diagnose import (
+    Lesson,
+    call_lesson,
+    condition_lesson,
+    inplace_lesson,
+    operator_lesson,
+    record_versions,
+)
 from torchatlas.autograd.errors import (
     AutogradError,
     ErrorCode,
@@ -121,6 +129,10 @@ class Run:
     ops: int = 0
     elements: int = 0
     backward_calls: int = 0
+    # node id → the ``_version`` of each tensor it saved, read when the node was made (what
+    # backward expects); the nodes themselves are kept so that no id is reused
+    saved_versions: dict[int, dict[str, int]] = field(default_factory=dict)
+    kept_nodes: list[Any] = field(default_factory=list)
 
     def tensor(self, name: str) -> torch.Tensor | None:
         value = self.names.get(name)
@@ -199,7 +211,14 @@ class _Interpreter:
             if isinstance(current, torch.Tensor):
                 # Python's ``x += y`` on a tensor is the in-place method, as here
                 self.check_broadcast(current, other)
-                result = getattr(current, _INPLACE[type(node.op)])(other)
+                result = self.refused_as(
+                    lambda: getattr(current, _INPLACE[type(node.op)])(other),
+                    lambda: (
+                        inplace_lesson(current, [current, other])
+                        or operator_lesson(False, current, other)
+                    ),
+                )
+                self.produced(result, count=False)
             else:
                 result = _number_op(type(node.op), self.number(current), self.number(other))
             self.bind(node.target.id, result, node.lineno)
@@ -218,8 +237,12 @@ class _Interpreter:
             right = self.operand(self.expr(test.comparators[0]))
             self.count(1)
             self.check_broadcast(left, right)  # a comparison makes a tensor too
-            outcome = _COMPARE[type(test.ops[0])](left, right)
-            self.block(node.body if bool(outcome) else node.orelse)
+            outcome = self.refused_as(
+                lambda: _COMPARE[type(test.ops[0])](left, right),
+                lambda: operator_lesson(False, left, right),
+            )
+            taken = self.refused_as(lambda: bool(outcome), lambda: condition_lesson(outcome))
+            self.block(node.body if taken else node.orelse)
         elif isinstance(node, ast.For):
             assert isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call)
             values = [arg.value for arg in node.iter.args]  # type: ignore[attr-defined]
@@ -288,15 +311,35 @@ class _Interpreter:
             return
         self.check_size(_meta_shape(target, name, args, kwargs))
 
-    def produced(self, value: Any) -> Any:
+    def produced(self, value: Any, *, count: bool = True) -> Any:
+        """A result: counted against the bounds (unless ``count`` is False: an in-place
+        result is a tensor already counted), and the saved versions of the nodes it made
+        noted (what backward will expect of them)."""
         if isinstance(value, torch.Tensor):
-            numel = value.numel()
-            if numel > MAX_ELEMENTS:
-                raise AutogradError(ErrorCode.TOO_BIG, numel=numel, limit=MAX_ELEMENTS)
-            self.run.elements += numel
-            if self.run.elements > MAX_TOTAL_ELEMENTS:
-                raise AutogradError(ErrorCode.TOO_MUCH_MEMORY, limit=MAX_TOTAL_ELEMENTS)
+            if count:
+                numel = value.numel()
+                if numel > MAX_ELEMENTS:
+                    raise AutogradError(ErrorCode.TOO_BIG, numel=numel, limit=MAX_ELEMENTS)
+                self.run.elements += numel
+                if self.run.elements > MAX_TOTAL_ELEMENTS:
+                    raise AutogradError(ErrorCode.TOO_MUCH_MEMORY, limit=MAX_TOTAL_ELEMENTS)
+            if value.grad_fn is not None:
+                record_versions(value, self.run.saved_versions, self.run.kept_nodes)
         return value
+
+    @staticmethod
+    def refused_as(act: Callable[[], Any], lesson: Callable[[], Lesson | None]) -> Any:
+        """``act()``; when PyTorch refuses it, the lesson the condition names (read from the
+        operands and the modes, as they still are: a refused op changes nothing), with
+        PyTorch's exception kept for its words. A refusal no condition explains is raised
+        as it came (shown in PyTorch's words)."""
+        try:
+            return act()
+        except (RuntimeError, TypeError, ValueError, IndexError) as error:
+            found = lesson()
+            if found is None:
+                raise
+            raise TorchRefused(found[0], error, found[1]) from None
 
     def name(self, node: ast.AST) -> Any:
         assert isinstance(node, ast.Name)
@@ -316,7 +359,8 @@ class _Interpreter:
         return value
 
     def number(self, value: Any) -> int | float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        _no_bool(value)
+        if not isinstance(value, int | float):
             raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
         return _whole(value)
 
@@ -326,6 +370,7 @@ class _Interpreter:
         kind = type(value)
         if kind is float or isinstance(value, torch.Tensor):
             return value
+        _no_bool(value)
         if kind is int:
             return _whole(value)
         raise AutogradError(ErrorCode.NOT_A_TENSOR, what=_kind(value))
@@ -337,6 +382,8 @@ class _Interpreter:
         if value is None or isinstance(value, bool | torch.Tensor | torch.dtype):
             return value
         if isinstance(value, list | tuple):
+            for v in value[:MAX_SEQUENCE]:
+                _no_bool(v, shown=value)
             if len(value) > MAX_SEQUENCE or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in value
             ):
@@ -369,7 +416,8 @@ class _Interpreter:
                 None if p is None else self.expr(p) for p in (node.lower, node.upper, node.step)
             ]
             for part in parts:
-                if part is not None and (isinstance(part, bool) or not isinstance(part, int)):
+                _no_bool(part)
+                if part is not None and not isinstance(part, int):
                     raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(part, 40))
                 if part is not None:
                     _whole(part)
@@ -377,8 +425,11 @@ class _Interpreter:
         value = self.expr(node)
         if value is None:
             return value
-        if isinstance(value, int) and not isinstance(value, bool):
+        _no_bool(value)
+        if isinstance(value, int):
             return _whole(value)
+        if isinstance(value, list | tuple):  # x[[0, 2]]: advanced indexing, not offered
+            raise AutogradError(ErrorCode.INDEX_LIST, what=bounded_text(value, 40))
         raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(value, 40))
 
     def binary(self, op: type, left: Any, right: Any) -> Any:
@@ -394,7 +445,12 @@ class _Interpreter:
             self.check_matmul(left, right)
         elif left_tensor and right_tensor:
             self.check_broadcast(left, right)
-        return self.produced(_BINARY[op](left, right))
+        return self.produced(
+            self.refused_as(
+                lambda: _BINARY[op](left, right),
+                lambda: operator_lesson(op is ast.MatMult, left, right),
+            )
+        )
 
     def invoke(
         self, call: _Call, args: list[Any], kwargs: dict[str, Any], target: Any = None
@@ -424,7 +480,14 @@ class _Interpreter:
             self.run.backward_calls += 1
         if name == "requires_grad_":
             return self.requires_grad_(target, rest, kwargs)
-        return self.produced(getattr(target, name)(*rest, **kwargs))
+        versions = self.run.saved_versions
+        if name == "backward":  # read before it runs: a failing backward frees what it used
+            before = call_lesson(name, target, rest, kwargs, versions)
+            lesson: Callable[[], Lesson | None] = lambda: before  # noqa: E731
+        else:
+            lesson = lambda: call_lesson(name, target, rest, kwargs, versions)  # noqa: E731
+        result = self.refused_as(lambda: getattr(target, name)(*rest, **kwargs), lesson)
+        return self.produced(result)
 
     def requires_grad_(
         self, target: torch.Tensor, args: list[Any], kwargs: dict[str, Any]
@@ -432,17 +495,16 @@ class _Interpreter:
         """``requires_grad_()``: when torch refuses it on a tensor whose dtype cannot carry
         gradients, that is the integer lesson, decided from the dtype (torch words this
         refusal differently from the ``requires_grad=True`` one)."""
-        try:
-            return target.requires_grad_(*args, **kwargs)
-        except RuntimeError as error:
-            if not (target.is_floating_point() or target.is_complex()):
-                raise TorchRefused(ErrorCode.INT_REQUIRES_GRAD, error) from None
-            raise
+        return self.refused_as(
+            lambda: target.requires_grad_(*args, **kwargs),
+            lambda: call_lesson("requires_grad_", target, args, kwargs, self.run.saved_versions),
+        )
 
     def size_value(self, value: Any) -> Any:
         if isinstance(value, list | tuple):
             return tuple(self.size_value(v) for v in value)
-        if isinstance(value, bool) or not isinstance(value, int):
+        _no_bool(value)
+        if not isinstance(value, int):
             raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(value, 40))
         return _whole(value)
 
@@ -453,7 +515,8 @@ class _Interpreter:
         if len(parts) > MAX_SEQUENCE:
             raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(parts, 40))
         for part in parts:
-            if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+            _no_bool(part, shown=None if parts is args else parts)
+            if not isinstance(part, int) or part < 0:
                 raise AutogradError(ErrorCode.BAD_SIZE, what=bounded_text(part, 40))
             if part > MAX_ELEMENTS:
                 raise AutogradError(ErrorCode.TOO_BIG, numel=_count_text(part), limit=MAX_ELEMENTS)
@@ -514,6 +577,15 @@ class _Interpreter:
 
 
 MAX_NUMBER = 1 << 63
+
+
+def _no_bool(value: Any, shown: Any = None) -> None:
+    """True or False where a number is needed (a size, an index, a dim, a value): refused
+    by name, since Python would quietly count True as 1. ``shown``: what to quote (the
+    whole list a boolean came in)."""
+    if isinstance(value, bool):
+        quoted = value if shown is None else shown
+        raise AutogradError(ErrorCode.BOOL_NOT_NUMBER, what=bounded_text(quoted, 40))
 
 
 def _whole(value: Any) -> Any:
@@ -821,7 +893,7 @@ def _check_data(data: Any) -> int:
             if depth >= 4:
                 raise AutogradError(ErrorCode.BAD_SIZE, what="tensor(data)")
             stack.extend((item, depth + 1) for item in value[: budget + 1])
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif isinstance(value, int | float):  # True and False make a bool tensor, as in torch
             _whole(value)
             numbers += 1
             if numbers > MAX_ELEMENTS:

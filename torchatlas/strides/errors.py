@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from torchatlas.errors import CodedError
+from torchatlas.i18n import translate
 from torchatlas.strides.limits import MAX_ELEMENTS
 
 
@@ -78,6 +79,14 @@ class StridesError(CodedError, ValueError):
     room = "strides"
     codes = ErrorCode
 
+    def shown_params(self, lang: str) -> dict[str, Any]:
+        """A ``view_dtype`` refusal names its conditions by code (data, in any language):
+        each becomes its sentence in ``lang`` here (``strides.errors.view_dtype_parts``)."""
+        params = dict(self.params)
+        if self.code is ErrorCode.VIEW_DTYPE and "condition" in params:
+            params.update(view_dtype_sentences(params, lang))
+        return params
+
 
 class OpParseError(StridesError):
     """Text typed in the room (an op, a chain, a write, an index, a quiz answer) that is
@@ -124,3 +133,40 @@ def too_large(text: str, numel: int) -> StepError:
     return StepError(
         ErrorCode.TOO_LARGE, text, {"numel": f"{numel:,}", "limit": f"{MAX_ELEMENTS:,}"}
     )
+
+
+def encode_conditions(conditions: list[tuple[str, int, int | None]]) -> str:
+    """Failing conditions as one text parameter: ``condition:got[:dim]`` joined by ``;``."""
+    return ";".join(
+        f"{name}:{got}" + ("" if dim is None else f":{dim}") for name, got, dim in conditions
+    )
+
+
+def _condition_sentence(part: str, params: dict[str, Any], lang: str) -> str:
+    name, got, *dim = part.split(":")
+    return translate(
+        f"strides.errors.view_dtype_parts.{name}",
+        lang,
+        **{**params, "got": got, "dim": dim[0] if dim else ""},
+    )
+
+
+def view_dtype_sentences(params: dict[str, Any], lang: str) -> dict[str, str]:
+    """The sentences of a ``view_dtype`` refusal: the condition PyTorch names, the others
+    that fail too, and the fix the room ran (or why there is none)."""
+    first = _condition_sentence(str(params["condition"]), params, lang)
+    others = [part for part in str(params.get("others") or "").split(";") if part]
+    also = ""
+    if others:
+        listed = translate("strides.errors.view_dtype_parts.separator", lang).join(
+            _condition_sentence(part, params, lang) for part in others
+        )
+        also = translate("strides.errors.view_dtype_parts.also", lang, conditions=listed)
+    fix = str(params.get("fix") or "")
+    whole = params.get("kept") == params.get("numel")
+    key = "no_fix" if not fix else "fix" if whole else "fix_part"
+    return {
+        "condition": first,
+        "also": also,
+        "fix": translate(f"strides.errors.view_dtype_parts.{key}", lang, **{**params, "ops": fix}),
+    }

@@ -12,9 +12,10 @@ from typing import Any
 import torch
 
 from torchatlas.strides.dtypes import dtype_name
-from torchatlas.strides.errors import ErrorCode, OpParseError, StepError
+from torchatlas.strides.errors import ErrorCode, OpParseError, StepError, encode_conditions
 from torchatlas.strides.limits import MAX_ELEMENTS
-from torchatlas.strides.parser import ParsedOp
+from torchatlas.strides.parser import OpKind, ParsedOp
+from torchatlas.strides.reinterpret import apply_ops, failing, find_fix, ratio_of
 
 
 def _first_outside(op: ParsedOp, tensor: torch.Tensor) -> dict[str, Any] | None:
@@ -86,6 +87,44 @@ def explain_safely(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> St
         return StepError(ErrorCode.TORCH_ERROR, op.text, {}, first_line[:300])
 
 
+def _view_dtype(op: ParsedOp) -> torch.dtype | None:
+    """The dtype of ``.view(torch.<dtype>)`` (positional or keyword), else None."""
+    if op.kind is not OpKind.METHOD or op.name != "view" or op.pick is not None:
+        return None
+    dtype = op.kwargs.get("dtype", op.args[0] if len(op.args) == 1 else None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def view_dtype_refusal(op: ParsedOp, tensor: torch.Tensor) -> dict[str, Any] | None:
+    """For ``.view(dtype)`` across element sizes: the parameters of its refusal, computed
+    from the tensor (the first failing condition, the others that fail, and a fix PyTorch
+    accepted when the room ran it); None when every condition holds (then PyTorch refused
+    for another reason, and its own words are shown)."""
+    dtype = _view_dtype(op)
+    if dtype is None or dtype.itemsize == tensor.element_size():
+        return None
+    failed = failing(tensor, dtype)
+    if not failed:
+        return None
+    ratio, larger = ratio_of(tensor, dtype)
+    parts = [(check.condition.value, check.got, check.dim) for check in failed]
+    fix = find_fix(tensor, dtype, op.text)
+    return {
+        "condition": encode_conditions(parts[:1]),
+        "others": encode_conditions(parts[1:]),
+        "ratio": ratio,
+        "larger": larger,
+        "old": dtype_name(tensor.dtype),
+        "new": dtype_name(dtype),
+        "old_size": tensor.element_size(),
+        "new_size": dtype.itemsize,
+        "nbytes": tensor.numel() * tensor.element_size(),
+        "numel": tensor.numel(),
+        "kept": tensor.numel() if fix is None else apply_ops(tensor, fix).numel(),
+        "fix": "" if fix is None else " → ".join(f"`{line}`" for line in fix),
+    }
+
+
 def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError:
     """The cause and fix for an exception PyTorch raised while applying ``op`` to ``tensor``
     (an op of the chain, or an in-place write)."""
@@ -101,6 +140,9 @@ def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError
     def error(code: ErrorCode, **params: Any) -> StepError:
         return StepError(code, text, params, first_line)
 
+    refusal = view_dtype_refusal(op, tensor)
+    if refusal is not None:  # decided from the tensor's layout, not from PyTorch's words
+        return error(ErrorCode.VIEW_DTYPE, **refusal)
     if "view size is not compatible" in message_text:
         return error(ErrorCode.VIEW_INCOMPATIBLE)
     if "step must be greater than zero" in message_text:
@@ -127,8 +169,6 @@ def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError
     if match := re.search(r"shape '(\[[^\]]*\])' is invalid for input of size (\d+)",
                           message_text):  # fmt: skip
         return error(ErrorCode.SHAPE_INVALID, shape=match.group(1), numel=int(match.group(2)))
-    if "different element sizes" in message_text:
-        return error(ErrorCode.VIEW_DTYPE)
     if "channels_last format" in message_text:
         return error(ErrorCode.CHANNELS_LAST_RANK, rank=tensor.dim())
     if "refers to a single memory location" in message_text:

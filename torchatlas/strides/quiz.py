@@ -3,7 +3,9 @@
 A question stores only its inputs (shape, ops, element); :func:`grade` runs the chain again
 and compares the student's answer with what PyTorch reports, so no answer is ever stored or
 hard-coded. The grade is the kit's (:mod:`torchatlas.quiz`): a pick among :data:`CHOICES`
-for the view/copy and will-it-work questions, typed numbers read as integers otherwise.
+for the outcome and will-it-work questions, typed numbers read as integers otherwise. Every
+question is run by torch before it is returned (:func:`answerable`), and the outcome question
+offers torch's refusal among its choices.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from typing import Any
 
 from torchatlas.quiz import MAX_ANSWER_CHARS, Grade, grade_choice, grade_text
 from torchatlas.strides.errors import ErrorCode, OpParseError
-from torchatlas.strides.trace import Step, trace
+from torchatlas.strides.trace import Step, StorageKind, trace
 
 
 class QuestionKind(StrEnum):
-    VIEW_OR_COPY = "view_or_copy"  # does the last op make a view or a copy?
+    VIEW_OR_COPY = "view_or_copy"  # does the last op make a new view, a copy, or return its input?
     NEW_STRIDE = "new_stride"  # the stride after the last op
     VIEW_WORKS = "view_works"  # will the last .view() work?
     WHICH_CELL = "which_cell"  # the storage cell one element reads
@@ -29,8 +31,17 @@ class QuestionKind(StrEnum):
 
 KINDS = tuple(QuestionKind)
 # The questions answered by picking one of a few words (the page shows them translated).
+# The last op's outcome is one of the three a step's label uses (its
+# :attr:`~torchatlas.strides.trace.Step.storage_kind`: a new view, a copy, or its input
+# itself), or torch's refusal.
+ERROR = "error"
 CHOICES: dict[QuestionKind, tuple[str, ...]] = {
-    QuestionKind.VIEW_OR_COPY: ("view", "copy"),
+    QuestionKind.VIEW_OR_COPY: (
+        StorageKind.VIEW.value,
+        StorageKind.COPY.value,
+        StorageKind.SAME.value,
+        ERROR,
+    ),
     QuestionKind.VIEW_WORKS: ("yes", "no"),
 }
 MAX_TRIES = 60
@@ -133,13 +144,27 @@ def make_question(
         if not ops:
             continue
         element = None
+        steps = trace(shape, dtype, ops)
+        last = steps[-1]
         if kind is QuestionKind.WHICH_CELL:
-            last = trace(shape, dtype, ops)[-1]
             if last.error is not None or not last.size or not last.numel:
                 continue
             element = tuple(rng.randrange(n) for n in last.size)
-        return Question(kind, seed, shape, dtype, tuple(ops), element)
+        question = Question(kind, seed, shape, dtype, tuple(ops), element)
+        if answerable(question, steps):  # torch ran it: its answer is among the options
+            return question
     raise RuntimeError(f"could not draw a {kind} question for seed {seed}")
+
+
+def answerable(question: Question, steps: Sequence[Step]) -> bool:
+    """Whether torch's answer for ``steps`` (the question's chain as torch ran it) is one a
+    student can give: among the choices, or a typed answer read from a step that ran."""
+    try:
+        right = expected(question, list(steps))
+    except (RuntimeError, IndexError, TypeError):
+        return False
+    options = CHOICES.get(question.kind)
+    return right in options if options is not None else bool(right)
 
 
 def _parse_ints(text: str) -> tuple[int, ...] | None:
@@ -156,10 +181,11 @@ def expected(question: Question, steps: list[Step]) -> str:
     last = steps[-1]
     if question.kind is QuestionKind.VIEW_WORKS:
         return "no" if last.error is not None else "yes"
+    if question.kind is QuestionKind.VIEW_OR_COPY:
+        # the step label's own word (identity, then storage), or torch's refusal
+        return ERROR if last.storage_kind is None else last.storage_kind.value
     if last.error is not None:
         raise RuntimeError(f"question chain failed: {last.error.code}")
-    if question.kind is QuestionKind.VIEW_OR_COPY:
-        return "view" if last.is_view else "copy"
     if question.kind is QuestionKind.NEW_STRIDE:
         return "(" + ", ".join(map(str, last.stride or ())) + ")"
     assert question.element is not None

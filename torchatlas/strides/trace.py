@@ -85,8 +85,10 @@ class Step:
     storage_nbytes: int | None = None
     storage_cells: int | None = None  # storage length in this step's elements
     byte_range: tuple[int, int] | None = None  # [first byte, end byte) this step reads
+    # Shares its input's storage: a new view, or the input itself (``returned_input``). What
+    # the step did is :attr:`storage_kind`, the one word every label and quiz uses.
     is_view: bool | None = None
-    returned_input: bool | None = None  # the op handed back its input itself
+    returned_input: bool | None = None  # the op handed back its input itself (``out is inp``)
     parent_storage_id: str | None = None
     storage_indices: Any = None  # nested lists shaped like size; None past MAX_LISTED
     values: Any = None
@@ -102,7 +104,8 @@ class Step:
 
     @property
     def storage_kind(self) -> StorageKind | None:
-        """None for the failing op's step."""
+        """What the step did, decided by identity (``out is inp``: SAME), then storage (the
+        input's untyped storage: VIEW; another: COPY); None for the failing op's step."""
         if self.error is not None:
             return None
         if self.index == 0:
