@@ -614,3 +614,28 @@ def test_a_refused_backward_is_the_quiz_answer() -> None:
     assert result.error is not None
     assert expected(graph, result, "w", Question.GRAD_IS_NONE) == ERROR
     assert ERROR in options(Question.GRAD_IS_NONE)
+
+
+@pytest.mark.parametrize(
+    ("program", "code", "what"),
+    [
+        ("x = torch.zeros(True)", "bool_not_number", "True"),
+        ("x = torch.ones(3, requires_grad=True)\ny = x[False]", "bool_not_number", "False"),
+        ("x = torch.ones(4, requires_grad=True)\ny = x[[0, 1]].sum()", "index_list", None),
+    ],
+)
+def test_booleans_and_index_lists_are_refused_by_name_not_as_sizes(program, code, what) -> None:
+    """A boolean literal or an index list is named as what it is, never as 'not a size'."""
+    from torchatlas.autograd.jobs import run_program
+
+    error = run_program(program, 0, None, cached=False).graph.error
+    assert error is not None and error.code.value == code, error
+    if what is not None:
+        assert error.params.get("what") == what, error.params
+
+
+def test_a_bool_tensor_literal_is_accepted() -> None:
+    from torchatlas.autograd.jobs import run_program
+
+    run = run_program("x = torch.tensor([True, False])\ny = x.sum()", 0, None, cached=False)
+    assert run.graph.error is None, run.graph.error
