@@ -142,8 +142,10 @@ def flood_goals(result: ModeResult) -> list[str]:
                 f"{before.p95_s:.2f} s without (allowed {bound:.2f} s)"
             )
     flood = result.flood
-    if flood is None or flood.answered - flood.refused < 10:
-        missed.append("flood: fewer than 10 of the flooding laptop's analyses ran (no real flood)")
+    # Each flooding job runs to the sandbox's 10 s limit, one at a time per client: over a
+    # class of a minute or two a real flood gets a handful run, the rest wait their turn.
+    if flood is None or flood.answered - flood.refused < 3:
+        missed.append("flood: fewer than 3 of the flooding laptop's analyses ran (no real flood)")
     return missed
 
 
