@@ -9,6 +9,13 @@ listed promise; ``tests/unit/test_lesson_promises.py`` enforces both.
 
 A check returns ``None`` when the room does what the phrase says, else a short reason (for the
 test's message, never shown to a visitor).
+
+The checks call each room's pure engine functions in this process (the shapes explorer's
+analysis, basics' promotion, broadcasting, indexing and saving, the strides trace, the
+autograd interpreter, the modules inspector and trainer, the devices inventory and
+demonstrations, classify's preprocessing). They only ever run the repository's own lesson
+states (the link fields and sources of ``assets/lessons/*.toml``), never a visitor's input,
+which the rooms send to their sandbox jobs instead.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torchatlas.lessons.loader import Step
 
-# A sentence with one of these makes a claim about what the room shows.
+# A sentence with one of these makes a claim about what the room shows ("lists" and "listed",
+# not "list": "a Python list" claims nothing).
 CUES: dict[str, re.Pattern[str]] = {
     "en": re.compile(
-        r"\b(quot(?:e|es|ing)|shows?|lists?|marks?|reports?|says?|the room|this page"
+        r"\b(quot(?:e|es|ing)|shows?|lists|listed|marks?|reports?|says?|the room|this page"
         r"|the table|this table|tab|below|above)\b",
         re.IGNORECASE,
     ),
@@ -119,15 +127,17 @@ def _shapes_quotes_torch(step: Step, words: str) -> str | None:
     return None if words in shown else f"{words!r} not on the card"
 
 
-def _room_label(step: Step, key: str) -> str | None:
+def _room_label(step: Step, key: str, head: bool = False) -> str | None:
     """The room has the element the narrative names: its label (translation ``key``) is the
-    bold name the phrase uses, in every language."""
+    bold name the phrase uses, in every language (``head``: the label's part before its first
+    colon, for a label that goes on to describe itself)."""
     from torchatlas.i18n import translate
 
     for lang, phrase in step_phrases(step, key).items():
         label = translate(key, lang)
-        if f"**{label}**" not in phrase:
-            return f"{lang}: **{label}** not in {phrase!r}"
+        name = label.split(": ")[0] if head else label
+        if f"**{name}**" not in phrase:
+            return f"{lang}: **{name}** not in {phrase!r}"
     return None
 
 
@@ -137,6 +147,255 @@ def _devices_finding(_step: Step, key: str, variant: str, finding: str) -> str |
 
     demo = run_demonstration(key, variant)
     return None if demo.finding(finding).holds else f"{finding} does not hold"
+
+
+def _devices_inventory(_step: Step) -> str | None:
+    """The devices page reports this server's own accelerators (torch's answer now), and
+    where there is none its verdict says so and that ``.cuda()`` would raise, in every
+    language."""
+    import torch
+
+    from torchatlas.devices.inventory import take_inventory
+    from torchatlas.i18n import LANGUAGES, translate
+
+    found = take_inventory()
+    if found.has_accelerator != torch.accelerator.is_available():
+        return f"inventory says {found.has_accelerator}, torch says otherwise"
+    if not found.has_accelerator:
+        for lang in LANGUAGES:
+            if ".cuda()" not in translate(
+                "devices.inventory.no_accelerator", lang, built_for="cpu"
+            ):
+                return f"{lang}: the verdict does not say .cuda() would raise"
+    return None
+
+
+# basics: each section computed from the step's link, with the room's own parsers
+
+
+def _basics_promotion(
+    step: Step, op: str, left: str, right: str, default_float: bool = False
+) -> str | None:
+    """The Types explorer computes ``left op right`` (dtypes as named) with a value, beside
+    the exact value (``default_float``: its result dtype is torch's default float dtype)."""
+    import torch
+
+    from torchatlas.basics import DTypeSpec, Op, OperandKind, parse_value, promote
+
+    f = step.fields()
+    a = DTypeSpec(OperandKind.TENSOR, str(f["b_l"]), parse_value(str(f["b_lv"])))
+    b = DTypeSpec(OperandKind(str(f["b_rk"])), str(f["b_r"]), parse_value(str(f["b_rv"])))
+    found = promote(a, b, Op(str(f["b_op"])))
+    if (found.op.value, found.a.dtype, found.b.dtype) != (op, left, right):
+        return f"the explorer computes {found.a.dtype} {found.op.value} {found.b.dtype}"
+    if found.value is None or found.exact is None:
+        return f"no value beside the exact one ({found.torch_message})"
+    default = str(torch.get_default_dtype()).removeprefix("torch.")
+    if default_float and found.op_dtype != default:
+        return f"result dtype {found.op_dtype}, not the default {default}"
+    return None
+
+
+def _basics_creation(_step: Step, calls: list[str]) -> str | None:
+    """The **Creating tensors** panel makes a tensor with each of ``calls``."""
+    from torchatlas.basics import creation
+
+    made = " ".join(repr(item) for item in creation().made)
+    missing = [call for call in calls if call not in made]
+    return f"{missing} not made" if missing else None
+
+
+def _basics_index(step: Step) -> str | None:
+    """The indexing picture lights the cells of ``x`` the result reads, and the verdict says
+    whether torch answered with a view or a copy."""
+    from torchatlas.basics.indexing import index
+    from torchatlas.basics.shapes import parse_shape
+
+    f = step.fields()
+    found = index(list(parse_shape(str(f["b_ishape"]))), str(f["b_ix"]))
+    if not found.ok or not found.picked:
+        return f"no cells picked ({found.torch_message})"
+    return "no view/copy verdict" if found.is_view is None else None
+
+
+def _basics_broadcast_error(step: Step, dim: int) -> str | None:
+    """Broadcasting fails: the room shows torch's own message and marks column ``dim``."""
+    from torchatlas.basics.broadcasting import broadcast
+    from torchatlas.basics.shapes import parse_shapes
+
+    found = broadcast(parse_shapes(str(step.fields()["b_shapes"])))
+    if found.ok or not found.torch_message:
+        return f"no refusal in torch's words: {found.result}"
+    return None if found.failing_dim == dim else f"column {found.failing_dim} is marked"
+
+
+def _basics_saving(step: Step) -> str | None:
+    """The saving section counts the bytes the HDF5 reads really take (the file's, opening
+    it, and the slice's)."""
+    from torchatlas.basics.saving import serialize
+    from torchatlas.basics.shapes import parse_shape
+
+    f = step.fields()
+    report = serialize(list(parse_shape(str(f["b_sshape"]))), str(f["b_sv"]), str(f["b_sdt"]))
+    hdf = report.hdf5
+    if hdf.error_code is not None:
+        return f"HDF5 refused: {hdf.error_code}"
+    return None if hdf.tail_bytes else "no bytes counted for the read"
+
+
+# strides
+
+
+def strides_steps(step: Step) -> list[Any]:
+    """The strides room's trace for the step's link (start shape, dtype, op chain)."""
+    from torchatlas.strides.trace import parse_shape, trace
+
+    f = step.fields()
+    return trace(parse_shape(str(f["s_shape"])), str(f["s_dtype"]), list(f.get("s_ops", ())))
+
+
+def _strides_steps(step: Step, count: int, storage: str | None = None) -> str | None:
+    """The room shows ``count`` steps (the start tensor and each op), none failing;
+    ``storage``: every step reads that one storage."""
+    steps = strides_steps(step)
+    if len(steps) != count or any(s.error is not None for s in steps):
+        return f"{len(steps)} steps, errors {[s.error for s in steps if s.error]}"
+    storages = {s.storage_id for s in steps}
+    if storage is not None and storages != {storage}:
+        return f"storages {sorted(map(str, storages))}"
+    return None
+
+
+# autograd: the example program the link names, run by the room's interpreter
+
+
+def _autograd_trace(step: Step) -> tuple[Any, Any]:
+    from torchatlas.autograd import trace_and_backward
+    from torchatlas.autograd.examples import EXAMPLES
+
+    f = step.fields()
+    example = EXAMPLES[str(f["a_ex"])]
+    return trace_and_backward(example.program, example.root, seed=int(str(f.get("a_seed", 0))))
+
+
+def _autograd_variables(step: Step, names: list[str]) -> str | None:
+    """The variables table lists each of ``names``."""
+    graph, _ = _autograd_trace(step)
+    listed = [v.name for v in graph.variables]
+    missing = [name for name in names if name not in listed]
+    return f"{missing} not in {listed}" if missing else None
+
+
+def _autograd_backward_error(step: Step, code: str) -> str | None:
+    """Backward stops with error ``code`` by the link's step (``a_step``): the card names
+    the tensor's ``_version`` and torch's own words come with it."""
+    _, found = _autograd_trace(step)
+    error = found.error if found is not None else None
+    if error is None or error.code.value != code:
+        return f"backward error is {error!r}"
+    if "version" not in error.params or not error.torch_message:
+        return "no _version or no torch message"
+    at = int(str(step.fields().get("a_step", 0)))
+    return None if found.total_steps <= at else f"{found.total_steps} steps, link at {at}"
+
+
+def _autograd_freeze(_step: Step, trainable: list[str]) -> str | None:
+    """The Freezing tab runs a real ResNet-18 and counts the parameters that still train."""
+    from torchatlas.autograd.freeze import freeze
+
+    report = freeze(trainable=tuple(trainable))
+    return None if report.trainable_numel > 0 else "nothing counted as trainable"
+
+
+def _autograd_history(_step: Step, cases: int) -> str | None:
+    """The Then vs now tab runs ``cases`` old spellings on this torch, each beside what
+    replaces it now."""
+    from torchatlas.autograd.history import then_and_now
+
+    found = then_and_now()
+    if len(found) != cases or not all(case.now for case in found):
+        return f"{len(found)} cases"
+    return None
+
+
+# modules: the inspector and the trainer on the step's preset (or source) and controls
+
+
+def modules_report(step: Step) -> Any:
+    """The modules room's inspection of the step's model, computed in this process the way
+    the sandbox job computes it."""
+    from torchatlas.modules import PRESETS, ModuleReport
+    from torchatlas.modules.inspector import inspect_namespace
+
+    f = step.fields()
+    preset = PRESETS[str(f.get("nn_preset", "mylinear_plain"))]
+    source = step.source if step.source is not None else preset.source
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<lesson step>", "exec"), namespace)  # repository files only
+    return ModuleReport.from_dict(
+        inspect_namespace(namespace, model=str(f.get("nn_model") or preset.model))
+    )
+
+
+def _modules_tensors(step: Step, names: list[str], registered: bool) -> str | None:
+    """The table of every tensor lists ``names``, each in ``parameters()`` or not."""
+    report = modules_report(step)
+    rows = {row.name: row for row in report.tensors}
+    for name in names:
+        if name not in rows or rows[name].in_parameters != registered:
+            return f"{name}: {rows.get(name)!r}"
+    return None
+
+
+def _modules_submodule(step: Step, path: str) -> str | None:
+    """The module tree shows ``path`` as a submodule, and the outer module's parameter count
+    includes all of its parameters."""
+    report = modules_report(step)
+    rows = {row.path: row for row in report.modules}
+    child, root = rows.get(path), rows.get("")
+    if child is None or root is None or child.depth != 1:
+        return f"no submodule {path} in {sorted(rows)}"
+    ok = child.total_params > 0 and root.total_params == child.total_params
+    return None if ok else f"{root.total_params} vs {child.total_params}"
+
+
+def _modules_training(step: Step, tensors: list[str]) -> str | None:
+    """The trainer runs the link's steps, records a loss for each (the chart), and updates
+    ``tensors`` (registered parameters) in place."""
+    from torchatlas.modules import train_steps
+
+    f = step.fields()
+    steps = int(str(f["nn_steps"]))
+    trace = train_steps(
+        str(f["nn_train"]),
+        lr=float(str(f["nn_lr"])),
+        steps=steps,
+        forget_zero_grad=str(f.get("nn_forget", "0")) == "1",
+    )
+    if len(trace.losses) != steps or trace.optimizer_error or trace.backward_error:
+        return f"{len(trace.losses)} losses"
+    registered = dict(zip(trace.names, trace.registered, strict=True))
+    missing = [name for name in tensors if not registered.get(name)]
+    return f"{missing} not trained" if missing else None
+
+
+# classify
+
+
+def _classify_steps(step: Step, kinds: list[str]) -> str | None:
+    """The room follows the first sample photo through each preprocessing step of the link's
+    model, in this order."""
+    from torchatlas.classify.samples import SAMPLES, sample_bytes
+    from torchatlas.classify.transforms import preprocess_steps
+
+    shown = [s.key.value for s in preprocess_steps(sample_bytes(next(iter(SAMPLES))),
+                                                   str(step.fields()["c_model"]))]  # fmt: skip
+    at = 0
+    for kind in kinds:
+        if kind not in shown[at:]:
+            return f"{kind} not after {shown[:at]} in {shown}"
+        at = shown.index(kind, at) + 1
+    return None
 
 
 def _fact(_step: Step, fact: str, value: str, args: dict | None = None) -> str | None:
@@ -161,6 +420,21 @@ CHECKS: dict[str, Callable[..., str | None]] = {
     "shapes.quotes_torch": _shapes_quotes_torch,
     "room.label": _room_label,
     "devices.finding": _devices_finding,
+    "devices.inventory": _devices_inventory,
+    "basics.promotion": _basics_promotion,
+    "basics.creation": _basics_creation,
+    "basics.index": _basics_index,
+    "basics.broadcast_error": _basics_broadcast_error,
+    "basics.saving": _basics_saving,
+    "strides.steps": _strides_steps,
+    "autograd.variables": _autograd_variables,
+    "autograd.backward_error": _autograd_backward_error,
+    "autograd.freeze": _autograd_freeze,
+    "autograd.history": _autograd_history,
+    "modules.tensors": _modules_tensors,
+    "modules.submodule": _modules_submodule,
+    "modules.training": _modules_training,
+    "classify.steps": _classify_steps,
     "fact": _fact,
 }
 
