@@ -1,0 +1,148 @@
+"""Accessibility checks with axe-core in a real page: the helpers of the accessibility report
+(``python -m tests.e2e.a11y_report``) and of any test that wants to hold a page to WCAG.
+
+axe-core is vendored (tests/e2e/vendor/axe-core/, MPL-2.0, see its README) so the check runs
+offline. :func:`axe_violations` injects it into a Playwright page that has finished its script
+run and runs the WCAG 2.0/2.1 A and AA rules on the whole document, leaving out only
+Streamlit's own page list in the sidebar (:data:`EXCLUDED`, a narrow, named exclusion: its
+markup is Streamlit's, not the app's).
+
+>>> found = axe_violations(page)  # doctest: +SKIP
+>>> [(v.rule, v.impact, len(v.targets)) for v in found]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+AXE_VERSION = "4.14.1"
+AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
+# WCAG 2.0 and 2.1, levels A and AA: what schools' accessibility policies ask for.
+WCAG_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa")
+# Streamlit's own navigation list (the sidebar's page links): its markup is Streamlit's.
+EXCLUDED = ("[data-testid='stSidebarNav']",)
+# The impacts the report lists; axe's "moderate" and "minor" are left for later.
+SEVERE = ("critical", "serious")
+
+
+@cache
+def axe_source() -> str:
+    """The vendored axe-core, checked against the digest its README records."""
+    data = AXE.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != AXE_SHA256:
+        raise RuntimeError(f"{AXE} is not axe-core {AXE_VERSION} (sha256 {digest})")
+    return data.decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One axe rule a page breaks: every element that breaks it (axe's CSS selectors)."""
+
+    rule: str
+    impact: str
+    help: str
+    help_url: str
+    targets: tuple[str, ...]
+    summaries: tuple[str, ...] = field(default=(), compare=False)
+    snippets: tuple[str, ...] = field(default=(), compare=False)  # each element's HTML
+
+
+def axe_violations(
+    page: Page, impacts: Iterable[str] = SEVERE, excluded: Iterable[str] = EXCLUDED
+) -> list[Violation]:
+    """axe-core's WCAG 2.0/2.1 A+AA violations of ``impacts`` on ``page`` as it is now
+    (the caller waits for the script run first: tests/e2e/conftest.py ``wait_for_app``)."""
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.add_script_tag(content=axe_source())
+    result = page.evaluate(
+        """async ([tags, excluded]) => {
+            const context = {exclude: excluded.map(selector => [selector])};
+            const options = {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']};
+            const found = await axe.run(context.exclude.length ? context : document, options);
+            return found.violations.map(v => ({
+                rule: v.id, impact: v.impact || '', help: v.help, help_url: v.helpUrl,
+                targets: v.nodes.map(n => n.target.map(t => [].concat(t).join(' >>> ')).join(' ')),
+                summaries: v.nodes.map(n => n.failureSummary || ''),
+                snippets: v.nodes.map(n => (n.html || '').slice(0, 300)),
+            }));
+        }""",
+        [list(WCAG_TAGS), list(excluded)],
+    )
+    wanted = set(impacts)
+    return [
+        Violation(
+            rule=v["rule"],
+            impact=v["impact"],
+            help=v["help"],
+            help_url=v["help_url"],
+            targets=tuple(v["targets"]),
+            summaries=tuple(v["summaries"]),
+            snippets=tuple(v["snippets"]),
+        )
+        for v in result
+        if v["impact"] in wanted
+    ]
+
+
+# Streamlit's generated class names (emotion's hashes), which say nothing to a reader.
+_GENERATED_CLASS = re.compile(r"\.(?:st-emotion-cache-[\w-]+|e[a-z0-9]{6,10}\d)(?=[.\[:\s>]|$)")
+_CONTRAST = re.compile(r"contrast of ([\d.]+) \(foreground color: (#\w+), background color: (#\w+)")
+
+
+def readable(selector: str) -> str:
+    """axe's selector without Streamlit's generated class names (``*`` where nothing else
+    named the element)."""
+    steps = _GENERATED_CLASS.sub("", selector).split(" > ")
+    return " > ".join(step.strip() or "*" for step in steps)
+
+
+def detail(violation: Violation, index: int) -> str:
+    """What to look at for one element: its contrast (colour rules) or the start of its HTML."""
+    summary = violation.summaries[index] if index < len(violation.summaries) else ""
+    found = _CONTRAST.search(summary)
+    if found:
+        return f"contrast {found[1]}:1, {found[2]} on {found[3]}"
+    snippet = violation.snippets[index] if index < len(violation.snippets) else ""
+    return " ".join(snippet.split())[:100]
+
+
+@dataclass
+class RuleTally:
+    """One rule over every page view: its elements, and where each selector was seen."""
+
+    rule: str
+    impact: str
+    help: str
+    help_url: str
+    nodes: int = 0
+    views: set[str] = field(default_factory=set)
+    selectors: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    details: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+
+def tally(found: Iterable[tuple[str, Violation]]) -> list[RuleTally]:
+    """(view label, violation) pairs by rule: most elements first."""
+    rules: dict[str, RuleTally] = {}
+    for view, violation in found:
+        entry = rules.setdefault(
+            violation.rule,
+            RuleTally(violation.rule, violation.impact, violation.help, violation.help_url),
+        )
+        entry.nodes += len(violation.targets)
+        entry.views.add(view)
+        for index, target in enumerate(violation.targets):
+            entry.selectors[readable(target)].add(view)
+            entry.details[readable(target)].add(detail(violation, index))
+    return sorted(rules.values(), key=lambda r: (SEVERE.index(r.impact), -r.nodes, r.rule))
