@@ -14,8 +14,9 @@ import concurrent.futures
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -30,6 +31,7 @@ from torchatlas.i18n import translate
 LAPTOP, OTHER_LAPTOP = "127.4.0.1", "127.4.0.2"
 TEACHER = "teacher-machine"  # the class is started beside the server, through its database
 LIMITS = Limits()
+T = TypeVar("T")
 PARALLEL = 8  # fresh sessions in flight at once (a scripted laptop's loop)
 
 
@@ -39,6 +41,13 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Se
     env = {"ATLAS_DATA_DIR": str(data)}
     with running(monkeypatch, env, tmp_path / "server.log") as one:
         yield one, data
+
+
+def _sync(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on an event loop of its own thread: Playwright's sync API, used by the
+    browser tests before these in one session, keeps a loop running in the main thread."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as own:
+        return own.submit(asyncio.run, work).result()
 
 
 def _store(data: Path) -> ClassStore:
@@ -110,7 +119,7 @@ def test_probing_links_from_fresh_sessions_is_counted_per_laptop(server) -> None
         for code in [live, unknown] * (LIMITS.joins_per_minute // 2)
     ]
     started = time.monotonic()
-    answers = asyncio.run(_many(app.url, LAPTOP, probes, forged_for="203.0.113.77"))
+    answers = _sync(_many(app.url, LAPTOP, probes, forged_for="203.0.113.77"))
     # One answer, word for word, for a live code with a wrong key and for no class at all.
     assert len(set(answers)) == 1, set(answers)
     assert answers[0] is not None and _text("not_student") in answers[0], answers[0]
@@ -123,16 +132,14 @@ def test_probing_links_from_fresh_sessions_is_counted_per_laptop(server) -> None
     if within_a_minute:
         assert counted[client_hash(f"ip:{LAPTOP}")] == len(probes), counted
         # The next probe, and the laptop's own join, from yet another fresh session: refused.
-        after = asyncio.run(
-            _many(app.url, LAPTOP, [f"class={live}&student={secrets.token_urlsafe(18)}"])
-        )
+        after = _sync(_many(app.url, LAPTOP, [f"class={live}&student={secrets.token_urlsafe(18)}"]))
         assert after[0] is not None and "Too many tries from here" in after[0], after
-        refused_join = asyncio.run(
+        refused_join = _sync(
             _many(app.url, LAPTOP, [f"class={live}"], press_key="classmode_join_button")
         )
         assert refused_join[0] is not None and "Too many tries from here" in refused_join[0]
     # Another machine is not held back by the first one's probes.
-    joined = asyncio.run(
+    joined = _sync(
         _many(app.url, OTHER_LAPTOP, [f"class={live}"], press_key="classmode_join_button")
     )
     assert joined == [None]
@@ -148,7 +155,7 @@ def test_starts_from_fresh_sessions_and_forged_addresses_are_one_laptops(server)
     started = time.monotonic()
     answers = []
     for number in range(tries):
-        answers += asyncio.run(
+        answers += _sync(
             _many(
                 app.url,
                 LAPTOP,
@@ -165,5 +172,5 @@ def test_starts_from_fresh_sessions_and_forged_addresses_are_one_laptops(server)
     assert answers[:allowed] == [None] * allowed, answers
     if time.monotonic() - started < 50:  # all within the limit's minute (a loaded CI may not be)
         assert all(a is not None and "Too many" in a for a in answers[allowed:]), answers
-    other = asyncio.run(_many(app.url, OTHER_LAPTOP, [""], press_key="classmode_start_button"))
+    other = _sync(_many(app.url, OTHER_LAPTOP, [""], press_key="classmode_start_button"))
     assert other == [None]
