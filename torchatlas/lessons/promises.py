@@ -72,6 +72,24 @@ def _thawed(value: Any) -> Any:
     return [_thawed(v) for v in value] if isinstance(value, tuple) else value
 
 
+def _run_lesson_source(source: str) -> dict[str, Any]:
+    """The namespace a lesson step's model code defines. Only the repository's own lesson
+    files and presets come here (a visitor's code goes to the rooms' sandbox jobs)."""
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<lesson step>", "exec"), namespace)
+    return namespace
+
+
+def _in_order(wanted: list[str], shown: list[str], what: str) -> str | None:
+    """None when every item of ``wanted`` appears in ``shown`` in this order, else why not."""
+    at = 0
+    for item in wanted:
+        if item not in shown[at:]:
+            return f"{item} not {what} after {shown[:at]} in {shown}"
+        at = shown.index(item, at) + 1
+    return None
+
+
 def shapes_report(step: Step) -> Any:
     """The shapes room's report for the step's link (the preset's or the step's source, its
     shapes and model), computed in this process the way the sandbox job computes it."""
@@ -83,8 +101,7 @@ def shapes_report(step: Step) -> Any:
     source = step.source if step.source is not None else preset.source
     model = str(fields.get("m_model") or preset.model)
     shapes = parse_shapes(str(fields.get("m_shapes") or preset.shapes))
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<lesson step>", "exec"), namespace)  # repository files only
+    namespace = _run_lesson_source(source)
     return ShapeReport.from_dict(analyze_namespace(namespace, input_shapes=shapes, model=model))
 
 
@@ -94,12 +111,7 @@ def _shapes_layers(step: Step, layers: list[str], error: bool = False) -> str | 
     if (report.error is not None) != error:
         return f"error is {report.error!r}"
     names = [row.name or row.type for row in report.layers if row.output_shapes]
-    at = 0
-    for layer in layers:
-        if layer not in names[at:]:
-            return f"{layer} not listed after {names[:at]} in {names}"
-        at = names.index(layer, at) + 1
-    return None
+    return _in_order(layers, names, "listed")
 
 
 def _shapes_error(step: Step, kind: str, layer: str, marks_line: bool = True, **params: Any):
@@ -330,8 +342,7 @@ def modules_report(step: Step) -> Any:
     f = step.fields()
     preset = PRESETS[str(f.get("nn_preset", "mylinear_plain"))]
     source = step.source if step.source is not None else preset.source
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<lesson step>", "exec"), namespace)  # repository files only
+    namespace = _run_lesson_source(source)
     return ModuleReport.from_dict(
         inspect_namespace(namespace, model=str(f.get("nn_model") or preset.model))
     )
@@ -390,12 +401,7 @@ def _classify_steps(step: Step, kinds: list[str]) -> str | None:
 
     shown = [s.key.value for s in preprocess_steps(sample_bytes(next(iter(SAMPLES))),
                                                    str(step.fields()["c_model"]))]  # fmt: skip
-    at = 0
-    for kind in kinds:
-        if kind not in shown[at:]:
-            return f"{kind} not after {shown[:at]} in {shown}"
-        at = shown.index(kind, at) + 1
-    return None
+    return _in_order(kinds, shown, "shown")
 
 
 def _fact(_step: Step, fact: str, value: str, args: dict | None = None) -> str | None:
