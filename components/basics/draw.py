@@ -10,6 +10,7 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 
@@ -70,35 +71,37 @@ def column_label(kind: OperandKind | str, dtype: str, lang: str) -> str:
     return translate(f"basics.types.column.{OperandKind(kind)}", lang, dtype=dtype)
 
 
-def promotion_frame(found: PromotionTable, kind: OperandKind | str, lang: str) -> pd.DataFrame:
-    """One block of the table: left tensor dtypes down, the ``kind`` operands across; a cell
-    is the result dtype (marked ``!`` where the real op raised)."""
+def _promotion_block(
+    found: PromotionTable, kind: OperandKind | str, lang: str, text: Callable[[Any], str]
+) -> pd.DataFrame:
+    """One block of the table: left tensor dtypes down, the ``kind`` operands across, each
+    cell ``text(cell)``."""
     kind = OperandKind(kind)
     names = SCALAR_TYPES if kind is OperandKind.SCALAR else DTYPES
-    data = {}
-    for dtype in names:
-        column = []
-        for row in found.rows:
-            cell = found.cell(row, kind, dtype)
-            column.append(cell.result_type + ("" if cell.op_dtype else " !"))
-        data[column_label(kind, dtype, lang)] = column
+    data = {
+        column_label(kind, dtype, lang): [text(found.cell(row, kind, dtype)) for row in found.rows]
+        for dtype in names
+    }
     return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
+
+
+def promotion_frame(found: PromotionTable, kind: OperandKind | str, lang: str) -> pd.DataFrame:
+    """One block of the table: a cell is the result dtype (marked ``!`` where the real op
+    raised)."""
+    return _promotion_block(
+        found, kind, lang, lambda cell: cell.result_type + ("" if cell.op_dtype else " !")
+    )
 
 
 def promotion_titles(found: PromotionTable, kind: OperandKind | str, lang: str) -> pd.DataFrame:
     """The block of :func:`promotion_frame` with, in each cell, where its dtype comes from
     (:func:`derivation_text` of the cell, as plain text): the cell's hover text."""
-    kind = OperandKind(kind)
-    names = SCALAR_TYPES if kind is OperandKind.SCALAR else DTYPES
-    data = {}
-    for dtype in names:
-        column = []
-        for row in found.rows:
-            cell = found.cell(row, kind, dtype)
-            text = derivation_text(cell.derivation, lang, raised=cell.op_dtype is None)
-            column.append(text.replace("**", "").replace("`", ""))
-        data[column_label(kind, dtype, lang)] = column
-    return pd.DataFrame(data, index=pd.Index(list(found.rows), name="tensor ⊕"))
+
+    def title(cell: Any) -> str:
+        text = derivation_text(cell.derivation, lang, raised=cell.op_dtype is None)
+        return text.replace("**", "").replace("`", "")
+
+    return _promotion_block(found, kind, lang, title)
 
 
 def promotion_html(
