@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from bench.memory import own_status_bytes
 from torchatlas.devices import transfer
 from torchatlas.devices.inventory import available_accelerator
 
@@ -189,17 +190,6 @@ def guard_rails() -> list[str]:
     return failures
 
 
-def _proc_status(field: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def memory() -> list[str]:
     print("\n4. memory of one press (asking for 1 GiB, every path this machine has)")
     budget = transfer.MEMORY_BUDGET_BYTES
@@ -213,10 +203,10 @@ def memory() -> list[str]:
     except OSError:
         print("cannot reset VmHWM here (not Linux, or not allowed): memory not measured")
         return []
-    before = _proc_status("VmRSS") or 0
+    before = own_status_bytes("VmRSS") or 0
     config = transfer.BenchmarkConfig(max_bytes=transfer.GIB, time_budget_s=60)
     result = transfer.run_transfer_benchmark(config)
-    peak, after = _proc_status("VmHWM") or 0, _proc_status("VmRSS") or 0
+    peak, after = own_status_bytes("VmHWM") or 0, own_status_bytes("VmRSS") or 0
     rise = peak - before
     failures = []
     ok = rise <= RSS_RISE_TARGET and result.peak_bytes <= budget

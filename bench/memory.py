@@ -60,6 +60,19 @@ def process_tree(root: int, proc: Path = Path("/proc")) -> list[int]:
     return tree
 
 
+def own_status_bytes(field: str) -> int | None:
+    """A memory figure of this process from /proc/self/status (``VmRSS``, ``VmHWM``…), in
+    bytes; None off Linux or when the field is absent."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 def pss_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The process's PSS from smaps_rollup (None when it is gone or unreadable)."""
     try:

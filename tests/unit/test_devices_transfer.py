@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from bench.memory import own_status_bytes
 from torchatlas.devices import link as devices_link
 from torchatlas.devices import transfer
 from torchatlas.devices.errors import ErrorCode
@@ -320,18 +321,6 @@ def test_accelerator_paths_are_all_measured() -> None:
 RSS_RISE_LIMIT = 200_000_000
 
 
-def _proc_status(field: str) -> int | None:
-    """A memory figure of this process from /proc/self/status, in bytes (None off Linux)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 class PeakRss:
     """The process's resident memory before, at its highest during, and after a block.
 
@@ -346,7 +335,7 @@ class PeakRss:
             self.exact = True
         except OSError:
             self.exact = False
-        self.before = _proc_status("VmRSS")
+        self.before = own_status_bytes("VmRSS")
         if self.before is None:
             pytest.skip("no /proc/self/status to read this process's memory from")
         self.sampled = self.before
@@ -358,14 +347,14 @@ class PeakRss:
 
     def _sample(self) -> None:
         while not self._done.wait(0.0005):
-            self.sampled = max(self.sampled, _proc_status("VmRSS") or 0)
+            self.sampled = max(self.sampled, own_status_bytes("VmRSS") or 0)
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         if self._sampler.is_alive():
             self._sampler.join(5)
-        self.after = _proc_status("VmRSS") or 0
-        self.peak = (_proc_status("VmHWM") or 0) if self.exact else self.sampled
+        self.after = own_status_bytes("VmRSS") or 0
+        self.peak = (own_status_bytes("VmHWM") or 0) if self.exact else self.sampled
         self.peak = max(self.peak, self.after)
 
     @property
