@@ -20,8 +20,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from torchatlas.i18n import LANGUAGES
-from torchatlas.lessons.facts import FactError, evaluate
+from torchatlas.lessons.kinds import AnyQuestion, Context, parse_question
+from torchatlas.lessons.kinds.fact import Question, fact_value
+from torchatlas.lessons.parsing import (
+    LANGUAGES,
+    MAX_OPTIONS,
+    MAX_TEXT,
+    MAX_TITLE,
+    LessonError,
+    args_of,
+    only,
+    texts,
+)
 from torchatlas.lessons.promises import CHECKS, Promise
 from torchatlas.lessons.rooms import PROBES, ROOMS
 from torchatlas.links import encode_source
@@ -29,20 +39,9 @@ from torchatlas.links import encode_source
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 MAX_STEPS = 12
 MAX_FILE_BYTES = 256 * 1024
-MAX_TEXT = 2000  # characters in one narrative
-MAX_TITLE = 120
 MAX_FIELD = 2000  # characters in one link value
 MAX_SOURCE = 4000
-MAX_OPTIONS = 6
-
-
-class LessonError(ValueError):
-    """A lesson file the app will not use: ``code`` and ``params`` (no English)."""
-
-    def __init__(self, code: str, **params: Any) -> None:
-        super().__init__(f"{code} {params}")
-        self.code = code
-        self.params = params
+__all__ = ["MAX_OPTIONS", "MAX_TEXT", "MAX_TITLE", "LessonError", "Question"]  # re-exported
 
 
 @dataclass(frozen=True)
@@ -58,20 +57,6 @@ class Expectation:
 
 
 @dataclass(frozen=True)
-class Question:
-    fact: str
-    args: tuple[tuple[str, Any], ...]
-    options: tuple[str, ...]
-    answer: int  # index into options: the one equal to torch's value
-    prompt: dict[str, str]  # language → text
-    explain: dict[str, str]
-
-    @property
-    def value(self) -> str:
-        return self.options[self.answer]
-
-
-@dataclass(frozen=True)
 class Step:
     number: int  # 1-based, as in links ("step=5")
     room: str
@@ -79,7 +64,7 @@ class Step:
     source: str | None  # pasted code for a room with a source field (encoded by the room)
     title: dict[str, str]
     text: dict[str, str]
-    question: Question | None
+    question: AnyQuestion | None
     expect: tuple[Expectation, ...]
     promises: tuple[Promise, ...] = ()  # what the narrative says the room shows, each checked
 
@@ -96,6 +81,9 @@ class Lesson:
     title: dict[str, str]
     summary: dict[str, str]
     steps: tuple[Step, ...]
+    # The languages it is written in (the repository's lessons: all of the app's); a page in
+    # another language shows the first of these.
+    languages: tuple[str, ...] = LANGUAGES
 
     def step(self, number: int) -> Step:
         return self.steps[number - 1]
@@ -106,57 +94,6 @@ class Lesson:
 
 
 # --------------------------------------------------------------------------- checks
-
-
-def _texts(node: Any, where: str, keys: tuple[str, ...], limits: dict[str, int]) -> dict:
-    """``{key: {lang: text}}`` for each key, present and non-empty in every language."""
-    out: dict[str, dict[str, str]] = {key: {} for key in keys}
-    for lang in LANGUAGES:
-        table = node.get(lang)
-        if not isinstance(table, dict):
-            raise LessonError("missing_language", where=where, lang=lang)
-        extra = sorted(set(table) - set(keys))
-        if extra:
-            raise LessonError("unknown_keys", where=f"{where}.{lang}", keys=extra)
-        for key in keys:
-            text = table.get(key)
-            if not isinstance(text, str) or not text.strip():
-                raise LessonError("missing_text", where=f"{where}.{lang}", key=key)
-            if len(text) > limits.get(key, MAX_TEXT):
-                raise LessonError("text_too_long", where=f"{where}.{lang}", key=key)
-            out[key][lang] = text.strip()
-    return out
-
-
-def _only(node: dict, where: str, allowed: set[str]) -> None:
-    extra = sorted(set(node) - allowed - set(LANGUAGES))
-    if extra:
-        raise LessonError("unknown_keys", where=where, keys=extra)
-
-
-def _args(node: Any, where: str) -> tuple[tuple[str, Any], ...]:
-    if node is None:
-        return ()
-    if not isinstance(node, dict):
-        raise LessonError("bad_args", where=where)
-    return tuple(sorted((str(k), _frozen(v)) for k, v in node.items()))
-
-
-def _frozen(value: Any) -> Any:
-    """Lists as tuples, so args are hashable and immutable; lists again when evaluated."""
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
-
-
-def _thawed(value: Any) -> Any:
-    return [_thawed(v) for v in value] if isinstance(value, tuple) else value
-
-
-def fact_value(fact: str, args: tuple[tuple[str, Any], ...], where: str) -> str:
-    try:
-        return evaluate(fact, {k: _thawed(v) for k, v in args})
-    except FactError as error:
-        params = {"fact": fact, **error.params}  # the fact's own parameters may name it too
-        raise LessonError(f"fact_{error.code}", where=where, **params) from None
 
 
 def _link(room: str, node: Any, where: str) -> tuple[tuple[str, str | tuple[str, ...]], ...]:
@@ -193,31 +130,6 @@ def _check_values(room: str, query: dict[str, str | tuple[str, ...]], where: str
         raise LessonError("bad_link_value", where=where, field=read.broken[0])
 
 
-def _question(node: Any, where: str) -> Question | None:
-    if node is None:
-        return None
-    if not isinstance(node, dict):
-        raise LessonError("bad_question", where=where)
-    _only(node, where, {"fact", "args", "options"})
-    options = node.get("options")
-    if (
-        not isinstance(options, list)
-        or not 2 <= len(options) <= MAX_OPTIONS
-        or not all(isinstance(o, str) and 0 < len(o) <= MAX_TITLE for o in options)
-        or len(set(options)) != len(options)
-    ):
-        raise LessonError("bad_options", where=where)
-    fact = str(node.get("fact", ""))
-    args = _args(node.get("args"), where)
-    value = fact_value(fact, args, where)
-    if options.count(value) != 1:
-        raise LessonError("answer_not_an_option", where=where, fact=fact, value=value)
-    texts = _texts(node, where, ("prompt", "explain"), {})
-    return Question(
-        fact, args, tuple(options), options.index(value), texts["prompt"], texts["explain"]
-    )
-
-
 def _expect(room: str, node: Any, where: str) -> tuple[Expectation, ...]:
     if node is None:
         return ()
@@ -228,7 +140,7 @@ def _expect(room: str, node: Any, where: str) -> tuple[Expectation, ...]:
         here = f"{where}.expect[{index}]"
         if not isinstance(item, dict):
             raise LessonError("bad_expect", where=here)
-        _only(item, here, {"fact", "args", "probe", "at"})
+        only(item, here, {"fact", "args", "probe", "at"})
         probe = str(item.get("probe", ""))
         if probe not in PROBES or PROBES[probe][0] not in (None, room):
             raise LessonError("bad_probe", where=here, probe=probe, room=room)
@@ -236,12 +148,14 @@ def _expect(room: str, node: Any, where: str) -> tuple[Expectation, ...]:
         if PROBES[probe][1] != isinstance(at, str):
             raise LessonError("bad_probe_at", where=here, probe=probe)
         fact = str(item.get("fact", ""))
-        args = _args(item.get("args"), here)
+        args = args_of(item.get("args"), here)
         out.append(Expectation(fact, args, probe, at, fact_value(fact, args, here)))
     return tuple(out)
 
 
-def _promises(node: Any, texts: dict[str, str], where: str) -> tuple[Promise, ...]:
+def _promises(
+    node: Any, written: dict[str, str], where: str, languages: tuple[str, ...]
+) -> tuple[Promise, ...]:
     """``promises = [{ check, args, en, ko }]``: each phrase a part of its language's
     narrative, each check one of :data:`~torchatlas.lessons.promises.CHECKS`."""
     if node is None:
@@ -253,25 +167,27 @@ def _promises(node: Any, texts: dict[str, str], where: str) -> tuple[Promise, ..
         here = f"{where}.promises[{index}]"
         if not isinstance(item, dict):
             raise LessonError("bad_promises", where=here)
-        _only(item, here, {"check", "args"})
+        only(item, here, {"check", "args"})
         check = str(item.get("check", ""))
         if check not in CHECKS:
             raise LessonError("unknown_check", where=here, check=check)
         phrase = {}
-        for lang in LANGUAGES:
+        for lang in languages:
             words = item.get(lang)
-            if not isinstance(words, str) or not words or words not in texts[lang]:
+            if not isinstance(words, str) or not words or words not in written[lang]:
                 raise LessonError("promise_not_in_text", where=here, lang=lang)
             phrase[lang] = words
-        out.append(Promise(check, _args(item.get("args"), here), phrase))
+        for lang in LANGUAGES:  # a language the lesson is not written in reads the first one's
+            phrase.setdefault(lang, phrase[languages[0]])
+        out.append(Promise(check, args_of(item.get("args"), here), phrase))
     return tuple(out)
 
 
-def _step(number: int, node: Any, lesson: str) -> Step:
+def _step(number: int, node: Any, lesson: str, context: Context) -> Step:
     where = f"{lesson}.steps[{number}]"
     if not isinstance(node, dict):
         raise LessonError("bad_step", where=where)
-    _only(node, where, {"room", "link", "source", "question", "expect", "promises"})
+    only(node, where, {"room", "link", "source", "question", "expect", "promises"})
     room = node.get("room")
     if room not in ROOMS:
         raise LessonError("unknown_room", where=where, room=str(room))
@@ -283,22 +199,37 @@ def _step(number: int, node: Any, lesson: str) -> Step:
     source_field = ROOMS[room].source_field
     if source is not None and source_field is not None:
         _check_values(room, {source_field: encode_source(source)}, where)
-    texts = _texts(node, where, ("title", "text"), {"title": MAX_TITLE})
+    written = texts(node, where, ("title", "text"), {"title": MAX_TITLE}, context.languages)
     return Step(
         number=number,
         room=room,
         link=_link(room, node.get("link"), where),
         source=source,
-        title=texts["title"],
-        text=texts["text"],
-        question=_question(node.get("question"), f"{where}.question"),
+        title=written["title"],
+        text=written["text"],
+        question=parse_question(node.get("question"), f"{where}.question", context),
         expect=_expect(room, node.get("expect"), where),
-        promises=_promises(node.get("promises"), texts["text"], where),
+        promises=_promises(node.get("promises"), written["text"], where, context.languages),
     )
 
 
-def parse_lesson(text: str, lesson_id: str) -> Lesson:
-    """A lesson from its TOML text; ``lesson_id`` is its file name without ``.toml``."""
+def _languages(data: dict[str, Any], lesson_id: str, all_languages: bool) -> tuple[str, ...]:
+    if all_languages:
+        return LANGUAGES
+    written = tuple(lang for lang in LANGUAGES if lang in data)
+    if not written:
+        raise LessonError("missing_language", where=lesson_id, lang=LANGUAGES[0])
+    return written
+
+
+def parse_lesson(
+    text: str, lesson_id: str, *, all_languages: bool = True, context: Context | None = None
+) -> Lesson:
+    """A lesson from its TOML text; ``lesson_id`` is its file name without ``.toml``.
+
+    ``all_languages``: every text in each of the app's languages (the repository's lessons);
+    else in the languages the file has a title for (a teacher's: at least one). ``context``:
+    how questions whose answers need the sandbox are read (:class:`~.kinds.Context`)."""
     if not (lesson_id.isascii() and lesson_id.replace("_", "a").isalnum() and len(lesson_id) < 40):
         raise LessonError("bad_id", id=lesson_id)
     if len(text.encode("utf-8")) > MAX_FILE_BYTES:
@@ -307,7 +238,7 @@ def parse_lesson(text: str, lesson_id: str) -> Lesson:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise LessonError("not_toml", id=lesson_id, detail=str(error)[:200]) from None
-    _only(data, lesson_id, {"note", "minutes", "order", "steps"})
+    only(data, lesson_id, {"note", "minutes", "order", "steps"})
     order = data.get("order", 100)
     if not isinstance(order, int) or not 0 <= order <= 1000:
         raise LessonError("bad_order", id=lesson_id)
@@ -320,15 +251,19 @@ def parse_lesson(text: str, lesson_id: str) -> Lesson:
     steps = data.get("steps")
     if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS:
         raise LessonError("bad_steps", id=lesson_id, limit=MAX_STEPS)
-    texts = _texts(data, lesson_id, ("title", "summary"), {"title": MAX_TITLE})
+    languages = _languages(data, lesson_id, all_languages)
+    context = Context(languages=languages) if context is None else context
+    context = Context(languages, context.verify, context.visitor, context.pool)
+    written = texts(data, lesson_id, ("title", "summary"), {"title": MAX_TITLE}, languages)
     return Lesson(
         id=lesson_id,
         note=note,
         minutes=minutes,
         order=order,
-        title=texts["title"],
-        summary=texts["summary"],
-        steps=tuple(_step(n, node, lesson_id) for n, node in enumerate(steps, start=1)),
+        title=written["title"],
+        summary=written["summary"],
+        steps=tuple(_step(n, node, lesson_id, context) for n, node in enumerate(steps, start=1)),
+        languages=languages,
     )
 
 
