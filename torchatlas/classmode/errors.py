@@ -36,6 +36,14 @@ class ErrorCode(StrEnum):
     TOO_MANY_SEATS = "too_many_seats"  # params: limit (students of one client in one class)
     TOO_MANY_OWN_CLASSES = "too_many_own_classes"  # params: limit (live classes per client)
     BAD_START_SECRET = "bad_start_secret"  # the server asks for ATLAS_START_SECRET to start
+    # Teachers' own lessons (torchatlas.classmode.authored): an unknown code or a wrong author
+    # key (one answer for both), and the limits on what one lesson, author, client and
+    # database keep.
+    NOT_AUTHOR = "not_author"
+    LESSON_TOO_BIG = "lesson_too_big"  # params: limit (KB)
+    TOO_MANY_LESSONS = "too_many_lessons"  # params: limit
+    LESSONS_FULL = "lessons_full"  # params: limit
+    LESSONS_PER_HOUR = "lessons_per_hour"  # params: limit (new lessons per client per hour)
 
 
 class ClassError(CodedError):

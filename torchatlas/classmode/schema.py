@@ -15,6 +15,9 @@ they already have every later column: each later migration adds only what it fin
   ``students.client`` (the joining client's digest); ``attempts.kind`` ("join": joins and
   failed link checks; "start"); the ``classmode_removed`` table (keys the teacher removed);
   indexes for the per-client counts.
+- v3: ``classmode_authored`` (teachers' own lessons: their TOML, the author key's hash, the
+  creating client's digest) and ``classmode_code_answers`` (a student's code answer and its
+  verdict, kept for the class's life).
 """
 
 from __future__ import annotations
@@ -148,6 +151,43 @@ removed = Table(
 )
 
 
+authored = Table(
+    "classmode_authored",  # v3: a teacher's own lesson, in the TOML of assets/lessons/
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("code", String(8), nullable=False, unique=True),
+    Column("author_hash", String(64), nullable=False),  # SHA-256 of the author key
+    Column("client", String(64), nullable=False),  # SHA-256 of the client that created it
+    Column("title", String(160), nullable=False),
+    Column("toml", Text, nullable=False),
+    Column("created", Float, nullable=False),
+    Column("updated", Float, nullable=False, index=True),
+    Index("ix_classmode_authored_client", "client"),
+    Index("ix_classmode_authored_author", "author_hash"),
+)
+
+code_answers = Table(
+    "classmode_code_answers",  # v3: a code answer (its choice in classmode_answers is -1)
+    metadata,
+    Column(
+        "student_id",
+        Integer,
+        ForeignKey("classmode_students.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("class_id", Integer, nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("source", Text, nullable=False),  # what the student wrote (bounded by the page)
+    Column("status", String(8), nullable=False),  # "pass", "fail" or "error"
+    Column("verdict", String(40), nullable=False),  # the verdict's code
+    Column("error_type", String(40), nullable=False),  # torch's exception class, for the tally
+    Column("detail", Text, nullable=False),  # the verdict's parameters and message, JSON
+    Column("at", Float, nullable=False),
+    PrimaryKeyConstraint("student_id", "step"),
+    Index("ix_classmode_code_answers_class_step", "class_id", "step"),
+)
+
+
 def _v1(conn: Connection) -> None:
     metadata.create_all(conn, tables=[classes, questions, students, answers, attempts])
 
@@ -171,7 +211,14 @@ def _v2(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2)
+def _v3(conn: Connection) -> None:
+    authored.create(conn, checkfirst=True)
+    code_answers.create(conn, checkfirst=True)
+    for index in (*authored.indexes, *code_answers.indexes):
+        index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1, _v2, _v3)
 VERSION = len(MIGRATIONS)
 
 

@@ -67,14 +67,17 @@ def _lessons() -> Any:
     return lessons
 
 
-def _lesson(lesson_id: str | None) -> Any:
+def _lesson(lesson_id: str | None, url: str | None = None) -> Any:
+    """A repository lesson, or a teacher's own (``u_<code>``) from the database at ``url``."""
     if lesson_id is None:
         return None
-    return _lessons().find(lesson_id)
+    from torchatlas.classmode.authored import resolve_lesson
+
+    return resolve_lesson(lesson_id, url)
 
 
-def _question(lesson_id: str | None, step: int) -> Any:
-    lesson = _lesson(lesson_id)
+def _question(lesson_id: str | None, step: int, url: str | None = None) -> Any:
+    lesson = _lesson(lesson_id, url)
     if lesson is None or not 1 <= step <= len(lesson.steps):
         return None
     return lesson.step(step).question
@@ -168,7 +171,7 @@ class ClassStore:
 
     def _state(self, conn: Connection, row: Row) -> ClassState:
         asked = self._asked(conn, row.id, row.step)
-        question = _question(row.lesson_id, row.step)
+        question = _question(row.lesson_id, row.step, self.url)
         revealed = bool(asked is not None and asked.revealed)
         query = json.loads(row.query)
         removals = conn.execute(
@@ -280,7 +283,7 @@ class ClassStore:
     ) -> tuple[int, str, str]:
         """A teacher's move checked: (step, room, query as sorted JSON)."""
         lessons = _lessons()
-        lesson = _lesson(lesson_id)
+        lesson = _lesson(lesson_id, self.url)
         high = len(lesson.steps) if lesson is not None else FREE_MAX_STEP
         if not _whole(step) or not 0 <= step <= high:  # type: ignore[operator]
             raise ClassError(ErrorCode.BAD_PLACE, room=str(room)[:20], field="step")
@@ -325,7 +328,7 @@ class ClassStore:
         all. ``secret``: the server's start password, when it asks for one."""
         if lesson_id is not None and (not isinstance(lesson_id, str) or len(lesson_id) > 40):
             raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson="?")
-        if lesson_id is not None and _lesson(lesson_id) is None:
+        if lesson_id is not None and _lesson(lesson_id, self.url) is None:
             raise ClassError(ErrorCode.NO_SUCH_LESSON, lesson=lesson_id)
         lang = lang if lang in LANGUAGES else DEFAULT_LANGUAGE
         self._count_attempt(client, START)
@@ -427,7 +430,7 @@ class ClassStore:
         def work(conn: Connection) -> ClassState:
             row = self._teacher(conn, code, teacher_key, "update")
             self._live(row)
-            if _question(row.lesson_id, row.step) is None:
+            if _question(row.lesson_id, row.step, self.url) is None:
                 raise ClassError(ErrorCode.NO_QUESTION, step=row.step)
             asked = self._asked(conn, row.id, row.step)
             if asked is not None:
@@ -575,7 +578,7 @@ class ClassStore:
         return result
 
     def _count(self, conn: Connection, row: Row, step: int, revealed: bool) -> Tally:
-        question = _question(row.lesson_id, step)
+        question = _question(row.lesson_id, step, self.url)
         picked = dict(
             conn.execute(
                 select(answers.c.option, func.count())
@@ -605,7 +608,7 @@ class ClassStore:
             .where(questions.c.class_id == row.id)
             .order_by(questions.c.step)
         ).all():
-            question = _question(row.lesson_id, asked.step)
+            question = _question(row.lesson_id, asked.step, self.url)
             if question is None:  # the lesson file changed under a running class
                 continue
             tally = self._count(conn, row, asked.step, bool(asked.revealed))
@@ -798,7 +801,7 @@ class ClassStore:
                 raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
             if asked.revealed:
                 raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
-            question = _question(row.lesson_id, row.step)
+            question = _question(row.lesson_id, row.step, self.url)
             if question is None or not 0 <= option < len(question.options):
                 count = 0 if question is None else len(question.options)
                 raise ClassError(ErrorCode.BAD_OPTION, options=count)
