@@ -26,6 +26,7 @@ if __name__ != "__main__":  # imported by the server at start-up
     keep_tcp_peers()  # every limit counts the real peer; only ATLAS_TRUSTED_PROXIES are believed
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
+    from components.author.panels import add_view_to_lesson
     from components.classmode.panels import bar as class_bar
     from components.contained import page_guard
     from components.i18n import t
@@ -55,7 +56,12 @@ else:  # a visitor's script run
         icon=":material/co_present:",
         url_path="class",
     )
-    sections: dict[str, list[st.Page]] = {t("app.section.start"): [home, lessons, classmode]}
+    author = st.Page(
+        "views/author.py", title=t("author.nav"), icon=":material/edit_note:", url_path="author"
+    )
+    sections: dict[str, list[st.Page]] = {
+        t("app.section.start"): [home, lessons, author, classmode]
+    }
     for room in built_rooms():
         page = st.Page(
             room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
@@ -67,4 +73,5 @@ else:  # a visitor's script run
     with page_guard():  # a page that fails shows an explained card; the server stays up
         class_bar(current.url_path)  # a class's code, step and question, for its members
         lesson_banner(current.url_path)  # a lesson's step above its room, when the URL names one
+        add_view_to_lesson(current.url_path)  # a teacher writing a lesson: this view as a step
         current.run()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import streamlit as st
 
 from components.i18n import language, t
+from components.kit import code_answer
 from components.lessons import draw, state
 from components.lessons.state import Place
 from torchatlas.lessons import ROOMS, Lesson, Step
+from torchatlas.lessons.kinds import CODE, NOT_PASSED, PASSED, kind_of
 
 
 def banner(page: str) -> None:
@@ -70,6 +72,9 @@ def _question(lesson: Lesson, step: Step) -> None:
     lang = language()
     picked = state.answers(lesson).get(step.number)
     st.markdown(f"**{t('lessons.question.header')}** {question.prompt[lang]}")
+    if kind_of(question).answered_with == CODE:
+        _code_question(lesson, step, picked)
+        return
     key = state.pick_key(lesson, step.number)
     if picked is not None:
         st.session_state[key] = picked
@@ -98,6 +103,21 @@ def _question(lesson: Lesson, step: Step) -> None:
         text, icon=":material/check_circle:" if right else ":material/cancel:"
     )
     st.markdown(question.explain[lang])
+
+
+def _code_question(lesson: Lesson, step: Step, picked: int | None) -> None:
+    """A question answered with code: the kit's code box, graded in the sandbox. The first
+    verdict is what is scored (like a first prediction); the box stays open to try again."""
+    question = step.question
+    assert question is not None
+    found = code_answer.answer_box(question, key=state.lesson_key("code", lesson, step.number))
+    if found is not None:
+        _code, verdict = found
+        state.record(lesson, step.number, PASSED if verdict.status == "pass" else NOT_PASSED)
+        code_answer.show_verdict(verdict)
+        st.markdown(question.explain[language()])
+    elif picked is not None:
+        st.markdown(question.explain[language()])
 
 
 def _moves(lesson: Lesson, step: Step, page: str, changed: bool = False) -> None:

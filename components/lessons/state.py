@@ -32,7 +32,7 @@ from components.contained import link_int
 from components.i18n import language
 from components.kit.link_state import RoomLink, on_write
 from torchatlas.i18n import DEFAULT_LANGUAGE
-from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
+from torchatlas.lessons import ROOMS, Lesson, Step, load_all
 from torchatlas.links import LinkSpec, QueryValue, encode_source
 from torchatlas.rooms import link_of
 
@@ -73,6 +73,15 @@ def lessons() -> tuple[Lesson, ...]:
     return load_all()
 
 
+def find_lesson(lesson_id: str) -> Lesson | None:
+    """A repository lesson, or a teacher's own (``u_<code>``, from the class database: its
+    code questions answered in the sandbox in this visitor's turn, then kept per process)."""
+    from components import visitor
+    from torchatlas.classmode.authored import resolve_lesson
+
+    return resolve_lesson(lesson_id, visitor=visitor.visitor())
+
+
 def current() -> Place | bool | None:
     """The lesson and step in the URL; None when it names none; False when it names one
     this app does not have (an unknown id, a step that is not a whole number in range)."""
@@ -80,7 +89,7 @@ def current() -> Place | bool | None:
     if URL_LESSON not in query:
         return None
     lesson_id = query.get(URL_LESSON, "")
-    lesson = find(lesson_id) if isinstance(lesson_id, str) and len(lesson_id) < 40 else None
+    lesson = find_lesson(lesson_id) if isinstance(lesson_id, str) and len(lesson_id) < 40 else None
     if lesson is None:
         return False
     if URL_STEP not in query:

@@ -32,6 +32,18 @@ def kind_of(question: AnyQuestion) -> QuestionKind:
     return KINDS[question.kind]
 
 
+PASSED, NOT_PASSED = 1, 0  # what a lesson records for a question answered with code
+
+
+def is_right(question: AnyQuestion, picked: int | None) -> bool:
+    """Whether a recorded answer is right: the right option, or a code answer that passed."""
+    if picked is None:
+        return False
+    if kind_of(question).answered_with == CODE:
+        return picked == PASSED
+    return picked == question.answer
+
+
 def parse_question(node: Any, where: str, context: Context) -> AnyQuestion | None:
     """A step's question table as its kind's question (None when the step asks nothing)."""
     if node is None:
@@ -61,11 +73,14 @@ __all__ = [
     "CODE",
     "DEFAULT_KIND",
     "KINDS",
+    "NOT_PASSED",
     "OPTION",
+    "PASSED",
     "AnyQuestion",
     "Context",
     "QuestionKind",
     "export_question",
+    "is_right",
     "kind_of",
     "parse_question",
 ]
