@@ -133,9 +133,7 @@ class LessonStore:
                 .where(authored.c.client == who, authored.c.created > now - 3600.0)
             ).scalar_one()
             if recent >= limits.created_per_hour:
-                raise ClassError(
-                    ErrorCode.RATE_LIMITED, limit=limits.created_per_hour, seconds=3600
-                )
+                raise ClassError(ErrorCode.LESSONS_PER_HOUR, limit=limits.created_per_hour)
             own = conn.execute(
                 select(func.count()).select_from(authored).where(authored.c.client == who)
             ).scalar_one()
