@@ -104,6 +104,25 @@ class Tally:
     share_correct: float | None  # None until someone answered
     step: int = 0
     revealed: bool = False
+    # A question answered with code: its counts are (passed, not yet, error) and these are
+    # the most common errors (torch's exception class, how many), most common first.
+    errors: tuple[tuple[str, int], ...] = ()
+
+
+CODE_STATUSES = ("pass", "fail", "error")  # a code answer's verdict, as its tally counts them
+
+
+@dataclass(frozen=True)
+class CodeVerdict:
+    """A student's code answer as class mode keeps it: the verdict the sandbox gave (its
+    status, code and parameters, torch's exception class and words, the line)."""
+
+    status: str  # one of CODE_STATUSES
+    code: str
+    params: tuple[tuple[str, str], ...] = ()
+    error_type: str = ""
+    message: str = ""
+    line: int | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ from torchatlas.classmode import clean
 from torchatlas.classmode.db import default_url, engine_for, normalise, read, write
 from torchatlas.classmode.errors import ClassError, ErrorCode
 from torchatlas.classmode.model import (
+    CODE_STATUSES,
     ClassState,
+    CodeVerdict,
     Limits,
     QuestionSummary,
     RosterEntry,
@@ -43,12 +45,14 @@ from torchatlas.classmode.schema import (
     answers,
     attempts,
     classes,
+    code_answers,
     questions,
     removed,
     students,
 )
 from torchatlas.i18n import DEFAULT_LANGUAGE, LANGUAGES
 
+MAX_CODE_ANSWER = 2000  # characters of a student's code answer kept
 FREE_MAX_STEP = 10_000  # a free class counts the teacher's moves; it has no lesson to bound it
 LESSON_KEYS = ("lesson", "step")  # the lessons banner's own link fields, allowed in a place
 DROPPED_KEYS = ("lang",)  # the reader's language: each student keeps their own
@@ -579,6 +583,8 @@ class ClassStore:
 
     def _count(self, conn: Connection, row: Row, step: int, revealed: bool) -> Tally:
         question = _question(row.lesson_id, step, self.url)
+        if question is not None and not question.options:  # answered with code
+            return self._count_code(conn, row, step, revealed)
         picked = dict(
             conn.execute(
                 select(answers.c.option, func.count())
@@ -592,6 +598,96 @@ class ClassStore:
         answered = sum(counts)
         share = counts[question.answer] / answered if answered else None
         return Tally(row.students, answered, counts, question.answer, share, step, revealed)
+
+    def _count_code(self, conn: Connection, row: Row, step: int, revealed: bool) -> Tally:
+        """A code question's tally: (passed, not yet, error) and the commonest errors."""
+        found = conn.execute(
+            select(code_answers.c.status, code_answers.c.error_type, func.count())
+            .where(code_answers.c.class_id == row.id, code_answers.c.step == step)
+            .group_by(code_answers.c.status, code_answers.c.error_type)
+        ).all()
+        counts = [0] * len(CODE_STATUSES)
+        errors: dict[str, int] = {}
+        for status, error_type, number in found:
+            if status in CODE_STATUSES:
+                counts[CODE_STATUSES.index(status)] += int(number)
+            if status == "error" and error_type:
+                errors[error_type] = errors.get(error_type, 0) + int(number)
+        answered = sum(counts)
+        share = counts[0] / answered if answered else None
+        common = tuple(sorted(errors.items(), key=lambda item: (-item[1], item[0]))[:3])
+        return Tally(row.students, answered, tuple(counts), 0, share, step, revealed, common)
+
+    def answer_code(self, code: str, student_key: str, source: str, verdict: CodeVerdict) -> None:
+        """Keep a student's code answer to the current step's open code question and the
+        sandbox's verdict on it (changeable until revealed; kept for the class's life)."""
+        code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
+        if not isinstance(source, str) or verdict.status not in CODE_STATUSES:
+            raise ClassError(ErrorCode.BAD_OPTION, options=0)
+        detail = json.dumps(
+            {"params": dict(verdict.params), "message": verdict.message[:500], "line": verdict.line}
+        )
+        values = {
+            "source": source[:MAX_CODE_ANSWER],
+            "status": verdict.status,
+            "verdict": verdict.code[:40],
+            "error_type": verdict.error_type[:40],
+            "detail": detail[:2000],
+            "at": self.clock(),
+        }
+
+        def work(conn: Connection) -> None:
+            row = self._row(conn, code, "share", missing=ErrorCode.NOT_STUDENT)
+            person = self._student_row(conn, code, student_key)
+            self._live(row)
+            asked = self._asked(conn, row.id, row.step)
+            if asked is None:
+                raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
+            if asked.revealed:
+                raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
+            question = _question(row.lesson_id, row.step, self.url)
+            if question is None or question.options:
+                raise ClassError(
+                    ErrorCode.BAD_OPTION, options=len(getattr(question, "options", ()))
+                )
+            changed = conn.execute(
+                update(code_answers)
+                .where(code_answers.c.student_id == person.id, code_answers.c.step == row.step)
+                .values(**values)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    insert(code_answers).values(
+                        student_id=person.id, class_id=row.id, step=row.step, **values
+                    )
+                )
+
+        write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+
+    def my_code_answer(self, code: str, student_key: str, step: int) -> CodeVerdict | None:
+        """This student's kept verdict for ``step`` (shown only to them), else None."""
+        code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
+
+        def work(conn: Connection) -> Row | None:
+            person = self._student_row(conn, code, student_key)
+            return conn.execute(
+                select(code_answers).where(
+                    code_answers.c.student_id == person.id, code_answers.c.step == step
+                )
+            ).one_or_none()
+
+        found = read(self._engine, work)
+        if found is None:
+            return None
+        detail = json.loads(found.detail)
+        return CodeVerdict(
+            found.status,
+            found.verdict,
+            tuple((str(k), str(v)) for k, v in detail.get("params", {}).items()),
+            found.error_type,
+            str(detail.get("message", "")),
+            detail.get("line"),
+        )
 
     def summary(self, code: str, teacher_key: str) -> tuple[QuestionSummary, ...]:
         """Every question the teacher opened, in step order, with its final counts."""
@@ -615,8 +711,9 @@ class ClassStore:
             out.append(
                 QuestionSummary(
                     step=asked.step,
-                    options=tuple(question.options),
-                    correct=question.answer,
+                    # a code question's "options" are its verdicts, "passed" the right one
+                    options=tuple(question.options) or CODE_STATUSES,
+                    correct=question.answer if question.options else 0,
                     counts=tally.counts,
                     answered=tally.answered,
                     joined=tally.joined,
