@@ -16,6 +16,7 @@ opened and its reveal are drawn by the poll itself; the class ending reruns the 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -24,10 +25,12 @@ from components.classmode import draw, state
 from components.classmode.state import Role
 from components.contained import guarded
 from components.i18n import language, t
+from components.kit import code_answer
 from components.lessons.draw import option_label
 from components.theme import palette
 from torchatlas.classmode import ClassState, Tally
 from torchatlas.lessons import ROOMS, Lesson, Question
+from torchatlas.lessons.kinds import CODE, kind_of
 
 # --------------------------------------------------------------------------- shared bits
 
@@ -154,6 +157,9 @@ def _student_question(who: Role, current: ClassState, *, fresh: bool = False) ->
     picked = state.my_answer(who, current.step, fresh=fresh)
     with st.container(key="classmode_question"):
         st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")
+        if kind_of(question).answered_with == CODE:
+            _student_code_question(who, current, question, lang)
+            return
         if current.revealed:
             _verdict(question, current, picked, lang)
             return
@@ -185,6 +191,29 @@ def _student_question(who: Role, current: ClassState, *, fresh: bool = False) ->
             )
         else:
             st.caption(t("classmode.question.hint"))
+
+
+def _student_code_question(who: Role, current: ClassState, question: Any, lang: str) -> None:
+    """A question answered with code: the kit's box until the reveal (each run graded in the
+    sandbox and kept as this student's answer), then their verdict and the explanation. What
+    they wrote and its verdict are shown only to them; the teacher sees counts."""
+    if not current.revealed:
+        found = code_answer.answer_box(
+            question, key=f"classmode_code_{current.code}_{current.step}"
+        )
+        if found is not None:
+            source, verdict = found
+            if not state.answer_code(who, source, verdict):
+                refusal_card()
+    kept = state.my_code_answer(who, current.step)
+    if kept is not None:
+        code_answer.show_verdict(kept)
+        if not current.revealed:
+            st.caption(t("kinds.exercise.submitted"))
+    elif current.revealed:
+        st.info(t("classmode.question.no_code_answer"), icon=":material/info:")
+    if current.revealed:
+        st.markdown(question.explain[lang])
 
 
 def _rerun_question() -> None:
@@ -546,7 +575,41 @@ def _tally_panel(who: Role, lesson: Lesson | None) -> None:
         return
     assert step is not None and step.question is not None
     st.markdown(f"#### {step.question.prompt[lang]}")
+    if kind_of(step.question).answered_with == CODE:
+        _code_tally(counts, lang)
+        return
     _chart(counts, step.question.options, current.correct if current.revealed else None)
+
+
+def _code_tally(counts: Tally, lang: str) -> None:
+    """A code question's tally: passed, not yet and errors, and the commonest errors (torch's
+    exception classes), never a student's code."""
+    tallied = counts.counts or (0, 0, 0)
+    passed, failed, errors = tallied
+    st.markdown(
+        t(
+            "kinds.exercise.tally.counts",
+            passed=passed,
+            failed=failed,
+            errors=errors,
+            answered=counts.answered,
+            joined=counts.joined,
+        )
+    )
+    labels = tuple(t(f"kinds.exercise.tally.{name}") for name in ("passed", "failed", "error"))
+    st.plotly_chart(
+        draw.tally_figure(tallied, labels, 0, palette(), lang),
+        theme="streamlit",
+        width="stretch",
+        key="classmode_code_chart",
+        config={"displayModeBar": False, "staticPlot": True},
+    )
+    if counts.errors:
+        st.markdown(f"**{t('kinds.exercise.tally.common')}**")
+        for error_type, number in counts.errors:
+            st.markdown(
+                f"- {t('kinds.exercise.tally.error_row', error_type=error_type, count=number)}"
+            )
 
 
 REMOVED_NOTE_KEY = "classmode_removed_note"  # the nickname just removed, for a toast

@@ -53,13 +53,14 @@ from torchatlas.classmode import (
     ClassError,
     ClassState,
     ClassStore,
+    CodeVerdict,
     ErrorCode,
     RosterEntry,
     Student,
     Tally,
 )
 from torchatlas.i18n import DEFAULT_LANGUAGE
-from torchatlas.lessons import ROOMS, Lesson, Step, find, load_all
+from torchatlas.lessons import ROOMS, Lesson, Step, load_all
 
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
@@ -261,7 +262,13 @@ def lessons() -> tuple[Lesson, ...]:
 
 
 def lesson_of(state: ClassState) -> Lesson | None:
-    return find(state.lesson_id) if state.lesson_id else None
+    """The class's lesson: a repository lesson, or a teacher's own (``u_<code>``, read from
+    the class database and checked in the sandbox once per process)."""
+    if not state.lesson_id:
+        return None
+    from torchatlas.classmode.authored import resolve_lesson
+
+    return resolve_lesson(state.lesson_id, store().url, visitor=visitor.visitor())
 
 
 def step_of(state: ClassState) -> Step | None:
@@ -405,6 +412,30 @@ def answer(who: Role, step: int, option: int) -> bool:
         answers = tuple(sorted({**dict(held[1].answers), step: option}.items()))
         st.session_state[RECORD_KEY] = (held[0], replace(held[1], answers=answers))
     return True
+
+
+def answer_code(who: Role, source: str, verdict: Any) -> bool:
+    """Keep a code answer's verdict (graded by the kit's code answer box, in the sandbox)."""
+    kept = CodeVerdict(
+        verdict.status,
+        verdict.code,
+        tuple(verdict.params),
+        verdict.error_type,
+        verdict.message,
+        verdict.line,
+    )
+    try:
+        store().answer_code(who.code, who.key, source, kept)
+    except ClassError as error:
+        refuse(error.code.value, **error.params)
+        if _out_of_class(error):
+            leave()
+        return False
+    return True
+
+
+def my_code_answer(who: Role, step: int) -> CodeVerdict | None:
+    return attempt(store().my_code_answer, who.code, who.key, step)
 
 
 def summary_csv(who: Role) -> str | None:

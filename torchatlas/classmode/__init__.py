@@ -110,7 +110,9 @@ from __future__ import annotations
 from torchatlas.classmode.clean import ALPHABET, CODE_LENGTH
 from torchatlas.classmode.errors import ClassError, ErrorCode
 from torchatlas.classmode.model import (
+    CODE_STATUSES,
     ClassState,
+    CodeVerdict,
     Limits,
     QuestionSummary,
     RosterEntry,
@@ -124,9 +126,11 @@ from torchatlas.classmode.store import ClassStore
 __all__ = [
     "ALPHABET",
     "CODE_LENGTH",
+    "CODE_STATUSES",
     "ClassError",
     "ClassState",
     "ClassStore",
+    "CodeVerdict",
     "ErrorCode",
     "Limits",
     "QuestionSummary",
