@@ -192,19 +192,15 @@ def _step_panel(steps: list[dict], index: int, step: dict[str, Any], languages: 
         step.pop("link", None)
         step.pop("source", None)
     st.caption(draw.link_summary(step.get("link", {}), step.get("source")))
-    pasted = st.text_input(
-        t("author.steps.link"), key=f"aw_link_{uid}", help=t("author.steps.link_help")
+    st.text_input(
+        t("author.steps.link"),
+        key=f"aw_link_{uid}",
+        help=t("author.steps.link_help"),
+        on_change=_apply_link,
+        args=(uid, languages[0]),
     )
-    if pasted:
-        found = state.step_from_link(pasted, languages[0])
-        if found is None:
-            st.warning(t("author.steps.link_bad"))
-        elif found["room"] != step["room"] or found.get("link") != step.get("link"):
-            step["room"] = found["room"]
-            step["link"] = found.get("link", {})
-            if "source" in found:
-                step["source"] = found["source"]
-            st.session_state[f"aw_room_{uid}"] = found["room"]
+    if st.session_state.get(f"aw_link_bad_{uid}"):
+        st.warning(t("author.steps.link_bad"))
     for lang in languages:
         texts = step.setdefault(lang, {})
         _text(
@@ -233,6 +229,22 @@ def _step_panel(steps: list[dict], index: int, step: dict[str, Any], languages: 
     if remove.button(t("author.steps.remove"), key=f"aw_rm_{uid}", disabled=len(steps) == 1):
         steps.pop(index)
         st.rerun()
+
+
+def _apply_link(uid: str, lang: str) -> None:
+    """A room's address pasted into a step: its room and fields become the step's (a callback,
+    so the room picker shows the new room in this very run)."""
+    found = state.step_from_link(str(st.session_state.get(f"aw_link_{uid}", "")), lang)
+    st.session_state[f"aw_link_bad_{uid}"] = found is None
+    step = next((s for s in state.draft()["steps"] if s["_uid"] == uid), None)
+    if found is None or step is None:
+        return
+    step["room"] = found["room"]
+    step["link"] = found.get("link", {})
+    step.pop("source", None)
+    if "source" in found:
+        step["source"] = found["source"]
+    st.session_state[f"aw_room_{uid}"] = found["room"]
 
 
 def _question_panel(step: dict[str, Any], uid: str, languages: list[str]) -> None:

@@ -418,12 +418,11 @@ def _start_or_join() -> None:
     with start.container(border=True, key="classmode_start"):
         st.subheader(t("classmode.start.header"), anchor=False)
         lang = language()
-        by_id = {lesson.id: lesson for lesson in state.lessons()}
         lesson_id = st.selectbox(
             t("classmode.start.lesson"),
             options=state.lesson_options(),
             format_func=lambda key: (
-                t("classmode.start.free") if key is None else by_id[key].title[lang]
+                t("classmode.start.free") if key is None else state.lesson_title(key, lang) or key
             ),
             key=state.LESSON_PICK_KEY,
         )

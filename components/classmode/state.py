@@ -532,8 +532,37 @@ def remember_place(state: ClassState) -> None:
     st.session_state[PLACE_KEY] = place_of(state)
 
 
+START_KEY = "start"  # ?start=u_<code>: a teacher's lesson to start a class with (the author page)
+
+
 def lesson_options() -> list[str | None]:
-    return [None, *(lesson.id for lesson in lessons())]
+    """Free mode, then the repository's lessons, then the teacher's own lesson the link names
+    (``?start=u_<code>``; picked)."""
+    options: list[str | None] = [None, *(lesson.id for lesson in lessons())]
+    own = chosen_lesson()
+    if own is not None and own.id not in options:
+        options.append(own.id)
+        st.session_state.setdefault(LESSON_PICK_KEY, own.id)
+    return options
+
+
+def chosen_lesson() -> Lesson | None:
+    """The teacher's own lesson ``?start=`` names (read from the database, checked)."""
+    from torchatlas.classmode.authored import code_of_lesson_id, resolve_lesson
+
+    lesson_id = st.query_params.get(START_KEY)
+    if code_of_lesson_id(lesson_id) is None:
+        return None
+    return resolve_lesson(lesson_id, store().url, visitor=visitor.visitor())
+
+
+def lesson_title(lesson_id: str | None, lang: str) -> str | None:
+    """A lesson's title in ``lang`` (a repository lesson or the one ``?start=`` names)."""
+    found = next((lesson for lesson in lessons() if lesson.id == lesson_id), None)
+    if found is None:
+        own = chosen_lesson()
+        found = own if own is not None and own.id == lesson_id else None
+    return None if found is None else found.title[lang]
 
 
 def my_record(who: Role, *, fresh: bool = False) -> Student | None:
