@@ -136,3 +136,72 @@ def test_a_room_address_pasted_becomes_the_steps_room_and_fields() -> None:
     assert step["room"] == "basics" and step["link"] == {"b_sec": "indexing"}
     at.text_input(key=f"aw_link_{uid}").input("https://x.streamlit.app/nowhere?a=1").run()
     assert "does not open a room" in _said(at)
+
+
+CODE_LESSON = {
+    "note": "teacher",
+    "order": 100,
+    "minutes": 10,
+    "en": {"title": "Strides by hand", "summary": "Predict, then write it."},
+    "steps": [
+        {
+            "_uid": "a1",
+            "room": "strides",
+            "link": {"s_shape": "3, 4"},
+            "en": {"title": "A transpose", "text": "Look at the strides."},
+            "question": {
+                "kind": "predict",
+                "code": "x = torch.arange(12).view(3, 4)\ny = x.t()",
+                "ask": "stride",
+                "name": "y",
+                "en": {"prompt": "What is `y.stride()`?", "explain": "A transpose swaps them."},
+            },
+        },
+        {
+            "_uid": "a2",
+            "room": "strides",
+            "en": {"title": "Your turn", "text": "Write a view."},
+            "question": {
+                "kind": "exercise",
+                "setup": "x = torch.arange(12.)",
+                "solution": "y = x.view(2, 6)",
+                "checks": [
+                    {"template": "shape", "name": "y", "expected": "(2, 6)"},
+                    {"template": "shares_storage", "name": "y", "expected": "x"},
+                ],
+                "en": {
+                    "prompt": "Make `y`, a (2, 6) view of `x`.",
+                    "explain": "`view` copies nothing.",
+                },
+            },
+        },
+    ],
+}
+
+
+@pytest.mark.slow
+def test_code_questions_are_answered_by_torch_and_graded_in_the_sandbox(
+    fresh_store: LessonStore,
+) -> None:
+    import copy
+
+    at = open_page(PAGE, author_draft=copy.deepcopy(CODE_LESSON))
+    at.button(key="author_save").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = _said(at)
+    assert "`(1, 4)`" in said  # torch's answer to the predict question, shown to the author
+    code = at.session_state[state.SAVED][0]
+    lesson_id = f"u_{code.lower()}"
+    solo = new_session("en", {"lesson": lesson_id, "step": "2"})
+    solo.run()
+    assert not solo.exception
+    box = f"lessons_code_{lesson_id}_2_code"
+    for source, verdict in [
+        ("y = x.clone().view(2, 6)", "it is a copy"),
+        ("y = x.view(5, 5)", "RuntimeError on line 1"),
+        ("y = x.view(2, 6)", "Every check passed."),
+    ]:
+        solo.text_area(key=box).input(source)
+        solo.button(key=f"lessons_code_{lesson_id}_2_run").click().run()
+        assert not solo.exception
+        assert verdict in _said(solo), _said(solo)
