@@ -741,10 +741,21 @@ class ClassStore:
                     answers.c.class_id == row.id
                 )
             ).all()
+            # A code answer counts as its verdict's place in CODE_STATUSES (the summary's
+            # "options" of a code question).
+            verdicts = conn.execute(
+                select(code_answers.c.student_id, code_answers.c.step, code_answers.c.status).where(
+                    code_answers.c.class_id == row.id
+                )
+            ).all()
+            picks = [*picks, *(
+                (v.student_id, v.step, CODE_STATUSES.index(v.status))
+                for v in verdicts if v.status in CODE_STATUSES
+            )]  # fmt: skip
             return summary, people, picks
 
         summary, people, picks = read(self._engine, work)
-        chosen = {(p.student_id, p.step): p.option for p in picks}
+        chosen = {(student, step): option for student, step, option in picks}
         buffer = io.StringIO()
         out = csv.writer(buffer, lineterminator="\r\n")
         header = ["nickname"]
