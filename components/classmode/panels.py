@@ -156,8 +156,10 @@ def _student_question(who: Role, current: ClassState, *, fresh: bool = False) ->
     lang = language()
     picked = state.my_answer(who, current.step, fresh=fresh)
     with st.container(key="classmode_question"):
-        st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")
-        if kind_of(question).answered_with == CODE:
+        code_kind = kind_of(question).answered_with == CODE
+        header = t("kinds.exercise.header" if code_kind else "classmode.question.header")
+        st.markdown(f"**{header}** {question.prompt[lang]}")
+        if code_kind:
             _student_code_question(who, current, question, lang)
             return
         if current.revealed:
@@ -299,7 +301,7 @@ def _teacher_bar(who: Role, page: str) -> None:
     lesson = state.lesson_of(current)
     with st.container(border=True, key="classmode_teacher_bar"):
         head = st.container(horizontal=True, vertical_alignment="center")
-        head.markdown(f"### {t('classmode.teacher.bar_code', code=current.code)}")
+        head.markdown(f"## {t('classmode.teacher.bar_code', code=current.code)}")
         with head:
             _teacher_counts(who)
         st.markdown(draw.plain(_step_line(current, lesson)))
@@ -416,7 +418,7 @@ def _start_or_join() -> None:
     st.markdown(t("classmode.intro"))
     start, join = st.columns(2, gap="large")
     with start.container(border=True, key="classmode_start"):
-        st.subheader(t("classmode.start.header"), anchor=False)
+        st.header(t("classmode.start.header"), anchor=False)
         lang = language()
         lesson_id = st.selectbox(
             t("classmode.start.lesson"),
@@ -446,7 +448,7 @@ def _start_or_join() -> None:
                 st.rerun()
             refusal_card()
     with join.container(border=True, key="classmode_join"):
-        st.subheader(t("classmode.join.header"), anchor=False)
+        st.header(t("classmode.join.header"), anchor=False)
         code = st.text_input(
             t("classmode.join.code"),
             key=state.JOIN_CODE_KEY,
@@ -510,7 +512,7 @@ def _teacher_page(who: Role) -> None:
         )
     with right, st.container(key="classmode_qr", horizontal_alignment="center"):
         st.image(draw.qr_svg(join_url), width=420)
-    st.markdown(f"### {draw.plain(_step_line(current, lesson))}")
+    st.markdown(f"## {draw.plain(_step_line(current, lesson))}")
     row = st.container(horizontal=True, key="classmode_page_moves")
     if lesson is not None:
         _lesson_moves(who, current, lesson, row, follow=False)
@@ -573,7 +575,7 @@ def _tally_panel(who: Role, lesson: Lesson | None) -> None:
         st.caption(t("classmode.tally.not_asked"))
         return
     assert step is not None and step.question is not None
-    st.markdown(f"#### {step.question.prompt[lang]}")
+    st.markdown(f"### {step.question.prompt[lang]}")
     if kind_of(step.question).answered_with == CODE:
         _code_tally(counts, lang)
         return

@@ -237,7 +237,8 @@ class LessonStore:
 CACHE_ENTRIES = 64  # teachers' lessons read and checked, per process (each a few KB)
 RECHECK_S = 30.0  # how long a read lesson is used before its row's time is read again
 _read_lock = threading.Lock()
-_read: OrderedDict[tuple[str, str], tuple[float, float, Any]] = OrderedDict()
+# (url, code) → (when read, the row's time, the lesson or None, why it did not load or None)
+_read: OrderedDict[tuple[str, str], tuple[float, float, Any, Any]] = OrderedDict()
 
 
 def parse_authored(toml: str, code: str, *, visitor: Any = None, pool: Any = None) -> Any:
@@ -278,18 +279,30 @@ def resolve_lesson(
         if error.code == ErrorCode.UNAVAILABLE and kept is not None:
             return kept[2]
         return None
+    problem = None
     if kept is not None and kept[1] == stored.updated:
-        lesson = kept[2]
+        lesson, problem = kept[2], kept[3]
     else:
         from torchatlas.lessons import LessonError
 
         try:
             lesson = parse_authored(stored.toml, code, visitor=visitor, pool=pool)
-        except LessonError:
-            lesson = None
+        except LessonError as error:
+            lesson, problem = None, error
     with _read_lock:
-        _read[key] = (now, stored.updated, lesson)
+        _read[key] = (now, stored.updated, lesson, problem)
         _read.move_to_end(key)
         while len(_read) > CACHE_ENTRIES:
             _read.popitem(last=False)
     return lesson
+
+
+def load_problem(lesson_id: str | None, url: str | None = None) -> Any:
+    """Why the teacher's lesson ``lesson_id`` did not load when it was last read in this
+    process (a :class:`~torchatlas.lessons.LessonError` naming the step), else None."""
+    code = code_of_lesson_id(lesson_id)
+    if code is None:
+        return None
+    with _read_lock:
+        kept = _read.get((LessonStore(url).url, code))
+    return None if kept is None else kept[3]
