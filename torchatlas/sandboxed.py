@@ -72,7 +72,7 @@ ROOM_JOB_TIMEOUT_S = 5.0
 # The rooms with sandbox jobs, by name: each ``torchatlas.<room>.jobs`` has ``register_jobs``.
 # Imported by name, not by an import statement, because every room imports this module (its
 # sandbox client) and no room may import another, not even through here.
-ROOMS_WITH_JOBS = ("shapes", "modules", "autograd", "strides", "basics")
+ROOMS_WITH_JOBS = ("shapes", "modules", "autograd", "strides", "basics", "lessons")
 
 
 def register_room_jobs(pool: SandboxPool) -> SandboxPool:

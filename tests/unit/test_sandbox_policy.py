@@ -187,3 +187,23 @@ def test_safe_import_refuses_everything_else(name: str) -> None:
 def test_namespace_builtins_are_minimal(source: str) -> None:
     with pytest.raises((NameError, ImportError)):
         run_in_namespace(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from torch import optim",
+        "from torch import serialization",
+        "from torch import utils",
+        "from torch.nn import modules",
+        "from torch.nn import parallel",
+    ],
+)
+def test_from_import_never_falls_back_to_the_real_submodule(source: str) -> None:
+    """``from torch import optim``: a name the facade lacks makes Python look for the module
+    ``<facade.__name__>.optim`` in sys.modules; the facade's name must find nothing there."""
+    import torch.optim  # noqa: F401  (loaded in the server: the fallback would find it)
+
+    namespace = capability_namespace()
+    with pytest.raises(ImportError):
+        exec(compile(source, "<pasted model>", "exec"), namespace)

@@ -109,8 +109,11 @@ class Facade:
         if attribute in members:
             return members[attribute]
         name = object.__getattribute__(self, "_facade_name")
-        if attribute == "__name__":  # for import errors ("cannot import name x from torch")
-            return name
+        if attribute == "__name__":
+            # For import errors ("cannot import name x from 'torch (sandbox)'"). Never the real
+            # module's name: `from torch import optim` falls back to sys.modules["<__name__>.
+            # optim"] when the attribute is missing, which would hand over the real module.
+            return f"{name} (sandbox)"
         raise AttributeError(
             f"`{name}.{attribute}` is not available in this sandbox; only model-building parts "
             f"of {name} are."
