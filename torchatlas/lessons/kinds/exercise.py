@@ -30,9 +30,6 @@ if TYPE_CHECKING:  # the sandbox's client is imported where a question is graded
 
 MAX_CODE = 2000
 MAX_CHECKS = 6
-MAX_EXPECTED = 1000  # a reference expression or the teacher's assertions
-MAX_NAME = 40
-NAMELESS = frozenset({"assertions"})  # a check over any of the student's names
 
 
 @dataclass(frozen=True)
@@ -49,23 +46,18 @@ class ExerciseQuestion:
 
 
 def _check(item: Any, where: str) -> Check:
-    from torchatlas.lessons.code_questions import TEMPLATES, Check
+    """One check, read and put in canonical form by the engine (``"2,6"`` is ``"(2, 6)"``);
+    its refusal is the lesson's error at this check."""
+    from torchatlas.lessons.code_questions import CodeQuestionError, parse_check
 
     if not isinstance(item, dict) or set(item) - {"template", "name", "expected"}:
         raise LessonError("bad_check", where=where)
-    template = item.get("template")
-    if template not in TEMPLATES:
-        raise LessonError("unknown_check", where=where, check=str(template)[:40])
-    name = item.get("name", "")
-    if (
-        not isinstance(name, str)
-        or len(name) > MAX_NAME
-        or (name and not name.isidentifier())
-        or (not name and template not in NAMELESS)
-    ):
-        raise LessonError("bad_name", where=where, key="name")
-    expected = bounded_text(item, "expected", where, MAX_EXPECTED)
-    return Check(template, name, expected)
+    try:
+        return parse_check(item)
+    except CodeQuestionError as error:
+        code = "unknown_check" if error.code == "unknown_template" else error.code
+        params = {"check": error.params.get("template", ""), **error.params}
+        raise LessonError(code, where=where, **params) from None
 
 
 def checks_of(node: dict[str, Any], where: str) -> tuple[Check, ...]:
@@ -90,6 +82,10 @@ def verified(question: ExerciseQuestion, where: str, context: Context) -> Exerci
     outcome = grade_answer(question, question.solution, visitor=context.visitor, pool=context.pool)
     if outcome.failure is not None:
         raise LessonError("code_failed", where=where, reason=outcome.failure.kind)
+    if outcome.refused is not None:  # the teacher's part: the setup or a check does not run
+        code, params = outcome.refused
+        raise LessonError("check_broken", where=where, reason=code,
+                          detail=str(params.get("message", ""))[:200])  # fmt: skip
     verdict = outcome.value
     if verdict.status != "pass":
         raise LessonError(

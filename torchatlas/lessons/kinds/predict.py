@@ -30,7 +30,7 @@ NEEDS_OTHER = frozenset({"shares_storage"})  # asks about two names
 NEEDS_NO_NAME = frozenset({"error"})  # asks about the snippet as a whole
 
 if TYPE_CHECKING:
-    from torchatlas.lessons.code_questions import Ask
+    from torchatlas.lessons.code_questions import Ask, CodeAnswer
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def seed_of(code: str, ask: Ask) -> int:
     return zlib.crc32(f"{code}\0{ask.what}\0{ask.name}\0{ask.other}".encode())
 
 
-def answer_of(code: str, ask: Ask, where: str, context: Context) -> str:
+def answer_of(code: str, ask: Ask, where: str, context: Context) -> CodeAnswer:
     """Torch's answer, computed in the sandbox; a snippet without one is the lesson's error."""
     from torchatlas.lessons.code_questions import compute_answer
 
@@ -87,20 +87,21 @@ def answer_of(code: str, ask: Ask, where: str, context: Context) -> str:
     if outcome.refused is not None:
         code_name, params = outcome.refused
         raise LessonError("code_refused", where=where, reason=code_name, **params)
-    return outcome.value.value
+    return outcome.value
 
 
 def parse(node: dict[str, Any], where: str, context: Context) -> PredictQuestion:
-    from torchatlas.lessons.code_questions import CodeAnswer, options_for
+    from torchatlas.lessons.code_questions import options_for
 
     code = bounded_text(node, "code", where, MAX_CODE)
     ask = ask_of(node, where)
-    value = answer_of(code, ask, where, context)
+    answer = answer_of(code, ask, where, context)
+    value = answer.value
     given = "options" in node
     if given:
         options = options_of(node, where)
-    else:
-        options = options_for(CodeAnswer(ask.what, value), GENERATED_OPTIONS, seed_of(code, ask))
+    else:  # drawn first from the snippet's own values (hints), so wrong options are plausible
+        options = options_for(answer, GENERATED_OPTIONS, seed_of(code, ask))
     if options.count(value) != 1:
         raise LessonError("answer_not_an_option", where=where, fact=ask.what, value=value)
     written = texts(node, where, TEXT_KEYS, {}, context.languages)
