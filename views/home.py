@@ -11,7 +11,7 @@ st.title(t("app.home.title"))
 st.markdown(t("app.home.intro"))
 
 with st.container(border=True):
-    st.subheader(t("app.home.lessons_title"), anchor=False)
+    st.header(t("app.home.lessons_title"), anchor=False)
     st.write(t("app.home.lessons_promise"))
     st.page_link("views/lessons.py", label=t("app.home.lessons_link"), icon=":material/school:")
 
@@ -22,7 +22,7 @@ if not rooms:
 for start in range(0, len(rooms), 2):
     for column, room in zip(st.columns(2), rooms[start : start + 2], strict=False):
         with column.container(border=True):
-            st.subheader(t(f"app.rooms.{room.key}.title"), anchor=False)
+            st.header(t(f"app.rooms.{room.key}.title"), anchor=False)
             st.write(t(f"app.rooms.{room.key}.promise"))
             st.page_link(room.script, label=t("app.home.open_room"), icon=room.icon)
 

@@ -118,7 +118,7 @@ def _forget_widgets() -> None:
 
 def lesson_panel(table: dict[str, Any]) -> list[str]:
     """The lesson's languages, titles, summaries and length; the languages written."""
-    st.subheader(t("author.lesson.header"))
+    st.header(t("author.lesson.header"))
     written = state.languages_of(table) or [language()]
     chosen = st.multiselect(
         t("author.lesson.languages"),
@@ -168,7 +168,7 @@ def _drop_language(node: Any, lang: str) -> None:
 
 
 def steps_panel(table: dict[str, Any], languages: list[str]) -> None:
-    st.subheader(t("author.steps.header"))
+    st.header(t("author.steps.header"))
     steps: list[dict[str, Any]] = table.setdefault("steps", [])
     for index, step in enumerate(list(steps)):
         title = step.get(languages[0], {}).get("title") or t("author.steps.untitled")
@@ -425,7 +425,7 @@ def _add_step_panel(languages: list[str]) -> None:
 
 
 def save_panel(table: dict[str, Any]) -> None:
-    st.subheader(t("author.save.header"))
+    st.header(t("author.save.header"))
     editing = st.session_state.get(state.EDITING)
     if editing is not None:
         st.caption(t("author.save.editing", code=editing[0]))

@@ -34,7 +34,7 @@ def program() -> Room:
     state.LINK.notice()
     # The freezing toggles are drawn only while their tab is open.
     keep_values(prefixes=(state.TRAIN_PREFIX,))
-    st.subheader(t("autograd.program.header"))
+    st.header(t("autograd.program.header"))
     options = [*EXAMPLES, state.CUSTOM]
     st.selectbox(
         t("autograd.program.example"),
@@ -148,7 +148,7 @@ def graph(room: Room) -> None:
     """The graph and the step control: each click reruns only this part."""
     if room.graph is None or room.graph.error is not None:
         return
-    st.subheader(t("autograd.graph.header"))
+    st.header(t("autograd.graph.header"))
     st.caption(t("autograd.graph.legend"))
     if not room.graph.nodes:
         st.info(t("autograd.graph.no_nodes"), icon=":material/info:")
@@ -239,7 +239,7 @@ def details(room: Room) -> None:
     if room.graph is None:
         return
     view = state.details_view(room)
-    st.subheader(t("autograd.variables.header"))
+    st.header(t("autograd.variables.header"))
     if view.variables is not None:
         st.markdown(view.variables, unsafe_allow_html=True)
     if room.graph.others:
@@ -250,7 +250,7 @@ def details(room: Room) -> None:
         with st.expander(t("autograd.variables.saved_header"), icon=":material/inventory_2:"):
             st.markdown("\n".join(saved))
     if room.code is not None:
-        st.subheader(t("autograd.code.header"))
+        st.header(t("autograd.code.header"))
         st.caption(t("autograd.code.caption"))
         code = room.code
         if room.root is not None and room.graph.error is None:
@@ -262,7 +262,7 @@ def details(room: Room) -> None:
 
 
 def freezing() -> None:
-    st.subheader(t("autograd.freeze.header"))
+    st.header(t("autograd.freeze.header"))
     batch = "×".join(map(str, BATCH))
     st.markdown(t("autograd.freeze.intro", batch=batch))
     st.markdown(f"**{t('autograd.freeze.trainable')}**")
@@ -298,7 +298,7 @@ def freezing() -> None:
 
 
 def then_and_now() -> None:
-    st.subheader(t("autograd.history.header"))
+    st.header(t("autograd.history.header"))
     st.markdown(t("autograd.history.intro"))
     for case in state.history_view():
         st.markdown(t(f"autograd.history.cases.{case.key}"))

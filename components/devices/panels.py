@@ -53,25 +53,25 @@ def _inventory_cards(found: Inventory) -> None:
     lang = language()
     columns = st.columns(4 if not found.accelerators else 3 + len(found.accelerators[:3]))
     with columns[0].container(border=True):
-        st.markdown(f"#### {t('devices.inventory.build')}")
+        st.markdown(f"### {t('devices.inventory.build')}")
         st.markdown(draw.build_lines(found.build, lang))
     with columns[1].container(border=True):
-        st.markdown(f"#### {t('devices.inventory.cpu')}")
+        st.markdown(f"### {t('devices.inventory.cpu')}")
         st.markdown(draw.cpu_lines(found.cpu, lang))
     if found.accelerators:
         for column, info in zip(columns[2:-1], found.accelerators, strict=False):
             with column.container(border=True):
-                st.markdown(f"#### `{info.device}`")
+                st.markdown(f"### `{info.device}`")
                 st.markdown(draw.accelerator_lines(info, lang))
         if len(found.accelerators) > 3:
             st.caption(t("devices.inventory.more", count=len(found.accelerators) - 3))
     else:
         with columns[2].container(border=True):
-            st.markdown(f"#### {t('devices.inventory.accelerator')}")
+            st.markdown(f"### {t('devices.inventory.accelerator')}")
             built_for = found.build.compiled_accelerator or "cpu"
             st.markdown(t("devices.inventory.no_accelerator", built_for=built_for))
     with columns[-1].container(border=True):
-        st.markdown("#### `meta`")
+        st.markdown("### `meta`")
         st.markdown(draw.meta_text(found.meta, lang))
 
 

@@ -86,10 +86,10 @@ def format_value(value: Any) -> str:
 
 
 def heading_markdown(title: str, caption: str, lead: str = "") -> str:
-    """A subheader, an optional bold lead line and a caption as one markdown element: every
+    """A header (h2), an optional bold lead line and a caption as one markdown element: every
     element costs Streamlit bookkeeping on each rerun, and this room reruns on every click."""
     lead_line = f"**{lead}**  \n" if lead else ""
-    return f"### {title}\n\n{lead_line}:gray[:small[{caption}]]"
+    return f"## {title}\n\n{lead_line}:gray[:small[{caption}]]"
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -495,9 +495,9 @@ def history_html(
         else ""
     )
     if labels.get("title"):  # the panel's heading, inside the one element the panel costs
-        intro = (  # st.html gets no heading styles: match st.subheader's computed ones
-            '<h3 style="font-size:1.75rem;font-weight:600;line-height:1.2;margin:0;'
-            f'padding:0.75rem 0 1rem;letter-spacing:-0.005em">{html.escape(labels["title"])}</h3>'
+        intro = (  # st.html gets no heading styles: match st.header's computed ones
+            '<h2 style="font-size:2.25rem;font-weight:600;line-height:1.2;margin:0;'
+            f'padding:1rem 0;letter-spacing:-0.005em">{html.escape(labels["title"])}</h2>'
             f"{intro}"
         )
     return f'<div style="color:{palette.text};font-size:0.92rem">{intro}{"".join(cards)}</div>'

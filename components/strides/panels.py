@@ -331,7 +331,7 @@ def facts_and_history(room: Room, shown: int) -> None:
     with facts:
         note = t("strides.facts.named_tensors")
         st.markdown(
-            f"### {t('strides.facts.title')}\n\n{facts_markdown(step)}\n\n:gray[:small[{note}]]"
+            f"## {t('strides.facts.title')}\n\n{facts_markdown(step)}\n\n:gray[:small[{note}]]"
         )
     with history:
         st.html(state.history_view(room, shown))

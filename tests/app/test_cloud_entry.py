@@ -18,6 +18,7 @@ PAGES = [
     "views/home.py",
     "views/lessons.py",
     "views/classmode.py",
+    "views/author.py",
     *(room.script for room in built_rooms()),
 ]
 

@@ -7,7 +7,7 @@ from torchatlas.i18n import translate
 
 def test_home_has_the_lessons_card_then_a_card_per_built_room() -> None:
     at = open_page("views/home.py")
-    titles = [s.value for s in at.subheader]
+    titles = [s.value for s in at.header]
     rooms = [translate(f"app.rooms.{room.key}.title") for room in built_rooms()]
     assert titles == [translate("app.home.lessons_title"), *rooms]
 

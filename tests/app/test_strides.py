@@ -32,9 +32,9 @@ def test_default_chain_renders_storage_tensor_history_and_code() -> None:
     assert "y1 = x.t()" in code and "y2 = y1.contiguous()" in code and "y3 = y2.view(2, 6)" in code
     history = at.get("html")[0].proto.body
     assert "y1 = x.t()" in history and "View: shares storage S0" in history
-    assert ">Op history</h3>" in history  # the heading travels inside the history's HTML
+    assert ">Op history</h2>" in history  # the heading travels inside the history's HTML
     # Heading, the step's view/copy line and the caption are one markdown element.
-    assert "### Storage\n\n**View: shares storage S1" in text
+    assert "## Storage\n\n**View: shares storage S1" in text
     assert code.startswith("# The PyTorch code for this chain.")
     assert "Copy: new storage S1 (48 bytes allocated)" in history
 
