@@ -1,16 +1,13 @@
 """Class mode: a teacher leads a room full of phones through a lesson (or "follow me").
 
-The page's order only: the title, then the Class page (start or join; the teacher's
-projector view; the student's view). The class bar above every page (following, the open
-question) is drawn by app.py; everything is in ``components.classmode``.
+The page's order only: the Class page (start or join; the teacher's projector view; the
+student's view), which draws the page's title where its layout wants it (beside the code's
+corner once a lesson runs). The class bar above every page (following, the open question)
+is drawn by app.py; everything is in ``components.classmode``.
 """
 
 from __future__ import annotations
 
-import streamlit as st
-
 from components.classmode import panels
-from components.i18n import t
 
-st.title(t("classmode.title"))
 panels.page()

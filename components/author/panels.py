@@ -12,7 +12,6 @@ from typing import Any
 import streamlit as st
 
 from components.author import draw, state
-from components.contained import failure_card
 from components.i18n import language, t
 from torchatlas.classmode import ClassError
 from torchatlas.i18n import LANGUAGES
@@ -491,11 +490,6 @@ def _saved_links() -> None:
         icon=":material/groups:",
         query_params={"start": lesson_id},
     )
-
-
-def failure(outcome: Any) -> None:
-    if outcome.failure is not None:
-        failure_card(outcome.failure)
 
 
 def add_view_to_lesson(page: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import streamlit as st
 
 from components import visitor
-from torchatlas.classmode import ClassError, ErrorCode
+from torchatlas.classmode import ClassError
 from torchatlas.classmode.authored import (
     ID_PREFIX,
     AuthoredLesson,
@@ -248,9 +248,6 @@ def error_words(error: LessonError | ClassError) -> tuple[str, dict[str, Any]]:
     if isinstance(error, ClassError):
         return f"classmode.errors.{error.code.value}", dict(error.params)
     return f"author.errors.{error.code}", dict(error.params)
-
-
-__all__ = ["ErrorCode"]
 
 
 def builtin_step(pair: tuple[str, int], languages: list[str]) -> dict[str, Any]:

@@ -9,17 +9,22 @@ before it reaches Markdown or HTML.
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import string
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import pandas as pd
 import plotly.graph_objects as go
 import segno
 
-from components.lessons.draw import WORDS
+from components.lessons.draw import option_text
+from components.lessons.draw import plain as plain_text
 from components.palette import Palette
+from torchatlas.classmode.clean import csv_cell
 from torchatlas.i18n import translate
 
 # Every ASCII punctuation character can be backslash-escaped in CommonMark; escaping them all
@@ -53,25 +58,44 @@ def qr_svg(url: str, scale: int = 10) -> str:
     return svg.replace("<svg ", f'<svg viewBox="0 0 {width} {height}" ', 1)
 
 
-def code_html(code: str, caption: str, palette: Palette) -> str:
-    """The class code as a projector would show it: huge, monospace, spaced (ABC 234)."""
+def code_html(code: str, caption: str, palette: Palette, *, corner: bool = False) -> str:
+    """The class code as a projector would show it: huge, monospace, spaced (ABC 234).
+    ``corner``: the size it keeps once the lesson runs (the step and the tally take the
+    screen; latecomers still read it from the back of the room)."""
     spaced = f"{code[:3]}&#8201;{code[3:]}" if len(code) == 6 else html_text(code)
+    size = "clamp(2rem,2.6vw,3rem)" if corner else "clamp(3.5rem,11vw,9.5rem)"
+    caption_size = "1.05rem" if corner else "1.6rem"
+    align = "left" if corner else "center"
     return (
-        f"<div style='text-align:center;line-height:1.05'>"
-        f"<div style='font-size:1.6rem;color:{palette.muted}'>{html_text(caption)}</div>"
+        f"<div style='text-align:{align};line-height:1.05'>"
+        f"<div style='font-size:{caption_size};color:{palette.muted}'>{html_text(caption)}</div>"
         f"<div data-testid='classmode-code' style=\"font-family:'JetBrains Mono','Menlo',"
-        f"'Consolas',monospace;font-weight:800;font-size:clamp(3.5rem,11vw,9.5rem);"
+        f"'Consolas',monospace;font-weight:800;font-size:{size};white-space:nowrap;"
         f'letter-spacing:0.06em;color:{palette.text}">{spaced}</div></div>'
     )
 
 
-def option_labels(options: Sequence[str], lang: str) -> list[str]:
-    """A, B, C… with the option's text, as the tally's axis shows them."""
-    labels = []
-    for index, option in enumerate(options):
-        text = translate(f"lessons.value.{option}", lang) if option in WORDS else option
-        labels.append(f"{chr(ord('A') + index)}: {text}")
-    return labels
+RIGHT_MARK = "✓ "  # before the right option's label at the reveal: not told by colour alone
+
+
+def option_labels(options: Sequence[str], lang: str, correct: int | None = None) -> list[str]:
+    """A, B, C… with the option's text, as the tally's axis shows them: plain text (a
+    chart shows Markdown's backticks literally); the right one marked once revealed."""
+    return [
+        f"{RIGHT_MARK if index == correct else ''}{chr(ord('A') + index)}: "
+        f"{option_text(option, lang)}"
+        for index, option in enumerate(options)
+    ]
+
+
+# The tally's sizes: the projector's (read from the back of a lecture hall, and the whole
+# chart above the fold of a 1920×1080 screen with up to six options) and the teacher's bar
+# above a room (a glance, the room below it).
+PROJECTOR, BAR = "projector", "bar"
+_SIZES = {  # per option (px), the rest (px), label and count font sizes (px)
+    PROJECTOR: (66, 36, 28, 30),
+    BAR: (34, 20, 16, 17),
+}
 
 
 def tally_figure(
@@ -80,10 +104,12 @@ def tally_figure(
     correct: int | None,
     palette: Palette,
     lang: str,
+    size: str = PROJECTOR,
 ) -> go.Figure:
     """Horizontal bars, one per option, with the count at the bar's end. ``correct`` is
     marked only when given (after the reveal: before it the projected chart must not tell
-    the room the answer)."""
+    the room the answer). ``size``: :data:`PROJECTOR` or :data:`BAR`."""
+    per_option, rest, label_px, count_px = _SIZES[size]
     total = sum(counts)
     colours = [
         ("#2e9d57" if index == correct else palette.border) if correct is not None else palette.copy
@@ -100,15 +126,15 @@ def tally_figure(
             marker_color=colours,
             text=texts,
             textposition="outside",
-            textfont={"size": 34},
+            textfont={"size": count_px},
             cliponaxis=False,
             hoverinfo="skip",
         )
     )
     figure.update_layout(
-        height=max(260, 110 * len(counts) + 60),
-        margin={"l": 10, "r": 40, "t": 20, "b": 20},
-        font={"size": 28},
+        height=per_option * max(2, len(counts)) + rest,
+        margin={"l": 10, "r": 40, "t": 8, "b": 8},
+        font={"size": label_px},
         showlegend=False,
         bargap=0.25,
         xaxis={
@@ -118,8 +144,14 @@ def tally_figure(
         },
         yaxis={"autorange": "reversed", "automargin": True, "fixedrange": True},
     )
-    figure.update_yaxes(tickfont={"size": 30})
+    figure.update_yaxes(tickfont={"size": label_px})
     return figure
+
+
+def tally_height(options: int, size: str = PROJECTOR) -> int:
+    """The chart's height in pixels for ``options`` bars (what :func:`tally_figure` draws)."""
+    per_option, rest, _label, _count = _SIZES[size]
+    return per_option * max(2, options) + rest
 
 
 def share_text(share: float | None, lang: str) -> str:
@@ -128,20 +160,128 @@ def share_text(share: float | None, lang: str) -> str:
     return translate("classmode.tally.share_value", lang, percent=round(100 * share))
 
 
-Row = tuple[int, str, int, int, float | None]
+Row = tuple[int, str, int, int, float | None, bool]
 
 
 def summary_frame(rows: Sequence[Row], lang: str) -> pd.DataFrame:
-    """(step, question, answered, right, share right) per asked question."""
+    """(step, question, answered, right, share right, revealed) per asked question, as plain
+    text; a question the teacher moved on from without revealing is not scored."""
+    unscored = translate("classmode.summary.not_revealed", lang)
     return pd.DataFrame(
         [
             {
                 translate("classmode.summary.step", lang): step,
-                translate("classmode.summary.question", lang): prompt,
+                translate("classmode.summary.question", lang): plain_text(prompt),
                 translate("classmode.summary.answered", lang): answered,
-                translate("classmode.summary.right", lang): right,
-                translate("classmode.summary.share", lang): share_text(share, lang),
+                translate("classmode.summary.right", lang): str(right) if revealed else "—",
+                translate("classmode.summary.share", lang): share_text(share, lang)
+                if revealed
+                else unscored,
             }
-            for step, prompt, answered, right, share in rows
+            for step, prompt, answered, right, share, revealed in rows
         ]
     )
+
+
+# --------------------------------------------------------------------------- the CSV
+
+
+def csv_bytes(text: str) -> bytes:
+    """The CSV as a spreadsheet opens it right: UTF-8 with a byte order mark (Excel reads a
+    Korean nickname or question as mojibake without it)."""
+    return text.encode("utf-8-sig")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question the teacher opened, as the CSV tells it: its step and prompt, its options
+    as the store keeps them (``raw``) and as students saw them (``shown``), the right one's
+    index and whether it was revealed (an unrevealed question is not scored)."""
+
+    step: int
+    prompt: str
+    raw: tuple[str, ...]
+    shown: tuple[str, ...]
+    right: int
+    revealed: bool
+
+
+def teacher_csv(store_csv: str, questions: Sequence[Asked], lang: str) -> str:
+    """The summary a teacher downloads, from the store's CSV (``nickname``, ``step_<n>``
+    holding the option picked, ``step_<n>_right``, ``right_total``, a ``share_right`` row):
+
+    - one row per student: nickname, then per question the answer as the student saw it
+      (an option's words, not ``ok`` or ``TypeError``) and 1/0 for right, then how many
+      right; a question the teacher moved on from without revealing shows the answer but is
+      not scored (its right cell is empty, the total leaves it out);
+    - a blank line, then the totals apart: per question its text, torch's answer, whether it
+      was revealed, how many answered, how many were right and the share.
+
+    Headers in ``lang``; every text cell that a spreadsheet would run as a formula starts
+    with an apostrophe (the store's nicknames already do)."""
+    rows = list(csv.reader(io.StringIO(store_csv)))
+    header, people = rows[0], [row for row in rows[1:] if row and row[0] != "share_right"]
+    column = {name: index for index, name in enumerate(header)}
+
+    def said(key: str, **params: object) -> str:
+        return translate(f"classmode.csv.{key}", lang, **params)
+
+    def title(question: Asked) -> str:
+        return csv_cell(said("question", step=question.step, question=plain_text(question.prompt)))
+
+    buffer = io.StringIO()
+    out = csv.writer(buffer, lineterminator="\r\n")
+    head = [said("nickname")]
+    for question in questions:
+        head += [title(question), said("right", step=question.step)]
+    head.append(said("total", revealed=sum(question.revealed for question in questions)))
+    out.writerow(head)
+    answered = {question.step: 0 for question in questions}
+    right = {question.step: 0 for question in questions}
+    for person in people:
+        cells, total = [person[0]], 0
+        for question in questions:
+            name = f"step_{question.step}"
+            index = _option_index(person[column[name]] if name in column else "", question.raw)
+            if index is None:
+                cells += ["", ""]
+                continue
+            answered[question.step] += 1
+            good = index == question.right
+            cells.append(csv_cell(question.shown[index]))
+            cells.append(str(int(good)) if question.revealed else "")
+            if question.revealed:
+                total += good
+                right[question.step] += good
+        cells.append(str(total))
+        out.writerow(cells)
+    out.writerow([])  # the totals apart: a spreadsheet's sum over the rows above stays right
+    out.writerow(
+        [said(key) for key in ("totals", "answer", "revealed", "answered", "right_count", "share")]
+    )
+    for question in questions:
+        count = answered[question.step]
+        scored = question.revealed and count > 0
+        out.writerow(
+            [
+                title(question),
+                csv_cell(question.shown[question.right])
+                if 0 <= question.right < len(question.shown)
+                else "",
+                said("yes") if question.revealed else said("no"),
+                str(count),
+                str(right[question.step]) if question.revealed else "",
+                share_text(right[question.step] / count, lang) if scored else "",
+            ]
+        )
+    return buffer.getvalue()
+
+
+def _option_index(cell: str, raw: Sequence[str]) -> int | None:
+    """Which option a store CSV cell names (its raw value, as the store wrote it)."""
+    if not cell:
+        return None
+    for index, option in enumerate(raw):
+        if cell in (option, csv_cell(option)):
+            return index
+    return None

@@ -11,7 +11,13 @@ Identity lives in session state, read from a link once:
   student's address bar (their phone, not a projector), so a reload or a reconnect after a
   server restart brings them back with their answers. Every page the student follows the
   class to carries it again.
-- ``?class=CODE`` alone (the join link, the QR's target): the join form with the code filled.
+- ``?class=CODE`` alone (the join link, the QR's target): the join form with the code filled,
+  and nothing else above the fold (starting a class is one click away).
+- The teacher's own browser keeps ``CODE.KEY`` in a ``SameSite=Strict`` cookie
+  (:data:`TEACHER_COOKIE`, set by :func:`keep_in_browser`): a reload of the projected tab (a
+  new session) reads it once from the request (``st.context.cookies``), checks it against the
+  key's hash in the store, and drives the class again without the key in the address bar. A
+  teacher who leaves has it cleared; a key the store refuses is forgotten.
 
 Values from a link are bounded before the engine sees them; the engine checks the rest
 (code alphabet, keys in constant time). A refusal is kept as ``(code, params)`` and shown
@@ -43,11 +49,13 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import streamlit as st
 
 from components import visitor
 from components.i18n import language
+from components.kit import focus
 from components.lessons.state import URL_LESSON, URL_STEP, forget_room, room_query
 from torchatlas.classmode import (
     ClassError,
@@ -85,6 +93,16 @@ LESSON_PICK_KEY = "classmode_lesson_pick"
 PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
 RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
 PERIOD_KEY = "classmode_poll_period"  # this session's poll period, drawn once
+JOIN_LINK_KEY = "classmode_join_link"  # the code a join link brought (the page shows joining)
+START_OPEN_KEY = "classmode_start_open"  # a visitor on a join link asked for the start form
+CONFIRM_KEY = "classmode_confirm"  # (code, step, target): a move away from an open question
+COOKIE_READ_KEY = "classmode_cookie_read"  # this session looked for the teacher's cookie
+FORGET_COOKIE_KEY = "classmode_forget_cookie"  # the teacher left: the browser forgets the class
+# The teacher's hold on a class in their own browser ("CODE.KEY"), so a reload of the projected
+# tab keeps the class without the key in the address bar. It outlives the class's idle expiry
+# (3 h) a little; a stale one is checked against the store and forgotten.
+TEACHER_COOKIE = "atlas_class_teacher"
+TEACHER_COOKIE_S = 4 * 3600
 
 T = TypeVar("T")
 
@@ -146,8 +164,11 @@ def role() -> Role | None:
 
 
 def leave() -> None:
-    """Forget this session's place in a class (the class itself goes on)."""
-    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY, RECORD_KEY):
+    """Forget this session's place in a class (the class itself goes on); a teacher's browser
+    forgets it too (its cookie is cleared on the next run)."""
+    if TEACHER_KEY in st.session_state:
+        st.session_state[FORGET_COOKIE_KEY] = True
+    for key in (TEACHER_KEY, STUDENT_KEY, SEEN_KEY, PLACE_KEY, RECORD_KEY, CONFIRM_KEY):
         st.session_state.pop(key, None)
     for name in (URL_TEACHER, URL_STUDENT):
         if name in st.query_params:
@@ -208,6 +229,94 @@ def absorb_link() -> None:
             st.session_state[LINK_READ_KEY] = (st.query_params.get(URL_CLASS), teacher, None)
         return
     st.session_state.setdefault(JOIN_CODE_KEY, code)
+    st.session_state[JOIN_LINK_KEY] = code  # a join link: the page is a student's first
+
+
+# --------------------------------------------------------------------------- the teacher's browser
+
+
+def browser_cookie(name: str) -> str | None:
+    """Cookie ``name`` as this session's first request carried it (None outside a browser)."""
+    try:
+        value = st.context.cookies.get(name)
+    except Exception:  # no browser context (a bare script run, AppTest)
+        return None
+    return value if isinstance(value, str) else None
+
+
+def teacher_cookie() -> tuple[str, str] | None:
+    """The (code, teacher key) this browser keeps, if any and well formed."""
+    held = browser_cookie(TEACHER_COOKIE)
+    if not held:
+        return None
+    code, separator, key = unquote(held).partition(".")
+    if not separator or not code or len(code) > MAX_CODE_CHARS or not 0 < len(key) <= MAX_KEY_CHARS:
+        return None
+    return normal_code(code), key
+
+
+def absorb_cookie(on_class_page: bool) -> None:
+    """Once per session, before the link is read: a reload of the teacher's own tab finds the
+    class this browser keeps (checked against the key's hash in the store) and drives it
+    again, without the key in the address bar. Only on the Class page or on a page whose link
+    names that class (a fresh tab on another page stays a visitor's); a link with a key of
+    its own decides instead; a key the store refuses is forgotten."""
+    state = st.session_state
+    if state.get(COOKIE_READ_KEY) or role() is not None:
+        return
+    if URL_TEACHER in st.query_params or URL_STUDENT in st.query_params:
+        return
+    held = teacher_cookie()
+    if held is None:
+        return
+    code, key = held
+    linked = _link_text(URL_CLASS, MAX_CODE_CHARS)
+    if linked is not None and normal_code(linked) != code:
+        return  # another class's link: its page, and the cookie kept for its own class
+    if linked is None and not on_class_page:
+        return  # a page that is not the class's: maybe the next one this session opens
+    state[COOKIE_READ_KEY] = True  # checked once: a stale key costs one counted check
+    if not attempt(store().is_teacher, code, key, client()):
+        if not refused_for_a_while():
+            state.pop(ERROR_KEY, None)  # nothing to tell: the old class has gone
+            state[FORGET_COOKIE_KEY] = True
+        return
+    state[TEACHER_KEY] = (code, key)
+    if linked is None:
+        st.query_params[URL_CLASS] = code
+    state[LINK_READ_KEY] = (linked if linked is not None else code, None, None)
+
+
+def keep_in_browser(who: Role) -> None:
+    """The teacher's browser keeps this class (see :func:`absorb_cookie`)."""
+    if who.teacher:
+        focus.set_cookie(TEACHER_COOKIE, f"{who.code}.{who.key}", TEACHER_COOKIE_S)
+
+
+def forget_in_browser() -> None:
+    """Clear the teacher's cookie once after :func:`leave` (and after a stale one)."""
+    if st.session_state.pop(FORGET_COOKIE_KEY, None):
+        focus.clear_cookie(TEACHER_COOKIE)
+
+
+# --------------------------------------------------------------------------- moving on
+
+
+def ask_to_confirm(current: ClassState, target: int) -> None:
+    """The teacher moves on while the step's question is open and unrevealed: ask once."""
+    st.session_state[CONFIRM_KEY] = (current.code, current.step, target)
+
+
+def confirming(current: ClassState) -> int | None:
+    """The step the teacher asked to move to from this open question, awaiting their answer."""
+    held = st.session_state.get(CONFIRM_KEY)
+    if held is None or held[:2] != (current.code, current.step):
+        return None
+    return int(held[2])
+
+
+def stop_confirming() -> None:
+    st.session_state.pop(CONFIRM_KEY, None)
 
 
 # --------------------------------------------------------------------------- links
@@ -322,6 +431,7 @@ def start(lesson_id: str | None, secret: str | None = None) -> bool:
         return False
     st.session_state.pop(START_SECRET_KEY, None)
     leave()
+    st.session_state.pop(FORGET_COOKIE_KEY, None)  # the new class replaces the old cookie
     st.session_state[TEACHER_KEY] = (passed.code, passed.teacher_key)
     st.query_params[URL_CLASS] = passed.code
     return True
@@ -438,6 +548,10 @@ def my_code_answer(who: Role, step: int) -> CodeVerdict | None:
     return attempt(store().my_code_answer, who.code, who.key, step)
 
 
+def revealed_steps(who: Role) -> tuple[int, ...] | None:
+    return attempt(store().revealed_steps, who.code, who.key)
+
+
 def summary_csv(who: Role) -> str | None:
     return attempt(store().summary_csv, who.code, who.key)
 
@@ -533,6 +647,11 @@ def remember_place(state: ClassState) -> None:
 
 
 START_KEY = "start"  # ?start=u_<code>: a teacher's lesson to start a class with (the author page)
+
+
+def lesson_pick_widget(lang: str) -> str:
+    """The start form's lesson box in ``lang`` (one per language; the pick is LESSON_PICK_KEY)."""
+    return f"{LESSON_PICK_KEY}_{lang}"
 
 
 def lesson_options() -> list[str | None]:

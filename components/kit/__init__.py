@@ -5,4 +5,6 @@
 - :mod:`components.kit.error_card`: one way to show a room's coded error or a sandbox failure.
 - :mod:`components.kit.predict_reveal`: a question, the visitor's prediction, torch's answer.
 - :mod:`components.kit.code_editor`: the pasted-code box with its presets and queue reporter.
+- :mod:`components.kit.focus`: where a reader's eyes go (scroll to what opened, once; phone-
+  sized options; Korean line breaks; a phone's sidebar closed; a cookie the browser keeps).
 """

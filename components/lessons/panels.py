@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from components.i18n import language, t
-from components.kit import code_answer
+from components.kit import code_answer, focus
 from components.lessons import draw, state
 from components.lessons.state import Place
 from torchatlas.lessons import ROOMS, Lesson, Step
@@ -15,12 +15,16 @@ from torchatlas.lessons.kinds import CODE, NOT_PASSED, PASSED, kind_of
 
 def banner(page: str) -> None:
     """Above the room: the step's narrative and question, progress and moves. Drawn by
-    app.py on every page but the lessons list, when the URL names a lesson and a step."""
+    app.py on every page but the lessons list, when the URL names a lesson and a step.
+
+    A step that hides its room until the reveal (``hide = ["room"]``: the room shows torch's
+    answer) draws the room's title and a note in its place, and the room does not run
+    (:func:`_room_until_reveal`) until the student has answered."""
     place = state.current()
     if place is None or page == "lessons":
         return
     if place is False:
-        st.warning(t("lessons.link_broken"), icon=":material/link_off:")
+        _broken_link()
         return
     assert isinstance(place, Place)
     if place.step is None:
@@ -29,19 +33,22 @@ def banner(page: str) -> None:
     state.remember(lesson, step.number)
     changed, aside = state.follow_room(lesson, step, page)  # the step opens in its state
     lang = language()
+    revealed = state.revealed(lesson, step)
+    focus.readable(lang)
     with st.container(border=True, key=state.BANNER_KEY):
         st.caption(
             f"{t('lessons.banner.lesson', title=lesson.title[lang])} · "
             f"{draw.progress_text(lesson, step.number, lang)}"
         )
         st.progress(step.number / len(lesson.steps))
-        st.subheader(step.title[lang], anchor=False)
+        st.header(step.title[lang], anchor=False)
         if aside:
             fields = ", ".join(aside)
             st.info(t("lessons.banner.set_aside", fields=fields), icon=":material/link_off:")
         if changed:
             _changed(lesson, step)
-        st.markdown(step.text[lang])
+        # The narrative's sentences that tell the answer join it at the reveal.
+        st.markdown(step.narrative(lang, revealed))
         if step.room != page:
             room = t(f"app.rooms.{step.room}.title")
             st.info(t("lessons.banner.elsewhere", room=room), icon=":material/move_up:")
@@ -51,6 +58,22 @@ def banner(page: str) -> None:
             else:
                 _question(lesson, step)
         _moves(lesson, step, page, changed)
+        # A step opens with the page scrolled where the last one was left (a phone's reader
+        # pressed Next at the bottom of a long banner): bring its top into view, once per
+        # opening, so a rerun (an answer) never moves the page.
+        opened = st.session_state.get(state.OPENED_KEY, 0)
+        focus.scroll_to(state.BANNER_KEY, once=f"lesson:{lesson.id}:{step.number}:{opened}")
+    if step.room == page and step.hides_room and not revealed:
+        _room_until_reveal(page)
+
+
+def _room_until_reveal(page: str) -> None:
+    """The step's room shows torch's answer: until the student answers, the room's title and
+    a note stand in for it, and the room does not run (this stops the page's run)."""
+    with st.container(key=state.ROOM_HIDDEN_KEY):
+        st.title(t(f"app.rooms.{page}.title"))  # the page's one h1, as the room draws it
+        st.info(t("lessons.banner.room_hidden"), icon=":material/visibility_off:")
+    st.stop()
 
 
 def _changed(lesson: Lesson, step: Step) -> None:
@@ -71,7 +94,9 @@ def _question(lesson: Lesson, step: Step) -> None:
     assert question is not None
     lang = language()
     picked = state.answers(lesson).get(step.number)
-    st.markdown(f"**{t('lessons.question.header')}** {question.prompt[lang]}")
+    header = t("kinds.exercise.header" if kind_of(question).answered_with == CODE
+               else "lessons.question.header")  # fmt: skip
+    st.markdown(f"**{header}** {question.prompt[lang]}")
     if kind_of(question).answered_with == CODE:
         _code_question(lesson, step, picked)
         return
@@ -152,12 +177,23 @@ def _moves(lesson: Lesson, step: Step, page: str, changed: bool = False) -> None
 # --------------------------------------------------------------------------- the lessons page
 
 
+def _broken_link() -> None:
+    """A link to no lesson; for a teacher's lesson that does not load, which step and why."""
+    st.warning(t("lessons.link_broken"), icon=":material/link_off:")
+    problem = state.load_problem()
+    if problem is not None:
+        from components.author.panels import refusal
+
+        refusal(problem)
+
+
 def page() -> None:
     """The lessons page: a link's lesson (its overview or end summary) first, then every
     lesson with its note, steps and minutes."""
+    focus.readable(language())
     place = state.current()
     if place is False:
-        st.warning(t("lessons.link_broken"), icon=":material/link_off:")
+        _broken_link()
     elif isinstance(place, Place):
         if place.step is not None:  # a link to a step: open it in its room
             state.go(place.lesson, place.step.number)
@@ -172,7 +208,7 @@ def _card(lesson: Lesson) -> None:
     lang = language()
     answered = state.answers(lesson)
     with st.container(border=True, key=state.lesson_key("card", lesson)):
-        st.subheader(lesson.title[lang], anchor=False)
+        st.header(lesson.title[lang], anchor=False)
         st.caption(
             t(
                 "lessons.card.facts",
@@ -209,8 +245,12 @@ def _card(lesson: Lesson) -> None:
 def _summary(lesson: Lesson) -> None:
     lang = language()
     result = draw.summary(lesson, state.answers(lesson))
+    # Finish switches pages with the last step's scroll position: the summary, at the top of
+    # this page, is brought into view once per Finish.
+    opened = st.session_state.get(state.SUMMARY_OPENED_KEY, 0)
+    focus.scroll_to(state.SUMMARY_KEY, once=f"lesson:{lesson.id}:summary:{opened}")
     with st.container(border=True, key=state.SUMMARY_KEY):
-        st.subheader(t("lessons.summary.header", title=lesson.title[lang]), anchor=False)
+        st.header(t("lessons.summary.header", title=lesson.title[lang]), anchor=False)
         st.metric(
             t("lessons.summary.score"),
             t("lessons.summary.score_value", right=result.right, total=result.asked),

@@ -47,6 +47,11 @@ NEXT_KEY, FINISH_KEY = "lessons_next", "lessons_finish"
 CHANGED_BOX_KEY = "lessons_changed"
 SHOWN_KEY = "lessons_shown"  # (lesson id, step, changed): what the banner last drew
 RERUN_KEY, RERUNS_KEY = "lessons_rerun", "lessons_reruns"  # reruns asked to redraw the banner
+OPENED_KEY = "lessons_opened"  # how many steps this session opened (each scrolled to once)
+SUMMARY_OPENED_KEY = (
+    "lessons_summary_opened"  # how often Finish opened a summary (scroll once each)
+)
+ROOM_HIDDEN_KEY = "lessons_room_hidden"  # the box that stands in for a room until the reveal
 MAX_RERUNS = 3  # in a row: a room that never writes the same twice cannot loop the page
 
 
@@ -80,6 +85,13 @@ def find_lesson(lesson_id: str) -> Lesson | None:
     from torchatlas.classmode.authored import resolve_lesson
 
     return resolve_lesson(lesson_id, visitor=visitor.visitor())
+
+
+def load_problem() -> Any:
+    """Why the teacher's lesson the link names did not load (the author page's words)."""
+    from torchatlas.classmode.authored import load_problem
+
+    return load_problem(st.query_params.get(URL_LESSON))
 
 
 def current() -> Place | bool | None:
@@ -124,11 +136,13 @@ def go(lesson: Lesson, number: int) -> None:
     """Open step ``number`` in its room, in its state (stops this run)."""
     step = lesson.step(number)
     st.session_state[LAST_KEY] = (lesson.id, number)
+    st.session_state[OPENED_KEY] = st.session_state.get(OPENED_KEY, 0) + 1
     forget_room(step.room)
     st.switch_page(link_of(step.room).script, query_params=room_query(lesson, step))
 
 
 def go_summary(lesson: Lesson) -> None:
+    st.session_state[SUMMARY_OPENED_KEY] = st.session_state.get(SUMMARY_OPENED_KEY, 0) + 1
     query = {URL_LESSON: lesson.id, URL_END: "1"}
     if language() != DEFAULT_LANGUAGE:
         query["lang"] = language()
@@ -138,6 +152,12 @@ def go_summary(lesson: Lesson) -> None:
 def answers(lesson: Lesson) -> dict[int, int]:
     """Step number → option index, for this session (a copy)."""
     return dict(st.session_state.get(ANSWERS_KEY, {}).get(lesson.id, {}))
+
+
+def revealed(lesson: Lesson, step: Step) -> bool:
+    """Whether torch's answer to the step's question is on screen (the student answered it),
+    or the step asks nothing: what a step hides until its reveal is shown from then on."""
+    return step.question is None or step.number in answers(lesson)
 
 
 def record(lesson: Lesson, number: int, picked: int) -> None:

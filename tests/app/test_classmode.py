@@ -10,7 +10,9 @@ another server" where a test needs the teacher's side without a second page.
 from __future__ import annotations
 
 import base64
+import csv
 import gc
+import io
 import json
 import re
 import time
@@ -80,7 +82,7 @@ def _teacher(
     lang: str = "en", lesson: str | None = LESSON, client: str | None = None
 ) -> tuple[AppTest, str, str]:
     at = _open(lang=lang, client=client)
-    at.selectbox(key=state.LESSON_PICK_KEY).set_value(lesson).run()
+    at.selectbox(key=state.lesson_pick_widget(lang)).set_value(lesson).run()
     at.button(key="classmode_start_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     code, key = at.session_state[state.TEACHER_KEY]
@@ -98,6 +100,16 @@ def _join(code: str, nickname: str = "", lang: str = "en", client: str | None = 
 
 def _has_button(at: AppTest, key: str) -> bool:
     return any(button.key == key for button in at.button)
+
+
+def _room_waits(at: AppTest) -> bool:
+    """The class's room keeps its place for the reveal: its note stands in for it."""
+    return translate("classmode.question.room_hidden", "en") in [i.value for i in at.info]
+
+
+def _kind(at: AppTest, key: str) -> str:
+    """A button's type: "primary", "secondary" or "tertiary"."""
+    return at.button(key=key).proto.type
 
 
 # --------------------------------------------------------------------------- teacher
@@ -191,8 +203,9 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
         student.run()  # what the poll's rerun does
         assert student.query_params.get("class") in (code, [code])
         assert student.session_state[state.PLACE_KEY][1] == "basics"
-        assert "basics_" in " ".join(str(k) for k in student.session_state)  # the room ran
         assert student.title[0].value == translate("app.rooms.basics.title", "en")
+        # Step 1's room shows torch's answer: it waits for the reveal (the room never ran).
+        assert _room_waits(student)
     teacher.button(key="classmode_ask").click().run()
     question = find(LESSON).step(1).question
     wrong = next(i for i in range(len(question.options)) if i != question.answer)
@@ -211,6 +224,8 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
     right_student, wrong_student = students
     right_student.run()
     wrong_student.run()
+    assert not _room_waits(right_student), "the room opens with the reveal"
+    assert "basics_" in " ".join(str(k) for k in right_student.session_state)  # it ran
     assert right_student.success and "Right!" in right_student.success[0].value
     assert wrong_student.error and "Not this time" in wrong_student.error[0].value
     assert question.explain["en"][:30] in _said(wrong_student)
@@ -472,6 +487,10 @@ ERROR_PARAMS = {
     "bad_place": {"room": "strides", "field": "s_shape"},
     "no_such_lesson": {"lesson": "nope"},
     "no_question": {"step": 2},
+    "lesson_too_big": {"limit": 64},
+    "too_many_lessons": {"limit": 30},
+    "lessons_full": {"limit": 5000},
+    "lessons_per_hour": {"limit": 20},
 }
 
 
@@ -500,8 +519,255 @@ def test_the_teacher_drives_the_lesson_from_the_rooms(fresh_store: ClassStore) -
     assert key not in json.dumps(dict(teacher.query_params))  # never in a projected URL
     assert "lesson" not in teacher.query_params  # the class's question, not the lesson's
     assert _has_button(teacher, "classmode_to_page")  # the class bar above the room
+    # The room view has the question, its tally and the controls, ending included.
+    assert _room_waits(teacher), "the projected room would show the answer: it waits"
+    teacher.button(key="classmode_ask").click().run()
+    question = find(LESSON).step(1).question
+    assert any(question.prompt["en"] in m.value for m in teacher.markdown)
+    assert teacher.get("plotly_chart"), "the tally, above the room"
+    assert _has_button(teacher, "classmode_reveal") and _has_button(teacher, "classmode_end")
+    teacher.button(key="classmode_reveal").click().run()
+    assert not _room_waits(teacher) and "basics_" in " ".join(map(str, teacher.session_state))
+    chart = json.loads(teacher.get("plotly_chart")[0].proto.spec)
+    assert draw.RIGHT_MARK in chart["data"][0]["y"][question.answer], "the right option marked"
     teacher.button(key="classmode_next").click().run()  # step 2 is in the strides room
     assert fresh_store.state(code).step == 2 and fresh_store.state(code).room == "strides"
-    assert "strides_" in " ".join(str(k) for k in teacher.session_state)
+    assert teacher.title[0].value == translate("app.rooms.strides.title", "en")
     teacher.button(key="classmode_to_page").click().run()
     assert _has_button(teacher, "classmode_end")  # back on the projector view
+
+
+# --------------------------------------------------------------------------- issue 35: the hall
+
+
+def _asked_class(fresh_store: ClassStore, students: int = 1) -> tuple[AppTest, str, str, list]:
+    """A teacher at step 1 (its question open) and ``students`` who joined."""
+    teacher, code, key = _teacher()
+    joined = [_join(code, f"P{n}") for n in range(students)]
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_ask").click().run()
+    return teacher, code, key, joined
+
+
+def test_one_primary_action_at_a_time_and_the_question_before_next(
+    fresh_store: ClassStore,
+) -> None:
+    teacher, _, _ = _teacher()
+    assert _kind(teacher, "classmode_next") == "primary"  # "Start the lesson": the only one
+    teacher.button(key="classmode_next").click().run()
+    # Step 1 asks a question: Open the question is the one to press, before Next step.
+    assert _kind(teacher, "classmode_ask") == "primary"
+    assert _kind(teacher, "classmode_next") == "secondary"
+    keys = [b.key for b in teacher.button if b.key in ("classmode_ask", "classmode_next")]
+    assert keys == ["classmode_ask", "classmode_next"], "the question's action comes first"
+    teacher.button(key="classmode_ask").click().run()
+    assert _kind(teacher, "classmode_reveal") == "primary"
+    assert _kind(teacher, "classmode_next") == "secondary"
+    teacher.button(key="classmode_reveal").click().run()
+    assert _kind(teacher, "classmode_next") == "primary"
+    # (the end's own "yes" waits in its closed popover)
+    primaries = [b.key for b in teacher.button if b.proto.type == "primary"]
+    assert primaries == ["classmode_next", "classmode_end"], primaries
+
+
+def test_moving_on_from_an_open_question_asks_once_and_an_unrevealed_one_is_not_scored(
+    fresh_store: ClassStore,
+) -> None:
+    teacher, code, key, (student,) = _asked_class(fresh_store)
+    question = find(LESSON).step(1).question
+    student.run()
+    next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
+        question.answer
+    ).run()
+    student.button(key="classmode_send_1").click().run()
+    teacher.button(key="classmode_next").click().run()
+    assert fresh_store.state(code).step == 1, "nothing moved yet: the teacher is asked"
+    assert translate("classmode.teacher.confirm_open", "en") in [w.value for w in teacher.warning]
+    assert _kind(teacher, "classmode_reveal_go") == "primary"
+    assert _kind(teacher, "classmode_reveal") == "secondary", "one primary at a time"
+    teacher.button(key="classmode_stay").click().run()
+    assert not teacher.warning and fresh_store.state(code).step == 1
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_go_unrevealed").click().run()
+    moved = fresh_store.state(code)
+    assert moved.step == 2 and not moved.asked
+    # Step 2: open, then Next again; this time reveal and continue.
+    teacher.button(key="classmode_ask").click().run()
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_reveal_go").click().run()
+    assert fresh_store.state(code).step == 3
+    summary = {item.step: item for item in fresh_store.summary(code, key)}
+    assert not summary[1].revealed and summary[2].revealed
+
+
+def _csv(teacher: AppTest) -> bytes:
+    """The CSV the download button hands out (from the media file it registered)."""
+    from streamlit.runtime import Runtime
+
+    url = teacher.get("download_button")[0].proto.url
+    file_id = url.rsplit("/", 1)[-1].split(".")[0]
+    manager = Runtime.instance().media_file_mgr if Runtime.exists() else None
+    if manager is not None:
+        return manager._storage.get_file(file_id).content
+    from streamlit.runtime.media_file_manager import MediaFileManager  # noqa: F401
+
+    raise AssertionError("no media file storage")
+
+
+def test_the_csv_says_what_students_saw_with_each_question_and_the_totals_apart(
+    fresh_store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[bytes] = []
+    real = draw.csv_bytes
+    monkeypatch.setattr(draw, "csv_bytes", lambda text: made.append(real(text)) or made[-1])
+    teacher, _, _, students = _asked_class(fresh_store, 2)
+    first = find(LESSON).step(1).question
+    error = first.options.index("error")  # a wrong pick whose words differ from its value
+    for student, pick in zip(students, (first.answer, error), strict=True):
+        student.run()
+        next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
+            pick
+        ).run()
+        student.button(key="classmode_send_1").click().run()
+    teacher.button(key="classmode_reveal").click().run()
+    teacher.button(key="classmode_next").click().run()  # step 2: opened, one answer, skipped
+    teacher.button(key="classmode_ask").click().run()
+    students[0].run()
+    next(r for r in students[0].radio if str(r.key).startswith(state.PICK_KEY)).set_value(
+        find(LESSON).step(2).question.answer
+    ).run()
+    students[0].button(key="classmode_send_2").click().run()
+    teacher.button(key="classmode_next").click().run()
+    teacher.button(key="classmode_go_unrevealed").click().run()
+    teacher.run()
+    data = made[-1]
+    assert data.startswith(b"\xef\xbb\xbf"), "UTF-8 with a byte order mark"
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    header, ada, bo, blank, totals_head, *totals = rows
+    assert header[0] == "Nickname" and header[-1] == "Right answers (of 1 revealed)"
+    assert header[1] == "Step 1: What shape does batch_t * unsqueezed_weights have?"
+    assert "`" not in "".join(header), "plain text, no Markdown"
+    assert ada[:3] == ["P0", "(2, 3, 5, 5)", "1"] and bo[:3] == ["P1", "torch raises an error", "0"]
+    assert ada[3:] == ["(0, 1)", "", "1"], "step 2 was not revealed: shown, not scored"
+    assert bo[-1] == "0" and blank == []
+    assert totals_head[0] == "Totals per question"
+    assert totals[0][1:] == ["(2, 3, 5, 5)", "yes", "2", "1", "50 %"]
+    assert totals[1][1:] == ["(0, 1)", "no: not scored", "1", "", ""]
+    # The table on the page says the same, in plain text.
+    table = teacher.dataframe[0].value
+    assert "`" not in table.to_string() and "not revealed: not scored" in table.to_string()
+
+
+def _student_says(at: AppTest) -> str:
+    """Every string a student's page shows: text, labels, options, buttons, HTML."""
+    parts = [_said(at), _html(at)]
+    parts += [b.label for b in at.button]
+    parts += [e.label for e in at.expander]
+    parts += [str(o) for r in at.radio for o in r.options]
+    parts += [f"{m.label} {m.value}" for m in at.metric]
+    parts += [w.label for w in at.text_input]
+    return "\n".join(parts)
+
+
+def _teacher_only() -> list[str]:
+    """The teacher's own sentences (the words before each template's first field)."""
+    from torchatlas.i18n import table
+
+    words = table("en")  # flat: "classmode.teacher.next" → "Next step"
+    sections = ("teacher", "tally", "roster", "start", "summary", "csv")
+    found = [
+        str(text)
+        for key, text in words.items()
+        if key.startswith(tuple(f"classmode.{section}." for section in sections))
+    ]
+    found += [words[f"classmode.{key}"] for key in ("intro", "step.not_started", "free.how")]
+    pieces = (
+        draw.plain_text(piece).replace("*", "").strip()
+        for text in found
+        for piece in re.split(r"\{[^}]*\}", text)
+    )
+    return sorted({piece for piece in pieces if len(piece) >= 12})
+
+
+def test_a_student_never_sees_the_teachers_words(fresh_store: ClassStore) -> None:
+    teacher, code, key = _teacher()
+    said: list[tuple[str, str]] = []
+    student = _open({"class": code})
+    said.append(("join link", _student_says(student)))
+    student.text_input(key=state.JOIN_NAME_KEY).input("Ada")
+    student.button(key="classmode_join_button").click().run()
+    said.append(("joined, before the start", _student_says(student)))
+    for press in ("classmode_next", "classmode_ask", "classmode_reveal", "classmode_next"):
+        teacher.button(key=press).click().run()
+        student.run()
+        said.append((press, _student_says(student)))
+    fresh_store.end(code, key)
+    student.run()
+    said.append(("ended", _student_says(student)))
+    teacher_words = _teacher_only()
+    assert any("Press “Start the lesson”" in words for words in teacher_words)  # the teacher's
+    for phase, text in said:
+        leaked = [words for words in teacher_words if words in text]
+        assert leaked == [], (phase, leaked)
+
+
+def test_the_join_link_shows_joining_first_and_starting_a_class_one_click_away() -> None:
+    _, code, _ = _teacher()
+    at = _open({"class": code})
+    assert at.text_input(key=state.JOIN_CODE_KEY).value == code
+    assert not _has_button(at, "classmode_start_button"), "no teacher's form on a join link"
+    assert [b.key for b in at.button if b.proto.type == "primary"] == ["classmode_join_button"]
+    assert translate("classmode.join.intro", "en") in _said(at)
+    assert translate("classmode.intro", "en") not in _said(at)
+    at.button(key="classmode_show_start").click().run()  # a teacher who came by the link
+    assert _has_button(at, "classmode_start_button") and _has_button(at, "classmode_join_button")
+
+
+def test_the_lesson_picker_speaks_the_language_just_chosen() -> None:
+    at = _open()
+    at.selectbox(key=state.lesson_pick_widget("en")).set_value(LESSON).run()
+    at.radio(key="lang").set_value("ko").run()  # the sidebar's switch
+    box = at.selectbox(key=state.lesson_pick_widget("ko"))
+    assert box.value == LESSON, "the pick is kept"
+    assert find(LESSON).title["ko"] in box.options and find(LESSON).title["en"] not in box.options
+
+
+def test_a_reload_of_the_teachers_tab_keeps_the_class(
+    fresh_store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    teacher, code, key = _teacher()
+    assert state.TEACHER_COOKIE in _html(teacher) and f"{code}.{key}" in _html(teacher)
+    kept = {state.TEACHER_COOKIE: f"{code}.{key}"}
+    monkeypatch.setattr(state, "browser_cookie", kept.get)
+    again = _open({"class": code})  # the projector's tab reloaded: a new session
+    assert again.session_state[state.TEACHER_KEY] == (code, key)
+    assert _has_button(again, "classmode_next") and "teacher" not in again.query_params
+    other = _open({"class": "ABCDEF" if code != "ABCDEF" else "ABCDEG"})
+    assert state.TEACHER_KEY not in other.session_state, "another class's link is not taken"
+    kept[state.TEACHER_COOKIE] = f"{code}.{'x' * 32}"  # a key the store refuses
+    stale = _open({"class": code})
+    assert state.TEACHER_KEY not in stale.session_state and not _error_cards(stale)
+    assert f"{json.dumps(state.TEACHER_COOKIE)} + '=; path=/; max-age=0" in _html(stale)
+    assert _has_button(stale, "classmode_join_button")
+
+
+def test_students_see_their_score_at_the_end(fresh_store: ClassStore) -> None:
+    teacher, code, key, (student,) = _asked_class(fresh_store)
+    lesson = find(LESSON)
+    for number, right in ((1, True), (2, False)):
+        question = lesson.step(number).question
+        pick = question.answer if right else (question.answer + 1) % len(question.options)
+        student.run()
+        next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
+            pick
+        ).run()
+        student.button(key=f"classmode_send_{number}").click().run()
+        teacher.button(key="classmode_reveal").click().run()
+        teacher.button(key="classmode_next").click().run()
+        if number == 1:
+            teacher.button(key="classmode_ask").click().run()
+    teacher.button(key="classmode_ask").click().run()  # step 3: opened, never revealed
+    fresh_store.end(code, key)
+    student.run()
+    score = {m.label: m.value for m in student.metric}
+    assert score == {"Your score": "1 of 2 right"}, score

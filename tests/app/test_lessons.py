@@ -48,9 +48,21 @@ def link(lesson: Lesson, step: Step) -> dict[str, Any]:
     return {**query, "lesson": lesson.id, "step": str(step.number)}
 
 
-def open_link(lesson: Lesson, step: Step, lang: str = "en") -> AppTest:
+def answered(at: AppTest, lesson: Lesson, step: Step) -> None:
+    """The session has answered the step's question already (the right option), so a step
+    that hides its room until the reveal shows it from the first run: for tests about the
+    room, not the question."""
+    if step.question is not None:
+        at.session_state["lessons_answers"] = {lesson.id: {step.number: step.question.answer}}
+
+
+def open_link(lesson: Lesson, step: Step, lang: str = "en", *, revealed: bool = True) -> AppTest:
+    """The step's shared link opened in a new session; ``revealed``: its question answered
+    already (see :func:`answered`), else the page as a student first sees it."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.session_state["lang"] = lang
+    if revealed:
+        answered(at, lesson, step)
     for key, value in link(lesson, step).items():
         at.query_params[key] = value
     at.run()
@@ -146,19 +158,117 @@ def check(at: AppTest, item: Expectation, lang: str) -> None:
         raise AssertionError(f"no reader for probe {item.probe}")
 
 
-def check_step(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
+def check_banner(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
     assert not at.exception, [e.value for e in at.exception]
-    assert step.title[lang] in [h.value for h in at.subheader], "the banner shows the step"
+    assert step.title[lang] in [h.value for h in at.header], "the banner shows the step"
     assert translate(
         "lessons.banner.progress", lang, step=step.number, total=len(lesson.steps)
     ) in (rendered_text(at))
+
+
+def room_hidden(at: AppTest, lang: str = "en") -> bool:
+    """The room is kept for the reveal: its note stands where it would be."""
+    return translate("lessons.banner.room_hidden", lang) in [i.value for i in at.info]
+
+
+def check_step(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
+    check_banner(at, lesson, step, lang)
+    assert not room_hidden(at, lang), "the room is on the page"
     if not any(item.value == "error" for item in step.expect):
-        assert not at.error, [e.value for e in at.error]
+        # (a wrong prediction's verdict is an error box of the banner's, not the room's)
+        question, verdicts = step.question, set()
+        if question is not None and question.options:
+            verdicts = {
+                draw.verdict_text(lesson, step.number, pick, lang)[1]
+                for pick in range(len(question.options))
+            }
+        errors = [e.value for e in at.error if e.value not in verdicts]
+        assert not errors, errors
     for item in step.expect:
         check(at, item, lang)
 
 
 # --------------------------------------------------------------------------- every step
+
+
+# --------------------------------------------------------------------------- before the reveal
+
+# An answer that is a word or one digit also reads as an input, a label or a step number
+# (``requires_grad=True`` in code, "step 2 of 6"): the page cannot be searched for it, so its
+# step must keep the room for the reveal (the lesson file's ``hide = ["room"]``), and its
+# narrative is kept from telling it by review (its ``after`` text).
+AMBIGUOUS = re.compile(r"^(True|False|None|\d)$")
+# How a narrative tells that torch refuses (or runs) a call, in each language.
+TELLS = {
+    "en": re.compile(r"\b(refus\w*|raises?|fails?|removed|no longer|it works)\b", re.IGNORECASE),
+    "ko": re.compile(r"거부|오류를 냅|오류가 납|제거되|더 이상|실행됩니다|동작합니다"),
+}
+_TAGS = re.compile(r"<(style|script)\b.*?</\1>|<[^>]+>", re.DOTALL)
+
+
+def inputs_of(question: Any) -> set[str]:
+    """The question's own inputs (its fact's arguments) as the values are written: an answer
+    equal to one of them (``(2, 3, 5, 5)`` broadcast with ``(3, 1, 1)``) is said by the
+    question itself, so only the room, which also shows it computed, must wait."""
+    found: set[str] = set()
+
+    def add(value: Any) -> None:
+        if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+            found.add(str(tuple(value)))
+        elif isinstance(value, tuple):
+            for item in value:
+                add(item)
+        else:
+            found.add(str(value))
+
+    for _name, value in getattr(question, "args", ()):
+        add(value)
+    return found
+
+
+def shown_before_reveal(at: AppTest, prompt: str) -> str:
+    """Every text the page shows (HTML too, without its tags), but the question's prompt and
+    its options (a radio's labels are not page text)."""
+    parts = [page_text(at)]
+    parts += [_TAGS.sub(" ", str(element.proto.body)) for element in at.get("html")]
+    parts += [str(box.value) for box in at.success]
+    lines = "\n".join(parts).splitlines()
+    return "\n".join(line for line in lines if prompt not in line)
+
+
+def assert_answer_not_shown(at: AppTest, step: Step, lang: str) -> None:
+    """Before the reveal, the page does not give torch's answer away: not the room (a step
+    whose room shows it hides the room), not the narrative."""
+    question = step.question
+    assert question is not None
+    value, where = question.options[question.answer], f"{step.title[lang]}: {question.value}"
+    text = shown_before_reveal(at, question.prompt[lang])
+    assert room_hidden(at, lang) == step.hides_room, where
+    if draw.answer_kind(value) != draw.VALUE:
+        assert not at.error, (where, "torch's refusal is on the page")
+        assert draw.option_text(value, lang) not in text, where
+        narrative = step.narrative(lang, False)  # the room may say such words of other things
+        told = TELLS[lang].search(narrative)
+        assert told is None, (where, narrative[max(0, told.start() - 80) : told.end() + 80])
+        return
+    if AMBIGUOUS.match(value) or value in inputs_of(question):
+        # The narrative may say the question's own input; the room shows it computed.
+        assert step.hides_room, (where, "the room shows it: hide it until the reveal")
+        return
+    for shown in _renderings(value):
+        found = re.search(r"(?<![\w.])" + re.escape(shown) + r"(?![\w.])", text)
+        if found is not None:
+            context = text[max(0, found.start() - 80) : found.end() + 80]
+            raise AssertionError(f"{where} is on the page before the reveal: …{context}…")
+
+
+def reveal(at: AppTest, lesson: Lesson, step: Step, pick: int | None = None) -> None:
+    """Pick an option (torch's answer by default) and press Reveal."""
+    question = step.question
+    assert question is not None
+    choice = question.answer if pick is None else pick
+    at.radio(key=f"lessons_pick_{lesson.id}_{step.number}").set_value(choice).run()
+    _press(at, f"lessons_reveal_{lesson.id}_{step.number}")
 
 
 @pytest.mark.slow
@@ -169,8 +279,37 @@ def check_step(at: AppTest, lesson: Lesson, step: Step, lang: str) -> None:
 def test_every_step_opened_from_its_link_shows_what_it_names(
     lesson: Lesson, step: Step, lang: str
 ) -> None:
+    """Opened from its link, a step keeps torch's answer off the page until the reveal; from
+    the reveal on, its room shows the values its narrative names."""
+    if step.question is not None:
+        before = open_link(lesson, step, lang, revealed=False)
+        check_banner(before, lesson, step, lang)
+        assert_answer_not_shown(before, step, lang)
+    # Revealed: a session that has answered (AppTest's replay of a Korean page's select boxes
+    # cannot take a second run, so this is a new session rather than a press on Reveal).
     at = open_link(lesson, step, lang)
+    if step.after:  # the narrative's telling of the answer comes with the reveal
+        assert any(step.after[lang] in m.value for m in at.markdown)
     check_step(at, lesson, step, lang)
+
+
+def test_a_hidden_room_opens_at_the_reveal_with_the_narratives_rest() -> None:
+    """The quick run's sample of the rule above: a step whose room shows torch's answer (the
+    storage offset asked) draws only the banner, the room's title and a note; its narrative
+    tells the answer's sentences at the reveal."""
+    lesson = find("broadcasting")
+    step = lesson.step(3)  # the room shows torch's refusal; the narrative said "torch refuses"
+    at = open_link(lesson, step, revealed=False)
+    check_banner(at, lesson, step, "en")
+    assert room_hidden(at) and at.title[0].value == translate("app.rooms.basics.title", "en")
+    assert len(at.title) == 1, "one h1: the room's title, drawn in the room's place"
+    assert not any(str(k).startswith("basics_") for k in at.session_state), "the room never ran"
+    assert_answer_not_shown(at, step, "en")
+    assert not any(step.after["en"] in m.value for m in at.markdown)
+    reveal(at, lesson, step)
+    assert not room_hidden(at) and at.error, "the room, with torch's refusal"
+    assert any(step.after["en"] in m.value for m in at.markdown)
+    check_step(at, lesson, step, "en")
 
 
 def test_a_room_keeps_no_session_key_outside_its_prefixes() -> None:
@@ -207,16 +346,17 @@ def follow(lesson_id: str, lang: str, wrong: set[int]) -> AppTest:
     assert not at.exception
     _press(at, f"lessons_start_{lesson.id}", ROOMS[lesson.step(1).room].script)
     for step in lesson.steps:
-        check_step(at, lesson, step, lang)
+        check_banner(at, lesson, step, lang)
+        assert room_hidden(at, lang) == step.hides_room, "the room waits for the reveal"
         assert at.query_params["step"] == str(step.number), "the step is in the URL"
         question = step.question
         if question is not None:
             pick = question.answer if step.number not in wrong else (question.answer + 1) % 2
-            at.radio(key=f"lessons_pick_{lesson.id}_{step.number}").set_value(pick).run()
-            _press(at, f"lessons_reveal_{lesson.id}_{step.number}")
+            reveal(at, lesson, step, pick)
             verdict = at.success if step.number not in wrong else at.error
             assert any(question.explain[lang] in m.value for m in at.markdown)
             assert verdict, "the reveal says right or wrong"
+        check_step(at, lesson, step, lang)
         if step.number < len(lesson.steps):
             _press(at, "lessons_next", ROOMS[lesson.step(step.number + 1).room].script)
     _press(at, "lessons_finish", "views/lessons.py")
@@ -269,11 +409,11 @@ def test_back_to_this_step_restores_the_steps_state_after_wandering_off() -> Non
 
 def test_previous_goes_back_a_room_and_answers_are_kept() -> None:
     lesson = find("broadcasting")
-    at = open_link(lesson, lesson.step(1))
-    at.radio(key="lessons_pick_broadcasting_1").set_value(lesson.step(1).question.answer).run()
-    _press(at, "lessons_reveal_broadcasting_1")
+    at = open_link(lesson, lesson.step(1), revealed=False)
+    reveal(at, lesson, lesson.step(1))
     _press(at, "lessons_next", "views/strides.py")
-    check_step(at, lesson, lesson.step(2), "en")
+    check_banner(at, lesson, lesson.step(2), "en")
+    assert room_hidden(at), "step 2's room waits for its own reveal"
     _press(at, "lessons_previous", "views/basics.py")
     check_step(at, lesson, lesson.step(1), "en")
     radio = at.radio(key="lessons_pick_broadcasting_1")
@@ -287,7 +427,7 @@ def test_the_lessons_page_lists_every_lesson_with_steps_and_minutes() -> None:
     for lang in ("en", "ko"):
         at = open_page("views/lessons.py", lang=lang)
         assert not at.exception
-        titles = [h.value for h in at.subheader]
+        titles = [h.value for h in at.header]
         for lesson in LESSONS:
             assert lesson.title[lang] in titles
             caption = translate(
@@ -318,6 +458,7 @@ def test_a_link_to_a_step_on_the_lessons_page_opens_the_step_in_its_room() -> No
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.session_state["lang"] = "en"
     at.query_params["lesson"], at.query_params["step"] = lesson.id, "8"
+    answered(at, lesson, lesson.step(8))
     at.run()
     at.switch_page("views/lessons.py").run()
     at.switch_page("views/strides.py")
@@ -346,8 +487,13 @@ def test_a_broken_lesson_link_is_explained_and_the_room_still_draws(query: dict)
 
 
 def open_query(query: dict[str, Any], script: str, lang: str = "en") -> AppTest:
+    """A hand-made link opened in a new session whose student answered the step's question
+    (the room is what these tests look at)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.session_state["lang"] = lang
+    lesson = find(str(query.get("lesson", "")))
+    if lesson is not None:
+        answered(at, lesson, lesson.step(int(query["step"])))
     for key, value in query.items():
         at.query_params[key] = value
     at.run()
@@ -483,8 +629,7 @@ def test_a_hand_change_says_the_room_is_no_longer_the_step(
     lesson = find(lesson_id)
     step = lesson.step(number)
     script = ROOMS[step.room].script
-    at = open_link(lesson, step)
-    expected = room_state(at, step.room)
+    at = open_link(lesson, step, revealed=False)
     question = step.question
     assert question is not None
     verdict = draw.verdict_text(lesson, number, question.answer, "en")[1]
@@ -494,8 +639,8 @@ def test_a_hand_change_says_the_room_is_no_longer_the_step(
             question.explain["en"] in m.value for m in at.markdown
         )
 
-    at.radio(key=f"lessons_pick_{lesson.id}_{number}").set_value(question.answer).run()
-    _press(at, f"lessons_reveal_{lesson.id}_{number}")
+    reveal(at, lesson, step)
+    expected = room_state(at, step.room)
     assert not changed_shown(at) and answer_shown(), "torch's answer, about the step's state"
     widget = getattr(at, kind)(key=key)
     original = widget.value

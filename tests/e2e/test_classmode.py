@@ -203,31 +203,87 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         yield one
 
 
+def in_view(page: Page, selector: str) -> bool:
+    """Whether the element's top is on screen (what a reader sees without scrolling)."""
+    box = page.locator(selector).first.bounding_box()
+    viewport = page.viewport_size
+    return box is not None and viewport is not None and 0 <= box["y"] < viewport["height"] - 40
+
+
+def scroll_to_bottom(page: Page) -> None:
+    """A reader far down a long page (Streamlit scrolls its main block, not the window)."""
+    page.evaluate(
+        "() => { const m = document.querySelector(\"[data-testid='stMain']\");"
+        " m.scrollTop = m.scrollHeight; }"
+    )
+
+
+def assert_projector_fits(teacher: Page) -> None:
+    """At 1920×1080 the step, the moves, the question and the whole chart are above the
+    fold: nothing of what the room reads is below the screen's edge."""
+    for selector in ("[data-testid='stMain'] h2", ".st-key-classmode_page_moves"):
+        assert in_view(teacher, selector), selector
+    chart = teacher.locator("[data-testid='stPlotlyChart']").first.bounding_box()
+    assert chart is not None and chart["y"] + chart["height"] <= PROJECTOR["height"], chart
+    code = teacher.get_by_test_id("classmode-code").bounding_box()
+    assert code is not None and code["y"] < 200, "the code stays readable, in its corner"
+
+
+def assert_options_readable(phone: Page) -> None:
+    """A phone's options: 16 px text (code too) in rows a thumb can hit (44 px)."""
+    sizes = phone.evaluate(
+        """() => Array.from(document.querySelectorAll(
+             ".st-key-classmode_question [role='radiogroup'] label")).map(label => {
+             const text = label.querySelector('code') || label.querySelector('p');
+             return [label.getBoundingClientRect().height,
+                     parseFloat(getComputedStyle(text).fontSize)]; })"""
+    )
+    assert sizes and all(row >= 44 and font >= 16 for row, font in sizes), sizes
+
+
 def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Class) -> None:
     teacher = people.open(f"{server.url}/class", PROJECTOR)
     code, join_link, _ = start_class(teacher, LESSON.title["en"])
     assert join_link.endswith(f"/class?class={code}")
     phone = people.open(f"{server.url}/class", PHONE)
     join_by_code(phone, code, "Ada")
-    by_link = people.open(join_link)
+    # The QR's target on a phone: only how to join this class, above the fold.
+    by_link = people.open(join_link, PHONE)
     expect(by_link.get_by_label("Class code")).to_have_value(code)
+    assert in_view(by_link, ".st-key-classmode_join_button")
+    expect(by_link.get_by_role("button", name="Start the class")).to_have_count(0)
+    save_screenshot(by_link, "classmode_join_phone", max_height=PHONE["height"])
     join_by_code(by_link, code, "Bo")
     third = people.open(f"{server.url}/class")
     join_by_code(third, code, "Cy")
     students = [phone, by_link, third]
     expect_tally(teacher, joined=3)
 
-    # Step 1 (basics): the students' screens follow; the question opens; they answer.
+    # Step 1 (basics): the students' screens follow; its room waits for the reveal.
     follow_s = move_and_follow(teacher, "Start the lesson", students, "basics")
+    expect(phone.get_by_text("This room shows torch's answer")).to_be_visible()
+    # The phone's student wanders to another room from the sidebar (which closes, so "Back
+    # to the class" shows) and reads far down it: the question still reaches their screen.
+    phone.get_by_test_id("stExpandSidebarButton").click()
+    phone.locator("[data-testid='stSidebarNavLink'][href*='/strides']").click()
+    expect(phone).to_have_url(re.compile(r"/strides\?"), timeout=FOLLOW_TIMEOUT_MS)
+    wait_for_app(phone)
+    expect(phone.get_by_test_id("stSidebar")).to_have_attribute("data-collapsed", "true")
+    expect(phone.get_by_role("button", name="Back to the class")).to_be_in_viewport()
+    scroll_to_bottom(phone)
+    assert not in_view(phone, ".st-key-classmode_bar")
     press(teacher, "Open the question")
+    expect(phone.locator(".st-key-classmode_question")).to_be_in_viewport(timeout=FOLLOW_TIMEOUT_MS)
+    assert_options_readable(phone)
+    save_screenshot(phone, "classmode_phone", max_height=PHONE["height"])
     question = LESSON.step(1).question
     wrong = next(i for i in range(len(question.options)) if i != question.answer)
     picks = [question.answer, wrong, question.answer]
     for page, pick in zip(students, picks, strict=True):
         answer(page, pick)
     expect_tally(teacher, joined=3, answered=3)
-    save_screenshot(phone, "classmode_phone")
-    save_screenshot(teacher, "classmode_teacher")
+    assert_projector_fits(teacher)
+    save_screenshot(teacher, "classmode_teacher", max_height=PROJECTOR["height"])
 
     # A reload keeps the student's answer (their own link is in the address bar).
     by_link.reload()
@@ -237,9 +293,21 @@ def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Cla
     press(teacher, "Reveal the answer")
     expect(phone.get_by_text("Right!")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
     expect(by_link.get_by_text("Not this time")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
-    save_screenshot(teacher, "classmode_teacher_revealed")
+    right = option_label(question.value, "en").replace("`", "")
+    expect(teacher.get_by_text(f"✓ B: {right}")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    assert_projector_fits(teacher)
+    save_screenshot(teacher, "classmode_teacher_revealed", max_height=PROJECTOR["height"])
+    # The projector's tab reloaded (here in the dark theme): the browser kept the class, the
+    # address bar never held its key.
+    assert "teacher=" not in teacher.url
+    teacher.emulate_media(color_scheme="dark")
+    teacher.reload()
+    wait_for_app(teacher)
+    expect(teacher.get_by_role("button", name="Next step")).to_be_visible(timeout=60_000)
+    expect(teacher.get_by_text(f"✓ B: {right}")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    save_screenshot(teacher, "classmode_teacher_dark", max_height=PROJECTOR["height"])
 
-    # Step 2 is in another room: everyone follows.
+    # Step 2 is in another room: everyone follows (the wanderer too).
     second_s = move_and_follow(teacher, "Next step", students, "strides")
     assert_no_error(teacher)
     print(f"\nthe last of 3 students' address bars showed the new room {follow_s:.2f} s and "
@@ -247,7 +315,13 @@ def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Cla
 
 
 def test_korean_class_page(server: Server, people: Class) -> None:
-    teacher = people.open(f"{server.url}/class?lang=ko", PROJECTOR, lang="ko")
+    teacher = people.open(f"{server.url}/class", PROJECTOR)
+    # The switch to Korean: the lesson picker is in Korean on its first run after it.
+    teacher.get_by_test_id("stSidebar").get_by_text("한국어").click()
+    wait_for_app(teacher)
+    teacher.get_by_test_id("stSelectbox").first.click()
+    teacher.get_by_role("option", name=LESSON.title["ko"]).click()
+    wait_for_app(teacher)
     teacher.get_by_role("button", name="수업 시작하기").click()
     expect(teacher.get_by_test_id("classmode-code")).to_be_visible(timeout=60_000)
     wait_for_app(teacher)
@@ -260,8 +334,23 @@ def test_korean_class_page(server: Server, people: Class) -> None:
     expect(teacher.get_by_test_id("stMetricValue").first).to_have_text(
         "1", timeout=FOLLOW_TIMEOUT_MS
     )
-    save_screenshot(teacher, "classmode_ko")
-    save_screenshot(student, "classmode_phone_ko")
+    # Korean lines break between words, never inside one.
+    for page in (teacher, student):
+        assert (
+            page.evaluate(
+                "() => getComputedStyle(document.querySelector(\"[data-testid='stMain']\"))"
+                ".wordBreak"
+            )
+            == "keep-all"
+        )
+    move_and_follow(teacher, "레슨 시작", [student], "basics")
+    press(teacher, "질문 열기")
+    expect(student.locator(".st-key-classmode_question")).to_be_in_viewport(
+        timeout=FOLLOW_TIMEOUT_MS
+    )
+    assert_projector_fits(teacher)
+    save_screenshot(teacher, "classmode_ko", max_height=PROJECTOR["height"])
+    save_screenshot(student, "classmode_phone_ko", max_height=PHONE["height"])
 
 
 # --------------------------------------------------------------------------- restart

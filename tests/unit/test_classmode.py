@@ -1061,3 +1061,19 @@ def test_an_unreachable_database_is_explained_not_raised_raw() -> None:
     refused(ErrorCode.UNAVAILABLE, lambda: store.start(None, "en", client="t"))
     assert time.monotonic() - started < 30
     assert store.is_teacher("ABCDE0", "x" * 32) is False  # malformed: no database needed
+
+
+def test_a_student_learns_which_questions_were_revealed(make) -> None:  # type: ignore[no-untyped-def]
+    """What a student's own score at the end counts: revealed questions only (a question
+    the teacher moved on from without revealing is not scored), asked with their own key."""
+    store = make()
+    teacher = store.start(LESSON, "en", client="ip:192.0.2.1")
+    pupil = store.join(teacher.code, "Ada", client="ip:192.0.2.2")
+    for number in (1, 2):
+        go_to(store, teacher, number)
+        store.ask(teacher.code, teacher.teacher_key)
+        store.answer(pupil.code, pupil.student_key, 0)
+    store.reveal(teacher.code, teacher.teacher_key)  # step 2's; step 1 was left open
+    assert store.revealed_steps(pupil.code, pupil.student_key) == (2,)
+    refused(ErrorCode.NOT_STUDENT, lambda: store.revealed_steps(pupil.code, "x" * 32))
+    refused(ErrorCode.NOT_STUDENT, lambda: store.revealed_steps(pupil.code, teacher.teacher_key))

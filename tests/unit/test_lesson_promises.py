@@ -15,11 +15,12 @@ PENDING: set[str] = set()
 
 
 def _uncovered(lesson) -> list[str]:
+    # The whole narrative: its text and what it says once the question is revealed.
     return [
         f"{lesson.id}#{step.number} {lang}: {sentence}"
         for step in lesson.steps
-        for lang, text in step.text.items()
-        for sentence in promising_sentences(text, lang)
+        for lang in step.text
+        for sentence in promising_sentences(step.narrative(lang, True), lang)
         if not any(promise.phrase[lang] in sentence for promise in step.promises)
     ]
 

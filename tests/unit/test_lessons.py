@@ -261,12 +261,30 @@ def test_a_good_file_loads_and_its_answer_is_computed() -> None:
         (GOOD.replace('probe = "strides.numbers"', 'probe = "shapes.layer"'), "bad_probe"),
         (GOOD.replace('room = "strides"', 'room = "kitchen"'), "unknown_room"),
         (GOOD.replace("[steps.ko]\ntitle", "[steps.ko]\nheadline"), "unknown_keys"),
+        (GOOD.replace('room = "strides"', 'room = "strides"\nhide = ["tally"]'), "bad_hide"),
+        (GOOD.replace('room = "strides"', 'room = "strides"\nhide = "room"'), "bad_hide"),
+        # what the narrative says at the reveal: in every language, or in none
+        (GOOD.replace('text = "x"', 'text = "x"\nafter = "y"'), "missing_text"),
+        (GOOD.replace('text = "내용"', 'text = "내용"\nafter = "답"'), "unknown_keys"),
     ],
 )
 def test_a_bad_file_is_refused_with_a_code(text: str, code: str) -> None:
     with pytest.raises(LessonError) as refused:
         parse_lesson(_lesson(text), "bad")
     assert refused.value.code == code
+
+
+def test_a_step_keeps_its_room_and_the_answers_sentences_for_the_reveal() -> None:
+    text = GOOD.replace('room = "strides"', 'room = "strides"\nhide = ["room"]')
+    text = text.replace('text = "x"', 'text = "x"\nafter = "y"')
+    text = text.replace('text = "내용"', 'text = "내용"\nafter = "답"')
+    step = parse_lesson(_lesson(text), "ok").step(1)
+    assert step.hides_room and step.after == {"en": "y", "ko": "답"}
+    assert step.narrative("en", False) == "x" and step.narrative("en", True) == "x\n\ny"
+    no_question = text[: text.index("[steps.question]")]
+    with pytest.raises(LessonError) as refused:
+        parse_lesson(_lesson(no_question), "bad")
+    assert refused.value.code == "hide_without_question"
 
 
 def test_a_missing_language_and_too_many_steps_are_refused() -> None:

@@ -121,6 +121,9 @@ class ClassStore:
         self._versions_lock = threading.Lock()
         self._states: dict[str, ClassState] = {}  # each class's state at its newest version read
         self._fetching: dict[str, threading.Lock] = {}
+        # Notified at each teacher's change this store commits: what wait_for_change waits on.
+        self._change = threading.Condition()
+        self._change_count = 0
 
     # ------------------------------------------------------------------ helpers
 
@@ -215,7 +218,20 @@ class ClassStore:
         (their version and state caches hold it now, no read needed)."""
         self._remember(state.code, state.version)
         self._keep_state(state)
+        with self._change:
+            self._change_count += 1
+            self._change.notify_all()
         return state
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Block until this store commits a teacher's change (a move, a question opened or
+        revealed, a lock, a removal, the end) or ``timeout_s`` passes; True for a change.
+        What a server-side watcher of its sessions' classes waits on: it wakes at once on
+        the replica that made the change, and reads :meth:`version` on its own clock for
+        the changes other replicas made (the database is the only news from them)."""
+        with self._change:
+            seen = self._change_count
+            return self._change.wait_for(lambda: self._change_count != seen, timeout_s)
 
     def _keep_state(self, state: ClassState) -> None:
         """Share ``state`` as its class's current one, unless a newer one is held already."""
@@ -931,6 +947,24 @@ class ClassStore:
 
         # Two tabs of one student answering at once: the second insert retries as an update.
         write(self._engine, work, retry_on=(OperationalError, IntegrityError))
+
+    def revealed_steps(self, code: str, student_key: str) -> tuple[int, ...]:
+        """The steps whose question the teacher revealed, asked by one of the class's
+        students (their key): a student's own score counts only these (an answer to a
+        question the teacher moved on from without revealing is not scored)."""
+        code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
+
+        def work(conn: Connection) -> tuple[int, ...]:
+            self._student_row(conn, code, student_key)
+            found = conn.execute(
+                select(questions.c.step)
+                .select_from(questions.join(classes, questions.c.class_id == classes.c.id))
+                .where(classes.c.code == code, questions.c.revealed.is_(True))
+                .order_by(questions.c.step)
+            ).all()
+            return tuple(int(row.step) for row in found)
+
+        return read(self._engine, work)
 
     # ------------------------------------------------------------------ everyone
 

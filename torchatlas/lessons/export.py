@@ -48,8 +48,12 @@ def step_table(step: Step, languages: tuple[str, ...]) -> dict[str, Any]:
             }
             for promise in step.promises
         ]
+    if step.hide:
+        table["hide"] = list(step.hide)
     for lang in languages:
         table[lang] = {"title": step.title[lang], "text": step.text[lang]}
+        if step.after:
+            table[lang]["after"] = step.after[lang]
     if step.question is not None:
         table["question"] = export_question(step.question, languages)
     return table

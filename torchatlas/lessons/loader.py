@@ -6,16 +6,19 @@ room's state as the fields of the room's shared link (:mod:`torchatlas.lessons.r
 value checked with the room's own link declaration (a value the room would not read from a
 link is an error here, not a broken link in a classroom),
 a title and a narrative per language, optionally a predict-then-reveal question, and the
-values its room must show (``expect``). A question's right option is never written down:
-the loader computes the question's fact with torch (:mod:`torchatlas.lessons.facts`) and
-finds the option equal to it; a file whose options do not contain torch's answer (exactly
+values its room must show (``expect``). A step with a question keeps its answer off the
+screen until the reveal: ``hide = ["room"]`` when the room shows torch's answer (the room
+opens at the reveal), and a per-language ``after`` text for what the narrative says once
+the answer is known. A question's right option is never written down: the loader computes
+the question's fact with torch (:mod:`torchatlas.lessons.facts`) and finds the option equal
+to it; a file whose options do not contain torch's answer (exactly
 once) does not load. Problems raise :class:`LessonError` with a code and parameters.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,10 @@ MAX_STEPS = 12
 MAX_FILE_BYTES = 256 * 1024
 MAX_FIELD = 2000  # characters in one link value
 MAX_SOURCE = 4000
+# What a step may keep hidden until its question is revealed: "room", the room itself (it
+# shows torch's answer: the value asked, torch's error). The narrative's own telling of the
+# answer is its ``after`` text instead.
+HIDEABLE = ("room",)
 __all__ = ["MAX_OPTIONS", "MAX_TEXT", "MAX_TITLE", "LessonError", "Question"]  # re-exported
 
 
@@ -67,6 +74,21 @@ class Step:
     question: AnyQuestion | None
     expect: tuple[Expectation, ...]
     promises: tuple[Promise, ...] = ()  # what the narrative says the room shows, each checked
+    # Kept off the screen until the step's question is revealed (see HIDEABLE), and the
+    # narrative's sentences that tell the answer, shown from the reveal on (language → text;
+    # empty when the narrative tells nothing).
+    hide: tuple[str, ...] = ()
+    after: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hides_room(self) -> bool:
+        """The room shows torch's answer: it opens once the question is revealed."""
+        return "room" in self.hide
+
+    def narrative(self, lang: str, revealed: bool) -> str:
+        """The step's text as a reader sees it: the ``after`` text joins it at the reveal."""
+        after = self.after.get(lang, "") if revealed else ""
+        return f"{self.text[lang]}\n\n{after}" if after else self.text[lang]
 
     def fields(self) -> dict[str, str | list[str]]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.link}
@@ -187,7 +209,7 @@ def _step(number: int, node: Any, lesson: str, context: Context) -> Step:
     where = f"{lesson}.steps[{number}]"
     if not isinstance(node, dict):
         raise LessonError("bad_step", where=where)
-    only(node, where, {"room", "link", "source", "question", "expect", "promises"})
+    only(node, where, {"room", "link", "source", "question", "expect", "promises", "hide"})
     room = node.get("room")
     if room not in ROOMS:
         raise LessonError("unknown_room", where=where, room=str(room))
@@ -199,7 +221,18 @@ def _step(number: int, node: Any, lesson: str, context: Context) -> Step:
     source_field = ROOMS[room].source_field
     if source is not None and source_field is not None:
         _check_values(room, {source_field: encode_source(source)}, where)
-    written = texts(node, where, ("title", "text"), {"title": MAX_TITLE}, context.languages)
+    written = texts(
+        node, where, ("title", "text"), {"title": MAX_TITLE}, context.languages, ("after",)
+    )
+    question = parse_question(node.get("question"), f"{where}.question", context)
+    hide = _hide(node.get("hide"), where)
+    if (hide or written["after"]) and question is None:
+        raise LessonError("hide_without_question", where=where)
+    # A promise may sit in the text or in what it says after the reveal.
+    narrative = {
+        lang: f"{text}\n\n{written['after'].get(lang, '')}"
+        for lang, text in written["text"].items()
+    }
     return Step(
         number=number,
         room=room,
@@ -207,10 +240,21 @@ def _step(number: int, node: Any, lesson: str, context: Context) -> Step:
         source=source,
         title=written["title"],
         text=written["text"],
-        question=parse_question(node.get("question"), f"{where}.question", context),
+        question=question,
         expect=_expect(room, node.get("expect"), where),
-        promises=_promises(node.get("promises"), written["text"], where, context.languages),
+        promises=_promises(node.get("promises"), narrative, where, context.languages),
+        hide=hide,
+        after=written["after"],
     )
+
+
+def _hide(node: Any, where: str) -> tuple[str, ...]:
+    """``hide = ["room"]``: what stays off the screen until the question's reveal."""
+    if node is None:
+        return ()
+    if not isinstance(node, list) or not all(item in HIDEABLE for item in node) or not node:
+        raise LessonError("bad_hide", where=where, allowed=list(HIDEABLE))
+    return tuple(dict.fromkeys(node))
 
 
 def _languages(data: dict[str, Any], lesson_id: str, all_languages: bool) -> tuple[str, ...]:

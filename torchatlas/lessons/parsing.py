@@ -36,18 +36,23 @@ def texts(
     keys: tuple[str, ...],
     limits: dict[str, int],
     languages: tuple[str, ...] = LANGUAGES,
+    optional: tuple[str, ...] = (),
 ) -> dict[str, dict[str, str]]:
     """``{key: {lang: text}}`` for each key, present and non-empty in each of ``languages``;
-    a language of the app the lesson was not written in gets the first written one's text."""
-    out: dict[str, dict[str, str]] = {key: {} for key in keys}
+    a language of the app the lesson was not written in gets the first written one's text.
+    An ``optional`` key may be left out, but then in every language (a text one language has
+    and another lacks is a lesson in two shapes): it is ``{}`` when absent."""
+    out: dict[str, dict[str, str]] = {key: {} for key in (*keys, *optional)}
+    first = node.get(languages[0]) if languages else None
+    given = tuple(k for k in optional if isinstance(first, dict) and k in first)
     for lang in languages:
         table = node.get(lang)
         if not isinstance(table, dict):
             raise LessonError("missing_language", where=where, lang=lang)
-        extra = sorted(set(table) - set(keys))
+        extra = sorted(set(table) - set(keys) - set(given))
         if extra:
             raise LessonError("unknown_keys", where=f"{where}.{lang}", keys=extra)
-        for key in keys:
+        for key in (*keys, *given):
             text = table.get(key)
             if not isinstance(text, str) or not text.strip():
                 raise LessonError("missing_text", where=f"{where}.{lang}", key=key)
@@ -59,7 +64,7 @@ def texts(
         extra_tables = sorted(lang for lang in unwritten if lang in node)
         if extra_tables:  # a language the lesson says it is not written in
             raise LessonError("unknown_keys", where=where, keys=extra_tables)
-        for key in keys:
+        for key in (*keys, *given):
             for lang in unwritten:
                 out[key][lang] = out[key][languages[0]]
     return out
