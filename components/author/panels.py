@@ -110,19 +110,24 @@ def start_panel() -> None:
 
 
 def _forget_widgets() -> None:
-    """A new draft: the widgets read it afresh (their keys start with ``aw_``)."""
+    """A new draft: the widgets read it afresh (their keys start with ``aw_``). The language
+    picker is set to the new draft's languages outright: a browser still holding the old
+    picker's value would send it back, and unticking a language drops its texts."""
     for key in [key for key in st.session_state if str(key).startswith("aw_")]:
         del st.session_state[key]
+    table = st.session_state.get(state.DRAFT)
+    if table is not None:
+        st.session_state["aw_languages"] = state.languages_of(table) or [language()]
 
 
 def lesson_panel(table: dict[str, Any]) -> list[str]:
     """The lesson's languages, titles, summaries and length; the languages written."""
     st.header(t("author.lesson.header"))
     written = state.languages_of(table) or [language()]
+    st.session_state.setdefault("aw_languages", written)
     chosen = st.multiselect(
         t("author.lesson.languages"),
         options=list(LANGUAGES),
-        default=written,
         format_func=lambda lang: LANGUAGES[lang],
         help=t("author.lesson.languages_help"),
         key="aw_languages",
@@ -514,6 +519,8 @@ def page() -> None:
     opened = state.take_edit_link()
     if opened is False:
         st.warning(t("author.save.edit_link_bad"))
+    elif opened:
+        _forget_widgets()
     start_panel()
     table = state.draft()
     languages = lesson_panel(table)

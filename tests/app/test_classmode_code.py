@@ -87,7 +87,7 @@ def test_a_class_answers_a_teachers_exercise_with_code(fresh_store: ClassStore) 
     projector.switch_page(PAGE).run()
     assert not projector.exception
     shown = _said(projector)
-    assert "1 passed · 1 not yet · 1 errors · 3 of 3 answered" in shown
+    assert "1 passed · 1 not yet · 1 with an error · 3 of 3 answered" in shown
     assert "RuntimeError: 1" in shown
     assert "x.view" not in shown  # the teacher sees counts, never a student's code
     fresh_store.reveal(code, key)

@@ -1,0 +1,234 @@
+"""A teacher's own lesson in a real class, in Chromium: the teacher imports a three-step
+lesson (a fact question, a question on the teacher's own code, a code exercise) on the author
+page, saves it, and the exported file reads back as the same lesson; a class starts with it;
+three phones (one in Korean) join, answer the two option questions and the exercise with code
+that passes, fails and raises; the projector shows the code tally (never a student's code);
+the reveal reaches every phone; the CSV holds each student's verdict. Screenshot: the
+projector's tally of code answers.
+
+Waits are Playwright ``expect()`` on what the page shows, never sleeps."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
+from tests.e2e.test_classmode import (
+    FOLLOW_TIMEOUT_MS,
+    PHONE,
+    PROJECTOR,
+    Class,
+    expect_tally,
+    move_and_follow,
+    people,  # noqa: F401  (the fixture)
+    press,
+    running,
+)
+from torchatlas.i18n import translate
+from torchatlas.lessons import parse_lesson
+
+LESSON = """note = "teacher"
+minutes = 10
+
+[en]
+title = "Strides, three ways"
+summary = "A fact, your own code, then write it."
+
+[ko]
+title = "stride 세 가지"
+summary = "사실, 내 코드, 그리고 직접 쓰기."
+
+[[steps]]
+room = "strides"
+link = { s_shape = "9", s_dtype = "int64", s_ops = [".view(3, 3)"] }
+
+[steps.en]
+title = "A view"
+text = "Look at the strides."
+
+[steps.ko]
+title = "view"
+text = "stride를 보세요."
+
+[steps.question]
+fact = "tensor_stride"
+args = { shape = [9], ops = [".view(3, 3)"] }
+options = ["(1, 3)", "(3, 1)", "(9, 1)"]
+
+[steps.question.en]
+prompt = "What is the stride of a (3, 3) view of 9 numbers?"
+explain = "Rows are 3 apart."
+
+[steps.question.ko]
+prompt = "숫자 9개의 (3, 3) view의 stride는?"
+explain = "행은 3칸씩 떨어져 있습니다."
+
+[[steps]]
+room = "strides"
+link = { s_shape = "3, 4" }
+
+[steps.en]
+title = "A transpose"
+text = "Predict it from the code."
+
+[steps.ko]
+title = "전치"
+text = "코드로 예측하세요."
+
+[steps.question]
+kind = "predict"
+code = "x = torch.arange(12).view(3, 4)\\ny = x.t()"
+ask = "stride"
+name = "y"
+options = ["(4, 1)", "(1, 4)", "(3, 1)"]
+
+[steps.question.en]
+prompt = "What is y.stride()?"
+explain = "A transpose swaps the strides."
+
+[steps.question.ko]
+prompt = "y.stride()는?"
+explain = "전치는 stride를 맞바꿉니다."
+
+[[steps]]
+room = "strides"
+
+[steps.en]
+title = "Your turn"
+text = "Write a view."
+
+[steps.ko]
+title = "직접 해 보기"
+text = "view를 쓰세요."
+
+[steps.question]
+kind = "exercise"
+setup = "x = torch.arange(12.)"
+solution = "y = x.view(2, 6)"
+checks = [
+  { template = "shape", name = "y", expected = "(2, 6)" },
+  { template = "shares_storage", name = "y", expected = "x" },
+]
+
+[steps.question.en]
+prompt = "Make y, a (2, 6) view of x."
+explain = "view copies nothing."
+
+[steps.question.ko]
+prompt = "x의 (2, 6) view인 y를 만드세요."
+explain = "view는 아무것도 복사하지 않습니다."
+"""
+
+
+def _import_and_save(page: Page, file: Path) -> str:
+    """Import the file on the author page and save it; the lesson's code."""
+    page.get_by_text(translate("author.start.header", "en")).click()
+    page.locator(".st-key-author_import input[type='file']").set_input_files(str(file))
+    wait_for_app(page)
+    page.locator(".st-key-author_imp button").click()
+    wait_for_app(page)
+    page.locator(".st-key-author_save button").click()
+    wait_for_app(page)
+    saved = page.get_by_text(re.compile(r"Saved\. Lesson code: [A-Z2-9]{7}"))
+    expect(saved).to_be_visible(timeout=90_000)
+    return re.search(r"[A-Z2-9]{7}", saved.inner_text()).group(0)
+
+
+def _join(page: Page, code: str, nickname: str) -> None:
+    page.locator(".st-key-classmode_join_code input").fill(code)
+    page.locator(".st-key-classmode_join_name input").fill(nickname)
+    page.locator(".st-key-classmode_join_name input").press("Tab")
+    page.locator(".st-key-classmode_join_button button").click()
+    expect(page.locator(".st-key-classmode_bar")).to_be_visible(timeout=60_000)
+    wait_for_app(page)
+
+
+def _pick(page: Page, option: str) -> None:
+    question = page.locator(".st-key-classmode_question")
+    expect(question.get_by_test_id("stRadio")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    question.get_by_test_id("stRadio").get_by_text(option, exact=True).click()
+    wait_for_app(page)
+    question.get_by_role("button").first.click()
+    wait_for_app(page)
+
+
+def _code(page: Page, code: str, step: int, source: str, status: str, lang: str) -> None:
+    key = f"classmode_code_{code}_{step}"
+    box = page.locator(f".st-key-{key}_code textarea")
+    expect(box).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    box.fill(source)
+    page.locator(f".st-key-{key}_run button").click()
+    wait_for_app(page)
+    title = translate(f"kinds.exercise.status.{status}", lang)
+    expect(page.locator(".st-key-classmode_question").get_by_text(title).first).to_be_visible(
+        timeout=60_000
+    )
+
+
+def test_a_teachers_own_lesson_runs_a_class(tmp_path: Path, monkeypatch, people: Class) -> None:  # noqa: F811
+    file = tmp_path / "strides.toml"
+    file.write_text(LESSON, encoding="utf-8")
+    env = {"ATLAS_DATA_DIR": str(tmp_path / "data")}
+    with running(monkeypatch, env, tmp_path / "server.log") as server:
+        author = people.open(f"{server.url}/author", {"width": 1400, "height": 1000})
+        code = _import_and_save(author, file)
+        with author.expect_download() as download:
+            author.locator(".st-key-author_export button").click()
+        exported = download.value.path().read_text(encoding="utf-8")
+        imported = parse_lesson(LESSON, "mine", all_languages=False)
+        assert parse_lesson(exported, "mine", all_languages=False) == imported
+
+        teacher = people.open(f"{server.url}/class?start=u_{code.lower()}", PROJECTOR)
+        teacher.get_by_role("button", name="Start the class").click()
+        code_box = teacher.get_by_test_id("classmode-code")
+        expect(code_box).to_be_visible(timeout=60_000)
+        wait_for_app(teacher)
+        class_code = re.sub(r"\W", "", code_box.inner_text())
+        phones = [
+            people.open(f"{server.url}/class?class={class_code}", PHONE),
+            people.open(f"{server.url}/class?class={class_code}", PHONE),
+            people.open(f"{server.url}/class?class={class_code}&lang=ko", PHONE, lang="ko"),
+        ]
+        for phone, name in zip(phones, ("Ada", "Bo", "Cy"), strict=True):
+            _join(phone, class_code, name)
+        expect_tally(teacher, joined=3)
+
+        move_and_follow(teacher, "Start the lesson", phones, "strides")
+        press(teacher, "Open the question")
+        for phone in phones:
+            _pick(phone, "(3, 1)")
+        expect_tally(teacher, joined=3, answered=3)
+        press(teacher, "Reveal the answer")
+        move_and_follow(teacher, "Next step", phones, "strides")
+        press(teacher, "Open the question")
+        for phone in phones:  # torch's answer to the teacher's code, among the options
+            _pick(phone, "(1, 4)")
+        expect_tally(teacher, joined=3, answered=3)
+        press(teacher, "Reveal the answer")
+        move_and_follow(teacher, "Next step", phones, "strides")
+        press(teacher, "Open the question")
+        _code(phones[0], class_code, 3, "y = x.view(2, 6)", "pass", "en")
+        _code(phones[1], class_code, 3, "y = x.clone().view(2, 6)", "fail", "en")
+        _code(phones[2], class_code, 3, "y = x.view(5, 5)", "error", "ko")
+        tally = translate("kinds.exercise.tally.counts", "en", passed=1, failed=1, errors=1,
+                          answered=3, joined=3)  # fmt: skip
+        expect(teacher.get_by_text(tally)).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+        expect(teacher.get_by_text("RuntimeError: 1")).to_be_visible()
+        assert "x.view(5, 5)" not in teacher.content()  # counts, never a student's code
+        assert_no_error(teacher)
+        save_screenshot(teacher, "own_lesson_code_tally", max_height=PROJECTOR["height"])
+        press(teacher, "Reveal the answer")
+        for phone, lang in zip(phones, ("en", "en", "ko"), strict=True):
+            explain = {"en": "view copies nothing.", "ko": "view는 아무것도 복사하지 않습니다."}
+            expect(phone.get_by_text(explain[lang])).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+            assert_no_error(phone)
+        teacher.get_by_text(translate("classmode.teacher.summary", "en")).click()
+        with teacher.expect_download() as download:
+            teacher.locator(".st-key-classmode_csv button").click()
+        csv = download.value.path().read_text(encoding="utf-8-sig")
+        rows = {line.split(",")[0]: line for line in csv.splitlines() if line}
+        status = {key: translate(f"kinds.exercise.status.{key}", "en") for key in ("pass", "error")}
+        assert status["pass"] in rows["Ada"] and status["error"] in rows["Cy"], csv
