@@ -132,16 +132,22 @@ def _question(lesson: Lesson, step: Step) -> None:
 
 def _code_question(lesson: Lesson, step: Step, picked: int | None) -> None:
     """A question answered with code: the kit's code box, graded in the sandbox. The first
-    verdict is what is scored (like a first prediction); the box stays open to try again."""
+    verdict is what is scored (like a first prediction); the box stays open to try again,
+    and the latest verdict stays on the step."""
     question = step.question
     assert question is not None
-    found = code_answer.answer_box(question, key=state.lesson_key("code", lesson, step.number))
+    key = state.lesson_key("code", lesson, step.number)
+    found = code_answer.answer_box(question, key=key)
     if found is not None:
         _code, verdict = found
-        state.record(lesson, step.number, PASSED if verdict.status == "pass" else NOT_PASSED)
+        st.session_state[f"{key}_verdict"] = verdict
+        if picked is None:  # the first answer: scored, and a room kept for it opens now
+            state.record(lesson, step.number, PASSED if verdict.status == "pass" else NOT_PASSED)
+            st.rerun()
+    verdict = st.session_state.get(f"{key}_verdict")
+    if verdict is not None:
         code_answer.show_verdict(verdict)
-        st.markdown(question.explain[language()])
-    elif picked is not None:
+    if verdict is not None or picked is not None:
         st.markdown(question.explain[language()])
 
 

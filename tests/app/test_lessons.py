@@ -19,6 +19,7 @@ from components.lessons import draw
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
 from torchatlas.lessons import ROOMS, Expectation, Lesson, Step, find, load_all
+from torchatlas.lessons.kinds import PASSED
 from torchatlas.links import (
     Choice,
     Field,
@@ -53,7 +54,9 @@ def answered(at: AppTest, lesson: Lesson, step: Step) -> None:
     that hides its room until the reveal shows it from the first run: for tests about the
     room, not the question."""
     if step.question is not None:
-        at.session_state["lessons_answers"] = {lesson.id: {step.number: step.question.answer}}
+        code = step.question.kind == "exercise"  # answered with code: a run that passed
+        picked = PASSED if code else step.question.answer
+        at.session_state["lessons_answers"] = {lesson.id: {step.number: picked}}
 
 
 def open_link(lesson: Lesson, step: Step, lang: str = "en", *, revealed: bool = True) -> AppTest:
@@ -241,6 +244,9 @@ def assert_answer_not_shown(at: AppTest, step: Step, lang: str) -> None:
     whose room shows it hides the room), not the narrative."""
     question = step.question
     assert question is not None
+    if not question.options:  # answered with code: the room is what would show the result
+        assert room_hidden(at, lang) == step.hides_room, step.title[lang]
+        return
     value, where = question.options[question.answer], f"{step.title[lang]}: {question.value}"
     text = shown_before_reveal(at, question.prompt[lang])
     assert room_hidden(at, lang) == step.hides_room, where
@@ -260,6 +266,17 @@ def assert_answer_not_shown(at: AppTest, step: Step, lang: str) -> None:
         if found is not None:
             context = text[max(0, found.start() - 80) : found.end() + 80]
             raise AssertionError(f"{where} is on the page before the reveal: …{context}…")
+
+
+def run_code(at: AppTest, lesson: Lesson, step: Step, *, right: bool) -> None:
+    """Answer a code exercise: its hidden solution (right) or its starter (wrong), run in
+    the sandbox by *Run and check*."""
+    question = step.question
+    assert question is not None
+    key = f"lessons_code_{lesson.id}_{step.number}"
+    at.text_area(key=f"{key}_code").input(question.solution if right else question.starter)
+    at.button(key=f"{key}_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
 
 
 def reveal(at: AppTest, lesson: Lesson, step: Step, pick: int | None = None) -> None:
@@ -350,7 +367,12 @@ def follow(lesson_id: str, lang: str, wrong: set[int]) -> AppTest:
         assert room_hidden(at, lang) == step.hides_room, "the room waits for the reveal"
         assert at.query_params["step"] == str(step.number), "the step is in the URL"
         question = step.question
-        if question is not None:
+        if question is not None and not question.options:  # a code exercise
+            run_code(at, lesson, step, right=step.number not in wrong)
+            verdict = at.success if step.number not in wrong else [*at.warning, *at.error]
+            assert any(question.explain[lang] in m.value for m in at.markdown)
+            assert verdict, "the run says passed, not yet or error"
+        elif question is not None:
             pick = question.answer if step.number not in wrong else (question.answer + 1) % 2
             reveal(at, lesson, step, pick)
             verdict = at.success if step.number not in wrong else at.error

@@ -107,3 +107,22 @@ def test_a_question_outside_its_kind_is_refused_with_a_code(question: str, code:
         parse_lesson(text, "mine", all_languages=False)
     assert refused.value.code == code
     assert "steps[1].question" in refused.value.params["where"]
+
+
+def test_every_repository_exercise_is_solved_by_its_solution_in_the_sandbox() -> None:
+    """The repository's lessons load without running code; here every exercise's solution
+    runs in the sandbox and passes its checks, and its starter does not."""
+    from torchatlas.lessons.kinds import Context
+    from torchatlas.lessons.kinds.exercise import grade_answer
+    from torchatlas.lessons.loader import LESSONS_DIR
+
+    exercises = 0
+    for lesson in load_all():
+        text = (LESSONS_DIR / f"{lesson.id}.toml").read_text(encoding="utf-8")
+        assert parse_lesson(text, lesson.id, context=Context(verify=True)) == lesson
+        for step in lesson.steps:
+            if isinstance(step.question, ExerciseQuestion):
+                exercises += 1
+                starter = grade_answer(step.question, step.question.starter or "pass")
+                assert starter.value is not None and starter.value.status != "pass", step.number
+    assert exercises >= 2  # the book's chapter-3 exercises
