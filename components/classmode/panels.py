@@ -626,6 +626,7 @@ def _start_form() -> None:
         )
         st.session_state[state.LESSON_PICK_KEY] = lesson_id
         st.caption(t("classmode.start.hint"))
+        st.page_link("views/author.py", label=t("author.from_class"), icon=":material/edit_note:")
         secret = None
         if state.start_secret_required():  # the server's ATLAS_START_SECRET
             secret = st.text_input(

@@ -25,7 +25,6 @@ from tests.e2e.test_classmode import (
     move_and_follow,
     people,  # noqa: F401  (the fixture)
     press,
-    running,
 )
 from torchatlas.i18n import translate
 from torchatlas.lessons import parse_lesson
@@ -168,67 +167,65 @@ def _code(page: Page, code: str, step: int, source: str, status: str, lang: str)
     )
 
 
-def test_a_teachers_own_lesson_runs_a_class(tmp_path: Path, monkeypatch, people: Class) -> None:  # noqa: F811
+def test_a_teachers_own_lesson_runs_a_class(app_server: str, tmp_path: Path, people: Class) -> None:  # noqa: F811
     file = tmp_path / "strides.toml"
     file.write_text(LESSON, encoding="utf-8")
-    env = {"ATLAS_DATA_DIR": str(tmp_path / "data")}
-    with running(monkeypatch, env, tmp_path / "server.log") as server:
-        author = people.open(f"{server.url}/author", {"width": 1400, "height": 1000})
-        code = _import_and_save(author, file)
-        with author.expect_download() as download:
-            author.locator(".st-key-author_export button").click()
-        exported = download.value.path().read_text(encoding="utf-8")
-        imported = parse_lesson(LESSON, "mine", all_languages=False)
-        assert parse_lesson(exported, "mine", all_languages=False) == imported
+    author = people.open(f"{app_server}/author", {"width": 1400, "height": 1000})
+    code = _import_and_save(author, file)
+    with author.expect_download() as download:
+        author.locator(".st-key-author_export button").click()
+    exported = download.value.path().read_text(encoding="utf-8")
+    imported = parse_lesson(LESSON, "mine", all_languages=False)
+    assert parse_lesson(exported, "mine", all_languages=False) == imported
 
-        teacher = people.open(f"{server.url}/class?start=u_{code.lower()}", PROJECTOR)
-        teacher.get_by_role("button", name="Start the class").click()
-        code_box = teacher.get_by_test_id("classmode-code")
-        expect(code_box).to_be_visible(timeout=60_000)
-        wait_for_app(teacher)
-        class_code = re.sub(r"\W", "", code_box.inner_text())
-        phones = [
-            people.open(f"{server.url}/class?class={class_code}", PHONE),
-            people.open(f"{server.url}/class?class={class_code}", PHONE),
-            people.open(f"{server.url}/class?class={class_code}&lang=ko", PHONE, lang="ko"),
-        ]
-        for phone, name in zip(phones, ("Ada", "Bo", "Cy"), strict=True):
-            _join(phone, class_code, name)
-        expect_tally(teacher, joined=3)
+    teacher = people.open(f"{app_server}/class?start=u_{code.lower()}", PROJECTOR)
+    teacher.get_by_role("button", name="Start the class").click()
+    code_box = teacher.get_by_test_id("classmode-code")
+    expect(code_box).to_be_visible(timeout=60_000)
+    wait_for_app(teacher)
+    class_code = re.sub(r"\W", "", code_box.inner_text())
+    phones = [
+        people.open(f"{app_server}/class?class={class_code}", PHONE),
+        people.open(f"{app_server}/class?class={class_code}", PHONE),
+        people.open(f"{app_server}/class?class={class_code}&lang=ko", PHONE, lang="ko"),
+    ]
+    for phone, name in zip(phones, ("Ada", "Bo", "Cy"), strict=True):
+        _join(phone, class_code, name)
+    expect_tally(teacher, joined=3)
 
-        move_and_follow(teacher, "Start the lesson", phones, "strides")
-        press(teacher, "Open the question")
-        for phone in phones:
-            _pick(phone, "(3, 1)")
-        expect_tally(teacher, joined=3, answered=3)
-        press(teacher, "Reveal the answer")
-        move_and_follow(teacher, "Next step", phones, "strides")
-        press(teacher, "Open the question")
-        for phone in phones:  # torch's answer to the teacher's code, among the options
-            _pick(phone, "(1, 4)")
-        expect_tally(teacher, joined=3, answered=3)
-        press(teacher, "Reveal the answer")
-        move_and_follow(teacher, "Next step", phones, "strides")
-        press(teacher, "Open the question")
-        _code(phones[0], class_code, 3, "y = x.view(2, 6)", "pass", "en")
-        _code(phones[1], class_code, 3, "y = x.clone().view(2, 6)", "fail", "en")
-        _code(phones[2], class_code, 3, "y = x.view(5, 5)", "error", "ko")
-        tally = translate("kinds.exercise.tally.counts", "en", passed=1, failed=1, errors=1,
-                          answered=3, joined=3)  # fmt: skip
-        expect(teacher.get_by_text(tally)).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
-        expect(teacher.get_by_text("RuntimeError: 1")).to_be_visible()
-        assert "x.view(5, 5)" not in teacher.content()  # counts, never a student's code
-        assert_no_error(teacher)
-        save_screenshot(teacher, "own_lesson_code_tally", max_height=PROJECTOR["height"])
-        press(teacher, "Reveal the answer")
-        for phone, lang in zip(phones, ("en", "en", "ko"), strict=True):
-            explain = {"en": "view copies nothing.", "ko": "view는 아무것도 복사하지 않습니다."}
-            expect(phone.get_by_text(explain[lang])).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
-            assert_no_error(phone)
-        teacher.get_by_text(translate("classmode.teacher.summary", "en")).click()
-        with teacher.expect_download() as download:
-            teacher.locator(".st-key-classmode_csv button").click()
-        csv = download.value.path().read_text(encoding="utf-8-sig")
-        rows = {line.split(",")[0]: line for line in csv.splitlines() if line}
-        status = {key: translate(f"kinds.exercise.status.{key}", "en") for key in ("pass", "error")}
-        assert status["pass"] in rows["Ada"] and status["error"] in rows["Cy"], csv
+    move_and_follow(teacher, "Start the lesson", phones, "strides")
+    press(teacher, "Open the question")
+    for phone in phones:
+        _pick(phone, "(3, 1)")
+    expect_tally(teacher, joined=3, answered=3)
+    press(teacher, "Reveal the answer")
+    move_and_follow(teacher, "Next step", phones, "strides")
+    press(teacher, "Open the question")
+    for phone in phones:  # torch's answer to the teacher's code, among the options
+        _pick(phone, "(1, 4)")
+    expect_tally(teacher, joined=3, answered=3)
+    press(teacher, "Reveal the answer")
+    move_and_follow(teacher, "Next step", phones, "strides")
+    press(teacher, "Open the question")
+    _code(phones[0], class_code, 3, "y = x.view(2, 6)", "pass", "en")
+    _code(phones[1], class_code, 3, "y = x.clone().view(2, 6)", "fail", "en")
+    _code(phones[2], class_code, 3, "y = x.view(5, 5)", "error", "ko")
+    tally = translate("kinds.exercise.tally.counts", "en", passed=1, failed=1, errors=1,
+                      answered=3, joined=3)  # fmt: skip
+    expect(teacher.get_by_text(tally)).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    expect(teacher.get_by_text("RuntimeError: 1")).to_be_visible()
+    assert "x.view(5, 5)" not in teacher.content()  # counts, never a student's code
+    assert_no_error(teacher)
+    save_screenshot(teacher, "own_lesson_code_tally", max_height=PROJECTOR["height"])
+    press(teacher, "Reveal the answer")
+    for phone, lang in zip(phones, ("en", "en", "ko"), strict=True):
+        explain = {"en": "view copies nothing.", "ko": "view는 아무것도 복사하지 않습니다."}
+        expect(phone.get_by_text(explain[lang])).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+        assert_no_error(phone)
+    teacher.get_by_text(translate("classmode.teacher.summary", "en")).click()
+    with teacher.expect_download() as download:
+        teacher.locator(".st-key-classmode_csv button").click()
+    csv = download.value.path().read_text(encoding="utf-8-sig")
+    rows = {line.split(",")[0]: line for line in csv.splitlines() if line}
+    status = {key: translate(f"kinds.exercise.status.{key}", "en") for key in ("pass", "error")}
+    assert status["pass"] in rows["Ada"] and status["error"] in rows["Cy"], csv

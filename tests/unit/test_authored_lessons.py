@@ -127,3 +127,17 @@ def test_a_saved_lesson_is_resolved_by_its_id_and_a_broken_one_is_none(url: str)
     broken = store.create(LESSON.replace('room = "strides"', 'room = "nowhere"'), client="ip:x")
     assert resolve_lesson(ID_PREFIX + broken.code.lower(), url) is None
     assert resolve_lesson(ID_PREFIX + "zzzzzzz", url) is None
+
+
+def test_a_teachers_texts_may_not_fetch_outside_images() -> None:
+    from torchatlas.classmode.authored import parse_authored
+    from torchatlas.lessons import LessonError
+
+    image = LESSON.replace(
+        'text = "Look at the strides."', 'text = "![x](https://evil.test/x.png)"'
+    )
+    with pytest.raises(LessonError) as refused:
+        parse_authored(image, "AAAAAAA")
+    assert refused.value.code == "image_in_text" and refused.value.params["key"] == "text"
+    assert "steps[1]" in refused.value.params["where"]
+    assert parse_authored(LESSON, "AAAAAAA").step(1).text["en"] == "Look at the strides."

@@ -18,9 +18,11 @@ created per client per hour and kept per client, and lessons in the whole databa
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
+import tomllib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -241,16 +243,40 @@ _read_lock = threading.Lock()
 _read: OrderedDict[tuple[str, str], tuple[float, float, Any, Any]] = OrderedDict()
 
 
+# The texts a page shows as Markdown. Streamlit shows HTML in them as text already; an image
+# (``![x](https://…)``) would make every student's browser fetch an address the author chose.
+SHOWN_TEXTS = frozenset({"title", "summary", "text", "after", "prompt", "explain"})
+_IMAGE = re.compile(r"!\[")
+
+
+def _no_images(node: Any, where: str) -> None:
+    """Refuse Markdown images in a teacher's shown texts (code fields may hold anything)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{where}.{key}"
+            if key in SHOWN_TEXTS and isinstance(value, str) and _IMAGE.search(value):
+                from torchatlas.lessons import LessonError
+
+                raise LessonError("image_in_text", where=here.rsplit(".", 2)[0], key=key)
+            _no_images(value, here)
+    elif isinstance(node, list):
+        for index, value in enumerate(node, start=1):
+            _no_images(value, f"{where}[{index}]")
+
+
 def parse_authored(toml: str, code: str, *, visitor: Any = None, pool: Any = None) -> Any:
     """A teacher's lesson text as a :class:`~torchatlas.lessons.Lesson` (id ``u_<code>``), in
     the languages it is written in, its code questions answered and its exercises' solutions
     graded in the sandbox (as ``visitor``); raises :class:`~torchatlas.lessons.LessonError`
-    naming the step and the cause."""
+    naming the step and the cause. Its shown texts may not hold Markdown images."""
     from torchatlas.lessons import parse_lesson
     from torchatlas.lessons.kinds import Context
 
+    lesson_id = ID_PREFIX + code.lower()
     context = Context(verify=True, visitor=visitor, pool=pool)
-    return parse_lesson(toml, ID_PREFIX + code.lower(), all_languages=False, context=context)
+    lesson = parse_lesson(toml, lesson_id, all_languages=False, context=context)
+    _no_images(tomllib.loads(toml), lesson_id)
+    return lesson
 
 
 def resolve_lesson(
