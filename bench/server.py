@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from bench.memory import process_tree, start_time
@@ -46,10 +46,18 @@ def free_port() -> int:
 
 class Server:
     """``streamlit run app.py`` from ``app_dir`` on ``port`` (0: a free one), its output in
-    ``log_path``."""
+    ``log_path``; ``env`` is added to this process's environment for the server (several
+    replicas of one app differ only there)."""
 
-    def __init__(self, port: int, log_path: Path, app_dir: Path = ROOT) -> None:
+    def __init__(
+        self,
+        port: int,
+        log_path: Path,
+        app_dir: Path = ROOT,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.app_dir = app_dir
+        self.env = dict(env or {})
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -75,6 +83,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, **self.env} if self.env else None,
             )
         limit = time.monotonic() + START_TIMEOUT_S
         limit = limit if deadline is None else min(deadline, limit)
@@ -155,6 +164,27 @@ class Server:
         words = tuple(ignoring)
         blocks = self.log_text().split("Traceback")[1:]
         return ["Traceback" + block for block in blocks if not any(w in block for w in words)]
+
+
+def start_together(servers: Iterable[Server], deadline: float | None = None) -> None:
+    """Start ``servers`` side by side (each start is mostly one core's import work, so two
+    replicas on two cores start in the time of one); the first failure is raised once all
+    have returned."""
+    failures: list[BaseException] = []
+
+    def start(server: Server) -> None:
+        try:
+            server.start(deadline)
+        except BaseException as error:  # raised below, after the others finished
+            failures.append(error)
+
+    threads = [threading.Thread(target=start, args=(s,), name="server-start") for s in servers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 @contextlib.contextmanager
