@@ -22,6 +22,12 @@ from torchatlas.lessons.rooms import ROOMS
 
 MAX_TEXT = 2000
 MAX_CODE = 2000
+# The texts each part has in every language: (field, widget key prefix, label key).
+LESSON_TEXTS = (("title", "aw_title", "author.lesson.title"),
+                ("summary", "aw_summary", "author.lesson.summary"))  # fmt: skip
+STEP_TEXTS = (("title", "aw_st", "author.steps.title"), ("text", "aw_sx", "author.steps.text"))
+QUESTION_TEXTS = (("prompt", "aw_qp", "author.question.prompt"),
+                  ("explain", "aw_qe", "author.question.explain"))  # fmt: skip
 
 
 def _bound(table: dict[str, Any], field: str, widget_key: str, value: Any) -> None:
@@ -43,6 +49,21 @@ def _text(
     value = widget(label, key=key, max_chars=limit)
     _bound(table, field, key, value)
     return value
+
+
+def _language_texts(
+    node: dict[str, Any], languages: list[str], keys: str, fields: tuple[tuple[str, str, str], ...]
+) -> None:
+    """Each language's texts of ``node`` (its ``{lang: {field: text}}`` tables): for each of
+    ``fields`` (field, widget key prefix, label key), a box keyed ``<prefix>_<keys>_<lang>``;
+    a title is one line, the others areas."""
+    for lang in languages:
+        texts = node.setdefault(lang, {})
+        for field, prefix, label in fields:
+            key = "_".join(part for part in (prefix, keys, lang) if part)
+            short = field == "title"
+            _text(texts, field, key, t(label, lang=LANGUAGES[lang]), area=not short,
+                  limit=120 if short else MAX_TEXT)  # fmt: skip
 
 
 def refusal(error: LessonError | ClassError) -> None:
@@ -136,23 +157,7 @@ def lesson_panel(table: dict[str, Any]) -> list[str]:
     for lang in LANGUAGES:
         if lang not in chosen:
             _drop_language(table, lang)
-    for lang in chosen:
-        texts = table.setdefault(lang, {})
-        _text(
-            texts,
-            "title",
-            f"aw_title_{lang}",
-            t("author.lesson.title", lang=LANGUAGES[lang]),
-            limit=120,
-        )
-        _text(
-            texts,
-            "summary",
-            f"aw_summary_{lang}",
-            t("author.lesson.summary", lang=LANGUAGES[lang]),
-            area=True,
-            limit=MAX_TEXT,
-        )
+    _language_texts(table, chosen, "", LESSON_TEXTS)
     minutes = st.number_input(
         t("author.lesson.minutes"), 1, 120, int(table.get("minutes", 10)), key="aw_minutes"
     )
@@ -205,23 +210,7 @@ def _step_panel(steps: list[dict], index: int, step: dict[str, Any], languages: 
     )
     if st.session_state.get(f"aw_link_bad_{uid}"):
         st.warning(t("author.steps.link_bad"))
-    for lang in languages:
-        texts = step.setdefault(lang, {})
-        _text(
-            texts,
-            "title",
-            f"aw_st_{uid}_{lang}",
-            t("author.steps.title", lang=LANGUAGES[lang]),
-            limit=120,
-        )
-        _text(
-            texts,
-            "text",
-            f"aw_sx_{uid}_{lang}",
-            t("author.steps.text", lang=LANGUAGES[lang]),
-            area=True,
-            limit=MAX_TEXT,
-        )
+    _language_texts(step, languages, uid, STEP_TEXTS)
     _question_panel(step, uid, languages)
     up, down, remove = st.columns(3)
     if up.button(t("author.steps.up"), key=f"aw_up_{uid}", disabled=index == 0):
@@ -274,24 +263,7 @@ def _question_panel(step: dict[str, Any], uid: str, languages: list[str]) -> Non
         _predict_fields(question, uid)
     elif kind == "exercise":
         _exercise_fields(question, uid)
-    for lang in languages:
-        texts = question.setdefault(lang, {})
-        _text(
-            texts,
-            "prompt",
-            f"aw_qp_{uid}_{lang}",
-            t("author.question.prompt", lang=LANGUAGES[lang]),
-            area=True,
-            limit=MAX_TEXT,
-        )
-        _text(
-            texts,
-            "explain",
-            f"aw_qe_{uid}_{lang}",
-            t("author.question.explain", lang=LANGUAGES[lang]),
-            area=True,
-            limit=MAX_TEXT,
-        )
+    _language_texts(question, languages, uid, QUESTION_TEXTS)
 
 
 def _options(question: dict[str, Any], uid: str, label: str) -> None:

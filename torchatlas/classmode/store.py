@@ -21,9 +21,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from torchatlas.classmode import clean
@@ -61,7 +63,11 @@ START_SECRET_SETTING = "ATLAS_START_SECRET"  # when set, starting a class asks f
 WINDOW_S = 60.0  # the rate limits' window
 JOIN, START = "join", "start"  # what an attempt counts toward
 _VERSION_CACHE_ENTRIES = 4096
+ATTEMPTS_SWEEP_S = 10.0  # old rate-limit records are deleted at most this often per store
+NAME_TRIES = 200  # nickname suffixes a join tries before giving up (a class seats 120)
 DEFAULT_LIMITS = Limits()
+# A nickname's fold, remembered: a join compares the wanted name with every name in the class.
+_fold = lru_cache(maxsize=8192)(clean.fold)
 
 
 def _lessons() -> Any:
@@ -124,6 +130,7 @@ class ClassStore:
         # Notified at each teacher's change this store commits: what wait_for_change waits on.
         self._change = threading.Condition()
         self._change_count = 0
+        self._attempts_swept = -math.inf  # monotonic time of the last sweep of old attempts
 
     # ------------------------------------------------------------------ helpers
 
@@ -134,6 +141,11 @@ class ClassStore:
         if self._engine_found is None:
             self._engine_found = engine_for(self.url)
         return self._engine_found
+
+    def open(self) -> None:
+        """Connect and bring the schema up to date now (a server's start-up) instead of at
+        the first visitor's call; ``unavailable`` when the database cannot be reached."""
+        _ = self._engine
 
     @property
     def start_secret_required(self) -> bool:
@@ -281,12 +293,20 @@ class ClassStore:
 
         over(read(self._engine, lambda conn: self._recent(conn, who, kind, now)))
 
+        # Old records are swept now and then, not at every attempt: the count reads only the
+        # window, and on PostgreSQL two replicas deleting the same rows at once wait for
+        # each other (a class of phones joins together).
+        sweep = time.monotonic() - self._attempts_swept >= ATTEMPTS_SWEEP_S
+
         def work(conn: Connection) -> None:
-            conn.execute(delete(attempts).where(attempts.c.at < now - WINDOW_S))
+            if sweep:
+                conn.execute(delete(attempts).where(attempts.c.at < now - WINDOW_S))
             over(self._recent(conn, who, kind, now))
             conn.execute(insert(attempts).values(client=who, at=now, kind=kind))
 
         write(self._engine, work)
+        if sweep:
+            self._attempts_swept = time.monotonic()
 
     def _failed_check(self, client: object | None, refusal: ErrorCode) -> ClassError:
         """A link check that failed: counted toward ``client``'s joins (when the page says
@@ -653,15 +673,7 @@ class ClassStore:
         }
 
         def work(conn: Connection) -> None:
-            row = self._row(conn, code, "share", missing=ErrorCode.NOT_STUDENT)
-            person = self._student_row(conn, code, student_key)
-            self._live(row)
-            asked = self._asked(conn, row.id, row.step)
-            if asked is None:
-                raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
-            if asked.revealed:
-                raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
-            question = _question(row.lesson_id, row.step, self.url)
+            row, person, question = self._open_question(conn, code, student_key)
             if question is None or question.options:
                 raise ClassError(
                     ErrorCode.BAD_OPTION, options=len(getattr(question, "options", ()))
@@ -816,56 +828,95 @@ class ClassStore:
         self._count_attempt(client, JOIN)
         key = secrets.token_urlsafe(18)
         who = clean.client_hash(client)
+        seats, most = self.limits.seats_per_client, self.limits.max_students
 
-        def work(conn: Connection) -> str:
-            row = self._row(conn, code, "update")  # joins queue: the count cannot be raced
+        def refuse(row: Row, mine: int) -> None:
             self._live(row)
             if row.locked:
                 raise ClassError(ErrorCode.CLASS_LOCKED)
-            if row.students >= self.limits.max_students:
-                raise ClassError(ErrorCode.CLASS_FULL, limit=self.limits.max_students)
+            if row.students >= most:
+                raise ClassError(ErrorCode.CLASS_FULL, limit=most)
+            if mine >= seats:
+                raise ClassError(ErrorCode.TOO_MANY_SEATS, limit=seats)
+
+        def work(conn: Connection) -> str:
+            # A class's joins queue on its row, so the seat counts cannot be raced past; on
+            # PostgreSQL the row is locked last (the guarded update below), for two round
+            # trips before the commit: a hundred phones on two replicas join one class at
+            # once, and each statement under the lock waits for its server's GIL too.
+            # Everything before it reads a snapshot and is checked again under the lock.
+            row = self._row(conn, code)
+            people = conn.execute(
+                select(students.c.fold, students.c.nickname, students.c.client).where(
+                    students.c.class_id == row.id
+                )
+            ).all()
+            refuse(row, sum(p.client == who for p in people))
+            # Rows of schema v1 keep their old fold: compare with it and with their skeleton.
+            taken = {p.fold for p in people} | {_fold(p.nickname) for p in people}
+            if wanted:
+                base = wanted
+            else:
+                number = row.students + 1
+                while _fold(f"Student {number}") in taken:
+                    number += 1
+                base = f"Student {number}"
+            name, number = base, 1
+            for _ in range(NAME_TRIES):
+                # A name another join takes meanwhile is a conflict on (class, fold): that
+                # insert does nothing, and the next suffix is tried in this transaction.
+                if _fold(name) not in taken and self._insert_student(conn, row.id, key, name, who):
+                    break
+                taken.add(_fold(name))
+                number += 1
+                name = clean.with_suffix(base, number, limit)
+            else:
+                raise ClassError(ErrorCode.CLASS_FULL, limit=most)
+            seated = conn.execute(
+                update(classes)
+                .where(
+                    classes.c.id == row.id,
+                    classes.c.ended.is_(False),
+                    classes.c.locked.is_(False),
+                    classes.c.students < most,
+                )
+                .values(students=classes.c.students + 1)
+            ).rowcount
+            if not seated:  # ended, locked or filled since the snapshot: say which
+                refuse(self._row(conn, code), 0)
             mine = conn.execute(
                 select(func.count())
                 .select_from(students)
                 .where(students.c.class_id == row.id, students.c.client == who)
             ).scalar_one()
-            if mine >= self.limits.seats_per_client:
-                raise ClassError(ErrorCode.TOO_MANY_SEATS, limit=self.limits.seats_per_client)
-            people = conn.execute(
-                select(students.c.fold, students.c.nickname).where(students.c.class_id == row.id)
-            ).all()
-            # Rows of schema v1 keep their old fold: compare with it and with their skeleton.
-            taken = {p.fold for p in people} | {clean.fold(p.nickname) for p in people}
-            if wanted:
-                base = wanted
-            else:
-                number = row.students + 1
-                while clean.fold(f"Student {number}") in taken:
-                    number += 1
-                base = f"Student {number}"
-            name, number = base, 1
-            while clean.fold(name) in taken:
-                number += 1
-                name = clean.with_suffix(base, number, limit)
-            conn.execute(
-                insert(students).values(
-                    class_id=row.id,
-                    key_hash=clean.key_hash(key),
-                    nickname=name,
-                    fold=clean.fold(name),
-                    joined=self.clock(),
-                    client=who,
-                )
-            )
-            conn.execute(
-                update(classes)
-                .where(classes.c.id == row.id)
-                .values(students=classes.c.students + 1)
-            )
+            if mine > seats:  # this join's own seat included
+                raise ClassError(ErrorCode.TOO_MANY_SEATS, limit=seats)
             return name
 
         name = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
         return StudentPass(code, key, name)
+
+    def _insert_student(
+        self, conn: Connection, class_id: int, key: str, name: str, who: str
+    ) -> bool:
+        """Seat a student under ``name``; False (nothing written, the transaction still
+        usable) when the class has that nickname's fold already. The two databases this
+        runs on spell "insert unless it conflicts" the same (``ON CONFLICT DO NOTHING``)."""
+        make = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        statement = (
+            make(students)
+            .values(
+                class_id=class_id,
+                key_hash=clean.key_hash(key),
+                nickname=name,
+                fold=_fold(name),
+                joined=self.clock(),
+                client=who,
+            )
+            .on_conflict_do_nothing()
+            .returning(students.c.id)  # a row back: seated (psycopg's rowcount may say -1)
+        )
+        return conn.execute(statement).first() is not None
 
     @staticmethod
     def _student_row(conn: Connection, code: str, key: str) -> Row:
@@ -910,6 +961,19 @@ class ClassStore:
                 raise
             raise self._failed_check(client, ErrorCode.NOT_STUDENT) from None
 
+    def _open_question(self, conn: Connection, code: str, student_key: str) -> tuple[Row, Row, Any]:
+        """A student's class, their row and the current step's question, once it is open and
+        not yet revealed (what an answer of either kind needs)."""
+        row = self._row(conn, code, "share", missing=ErrorCode.NOT_STUDENT)
+        person = self._student_row(conn, code, student_key)
+        self._live(row)
+        asked = self._asked(conn, row.id, row.step)
+        if asked is None:
+            raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
+        if asked.revealed:
+            raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
+        return row, person, _question(row.lesson_id, row.step, self.url)
+
     def answer(self, code: str, student_key: str, option: int) -> None:
         """Pick ``option`` for the current step's open question (changeable until revealed)."""
         code = _checked(code, student_key, ErrorCode.NOT_STUDENT)
@@ -917,15 +981,7 @@ class ClassStore:
             raise ClassError(ErrorCode.BAD_OPTION, options=0)
 
         def work(conn: Connection) -> None:
-            row = self._row(conn, code, "share", missing=ErrorCode.NOT_STUDENT)
-            person = self._student_row(conn, code, student_key)
-            self._live(row)
-            asked = self._asked(conn, row.id, row.step)
-            if asked is None:
-                raise ClassError(ErrorCode.NOT_ASKED, step=row.step)
-            if asked.revealed:
-                raise ClassError(ErrorCode.ALREADY_REVEALED, step=row.step)
-            question = _question(row.lesson_id, row.step, self.url)
+            row, person, question = self._open_question(conn, code, student_key)
             if question is None or not 0 <= option < len(question.options):
                 count = 0 if question is None else len(question.options)
                 raise ClassError(ErrorCode.BAD_OPTION, options=count)
