@@ -33,6 +33,7 @@ else:  # a visitor's script run
     from components.lessons.panels import banner as lesson_banner
     from components.rooms import built_rooms
     from components.sidebar import language_switch, torch_box
+    from components.theme import contrast_styles
 
     st.set_page_config(
         page_title="Torch Atlas",
@@ -41,6 +42,7 @@ else:  # a visitor's script run
         menu_items={"About": "Torch Atlas — see what PyTorch does."},
     )
 
+    contrast_styles()  # WCAG AA colours of Streamlit's own elements, in either theme
     language_switch()
     # Started at server start already; under a server started some other way (AppTest, an
     # ASGI host that skips lifespans) the first visitors load every room once, in one order.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from components.format import format_bytes, format_count
+from components.kit.a11y import scroll_region
 from components.palette import Palette
 from torchatlas.autograd import BackwardTrace, Graph, ProgramError, TensorInfo, Values
 from torchatlas.autograd.errors import ErrorCode
@@ -308,10 +309,12 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
-def scrolling(table: str) -> str:
+def scrolling(table: str, label: str) -> str:
     """A markdown table inside a block that scrolls sideways: on a phone a wide table
-    would otherwise be cut off (show it with ``unsafe_allow_html``; only our own markup)."""
-    return f'<div style="overflow-x:auto">\n\n{table}\n\n</div>'
+    would otherwise be cut off (show it with ``unsafe_allow_html``; only our own markup).
+    ``label`` names the block for screen readers: a keyboard stop, so it can be scrolled.
+    The blank lines let markdown see the table inside the HTML block."""
+    return scroll_region(f"\n\n{table}\n\n", label, "overflow-x:auto")
 
 
 def freeze_bar_html(report: FreezeReport, palette: Palette, lang: str) -> str:

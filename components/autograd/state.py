@@ -347,7 +347,7 @@ def graph_view(room: Room, step: int) -> GraphView:
         dot = dot_text(graph, trace, step, colors, words)
         if trace is None:
             return GraphView(dot, None, None)
-        grads = scrolling(grads_table(trace, step, lang))
+        grads = scrolling(grads_table(trace, step, lang), translate("autograd.a11y.grads", lang))
         return GraphView(dot, step_text(trace, step, lang), grads)
 
     key = ("graph", room.program, room.seed, room.root, step, dark, lang)
@@ -367,7 +367,10 @@ def details_view(room: Room) -> DetailsView:
     graph, lang = room.graph, language()
 
     def build() -> DetailsView:
-        table = scrolling(variables_table(graph, lang)) if graph.variables else None
+        table = None
+        if graph.variables:
+            label = translate("autograd.a11y.variables", lang)
+            table = scrolling(variables_table(graph, lang), label)
         return DetailsView(table, tuple(saved_lines(graph, lang)))
 
     return ROOM_CACHE.get_or_compute(("details", room.program, room.seed, room.root, lang), build)
@@ -475,7 +478,7 @@ def freeze_view(blocks: tuple[str, ...]) -> FreezeView:
     def build() -> FreezeView:
         report = freeze_report(blocks)
         bar = freeze_bar_html(report, DARK if dark else LIGHT, lang)
-        table = scrolling(optimizer_table(report, lang))
+        table = scrolling(optimizer_table(report, lang), translate("autograd.a11y.optimizer", lang))
         return FreezeView(report, bar, table, freeze_code(report), saved_text(report))
 
     return ROOM_CACHE.get_or_compute(("freeze_view", blocks, dark, lang), build)

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from components.format import format_bytes
+from components.kit.a11y import scroll_region
 from components.palette import Palette
 from torchatlas.basics import (
     DTYPES,
@@ -105,12 +106,17 @@ def promotion_titles(found: PromotionTable, kind: OperandKind | str, lang: str) 
 
 
 def promotion_html(
-    frame: pd.DataFrame, palette: Palette, titles: pd.DataFrame | None = None
+    frame: pd.DataFrame,
+    palette: Palette,
+    titles: pd.DataFrame | None = None,
+    *,
+    label: str = "tensor ⊕",
 ) -> str:
     """The table block as HTML (built once per block, language and theme; a styled
     DataFrame would be serialised again on every rerun). Cells that kept the left tensor's
     dtype are tinted in the accent colour, cells that moved to a higher category in blue;
-    ``titles`` (same shape) gives each cell its hover text."""
+    ``titles`` (same shape) gives each cell its hover text. ``label``: the block's name for
+    screen readers (it scrolls sideways on a phone, so it is a keyboard stop)."""
     cell = f"padding:0.2em 0.4em;border:1px solid {palette.border};font-family:monospace;"
     head = "".join(
         f"<th style='{cell}color:{palette.muted};font-weight:500'>{_esc(c)}</th>"
@@ -130,10 +136,12 @@ def promotion_html(
             titled = f" title='{html.escape(title, quote=True)}'" if title else ""
             tds.append(f"<td style='{cell}background:{background}'{titled}>{_esc(value)}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
-    return ReadyHtml(
-        f"<div style='overflow-x:auto;color:{palette.text};font-size:0.78rem'>"
+    table = (
         f"<table style='border-collapse:collapse'><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return ReadyHtml(
+        scroll_region(table, label, f"overflow-x:auto;color:{palette.text};font-size:0.78rem")
     )
 
 
@@ -297,7 +305,7 @@ def aligned_html(found: Broadcast, palette: Palette, lang: str) -> str:
             pad = found.rank - len(operand.expanded_strides)
             strides = "".join(
                 f"<span style='{_CELL}padding-top:0;padding-bottom:0;font-size:0.78rem;"
-                f"color:{palette.accent if stride == 0 else palette.muted}'>{stride}</span>"
+                f"color:{palette.accent_text if stride == 0 else palette.muted}'>{stride}</span>"
                 for stride in (*([None] * pad), *operand.expanded_strides)
             )
             caption = translate("basics.broadcast.strides_row", lang)
@@ -313,9 +321,11 @@ def aligned_html(found: Broadcast, palette: Palette, lang: str) -> str:
             f"<div><span style='{label_style}'><b>{_esc(result_label)}</b></span>{cells}</div>"
         )
     return ReadyHtml(
-        f"<div style='overflow-x:auto;color:{palette.text};line-height:1.9'>"
-        + "".join(rows)
-        + "</div>"
+        scroll_region(
+            "".join(rows),
+            translate("basics.a11y.broadcast", lang),
+            f"overflow-x:auto;color:{palette.text};line-height:1.9",
+        )
     )
 
 
@@ -364,7 +374,11 @@ def einsum_html(plan: EinsumPlan, palette: Palette, lang: str) -> str:
         f"{_esc(shape_text(plan.output_shape))}</span>{chips or '()'}</div>"
     )
     return ReadyHtml(
-        f"<div style='overflow-x:auto;color:{palette.text};line-height:2'>{''.join(rows)}</div>"
+        scroll_region(
+            "".join(rows),
+            translate("basics.a11y.einsum", lang),
+            f"overflow-x:auto;color:{palette.text};line-height:2",
+        )
     )
 
 
@@ -490,7 +504,9 @@ def cells_html(
             f"<div style='display:inline-block;margin:0 1em 0.6em 0;"
             f"vertical-align:top'>{''.join(lines)}</div>"
         )
-    return ReadyHtml(f"<div style='overflow-x:auto;color:{palette.text}'>{''.join(parts)}</div>")
+    # Named by the tensor and its shape, words no language changes (this has no ``lang``).
+    label = f"{name}: {shape_text(shape)}"
+    return ReadyHtml(scroll_region("".join(parts), label, f"overflow-x:auto;color:{palette.text}"))
 
 
 def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:

@@ -80,6 +80,7 @@ from torchatlas.basics.limits import MAX_EINSUM_TEXT, MAX_REAL_ELEMENTS, MAX_SAV
 from torchatlas.basics.quiz import Question, Section, grade, make_question
 from torchatlas.basics.shapes import check_footprint
 from torchatlas.cache import BoundedCache
+from torchatlas.i18n import translate
 from torchatlas.links import QueryValue
 from torchatlas.quiz import Grade
 from torchatlas.rooms import link_into, link_of
@@ -249,6 +250,7 @@ def table_view(kind: str, lang: str, colours: Palette) -> str:
             promotion_frame(promotion_table(), kind, lang),
             colours,
             promotion_titles(promotion_table(), kind, lang),
+            label=translate("basics.a11y.promotion_table", lang),
         ),
     )
 

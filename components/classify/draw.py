@@ -86,6 +86,12 @@ def topk_figure(predictions: Sequence[Prediction], colours: Palette, lang: str) 
     return figure
 
 
+def topk_text(predictions: Sequence[Prediction], lang: str) -> str:
+    """The top-k chart as one sentence with its numbers (the chart's text alternative)."""
+    items = ", ".join(f"{p.label} {percent(p.probability)}" for p in predictions)
+    return translate("classify.a11y.topk", lang, count=len(predictions), items=items)
+
+
 def topk_frame(predictions: Sequence[Prediction], lang: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -163,6 +169,17 @@ _STAGE_NAMES = {
     Stage.PREPROCESS: "classify.latency.preprocess",
     Stage.FORWARD: "classify.latency.forward",
 }
+
+
+def latency_text(wall_parts: Sequence[tuple[Stage, float]], lang: str) -> str:
+    """The latency chart as one sentence with its numbers: shown under the chart and given
+    to it as its text alternative."""
+    items = ", ".join(
+        f"{translate(_STAGE_NAMES[stage], lang)} {seconds * 1000:.1f} ms"
+        for stage, seconds in wall_parts
+    )
+    total = f"{sum(seconds for _, seconds in wall_parts) * 1000:.1f}"
+    return translate("classify.a11y.latency", lang, items=items, total=total)
 
 
 def latency_figure(

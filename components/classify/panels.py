@@ -111,7 +111,7 @@ def _refusal_text(refusal: Refusal) -> str:
 def photos() -> Photos | None:
     """Samples, uploads and the camera; each refused file is explained right below the
     uploader. None when there is nothing to classify (the page says what to do)."""
-    st.subheader(t("classify.inputs.header"), anchor=False)
+    st.header(t("classify.inputs.header"), anchor=False)
     samples = st.pills(
         t("classify.inputs.samples"),
         options=state.sample_keys(),
@@ -225,6 +225,7 @@ def _topk(predictions: tuple[Prediction, ...], key: str) -> None:
             theme="streamlit",
             width="stretch",
             key=f"{key}_chart",
+            alt=draw.topk_text(predictions, lang),  # the Table tab beside it has the numbers too
         )
     with table_tab:
         st.dataframe(
@@ -250,7 +251,7 @@ def predictions(found: Photos, chosen: state.Settings) -> Predicted | None:
     if result is None:
         return None
 
-    st.subheader(t("classify.results.header"), anchor=False)
+    st.header(t("classify.results.header"), anchor=False)
     timings = result.timings
     st.caption(
         t(
@@ -271,12 +272,18 @@ def predictions(found: Photos, chosen: state.Settings) -> Predicted | None:
         best = outcome.predictions[0]
         with st.container(border=True):
             picture_column, chart_column = st.columns([1, 2], vertical_alignment="center")
-            picture_column.image(state.thumbnail(photo.decoded), width="stretch")
+            probability = draw.percent(best.probability)
+            picture_column.image(
+                state.thumbnail(photo.decoded),
+                width="stretch",
+                # What the picture shows, for a reader who cannot see it: its name and verdict.
+                alt=t("classify.a11y.photo", name=photo.name, label=best.label,
+                      probability=probability),
+            )  # fmt: skip
             width, height = draw.upright_size(photo.decoded)
             size = t("classify.results.size", width=width, height=height)
             picture_column.caption(f"{photo.name} · {size}")
             with chart_column:
-                probability = draw.percent(best.probability)
                 st.markdown(t("classify.results.top1", label=best.label, probability=probability))
                 if best.probability < UNSURE_BELOW:
                     st.caption(t("classify.results.unsure", probability=probability))
@@ -291,7 +298,7 @@ def predictions(found: Photos, chosen: state.Settings) -> Predicted | None:
 
 def inspector(found: Photos, chosen: state.Settings, shown: Predicted) -> None:
     """One image, looked at closer: its pipeline, Grad-CAM, the latency, a second model."""
-    st.subheader(t("classify.inspect.header"), anchor=False)
+    st.header(t("classify.inspect.header"), anchor=False)
     good = shown.good
     picked = st.selectbox(
         t("classify.inspect.image"),
@@ -339,12 +346,13 @@ def _pipeline(photo: state.Photo, loaded: LoadedModel) -> None:
     except Exception as error:
         _unexpected(error)
         return
-    _pipeline_cards(steps, pictures)
+    _pipeline_cards(steps, pictures, photo.name)
 
 
-def _pipeline_cards(steps: tuple[Step, ...], pictures: tuple[bytes | None, ...]) -> None:
+def _pipeline_cards(steps: tuple[Step, ...], pictures: tuple[bytes | None, ...], name: str) -> None:
     """One card per transform: pictures first, then the tensors with their statistics.
-    ``pictures``: each step's picture, encoded (None where a step has none)."""
+    ``pictures``: each step's picture, encoded (None where a step has none); ``name``: the
+    photo's, for the pictures' text alternatives."""
     lang = language()
     original = next((s for s in steps if s.key == StepKind.ORIGINAL), None)
     picture_of = {id(step): picture for step, picture in zip(steps, pictures, strict=True)}
@@ -368,8 +376,11 @@ def _pipeline_cards(steps: tuple[Step, ...], pictures: tuple[bytes | None, ...])
         first = 1
     for offset, step in enumerate(picture_steps):
         with columns[first + offset].container(border=True):
-            st.markdown(f"**{first + offset + 1} · {t(f'classify.pipeline.steps.{step.key}')}**")
-            st.image(picture_of[id(step)] or step.image, width="stretch")
+            number, title = first + offset + 1, t(f"classify.pipeline.steps.{step.key}")
+            st.markdown(f"**{number} · {title}**")
+            alt = t("classify.a11y.step", name=name, number=number, step=title,
+                    width=step.width, height=step.height)  # fmt: skip
+            st.image(picture_of[id(step)] or step.image, width="stretch", alt=alt)
             size = t("classify.pipeline.size", width=step.width, height=step.height)
             detail = draw.conversions_text(step.conversions, lang) if step.key == "rgb" else ""
             st.caption(f"{size}  \n{detail}" if detail else size)
@@ -417,6 +428,7 @@ def _heatmap(photo: state.Photo, model: str, ranked: tuple[Prediction, ...]) -> 
         state.explanation_picture(photo.decoded, model, int(class_index)),
         caption=t("classify.heatmap.model_view"),
         width="stretch",
+        alt=t("classify.a11y.model_view", name=photo.name),
     )
     overlay_column.image(
         state.overlay(photo.decoded, model, int(class_index), opacity),
@@ -426,6 +438,12 @@ def _heatmap(photo: state.Photo, model: str, ranked: tuple[Prediction, ...]) -> 
             probability=draw.percent(explanation.probability),
         ),
         width="stretch",
+        alt=t(
+            "classify.a11y.overlay",
+            name=photo.name,
+            label=explanation.label,
+            probability=draw.percent(explanation.probability),
+        ),
     )
     overlay_column.html(draw.colour_legend(palette()))
     if explanation.flat:
@@ -447,12 +465,16 @@ def _latency(
             _unexpected(error)
     else:
         st.caption(t("classify.latency.first_run"))
+    wall_parts, lang = tuple(timings.wall_parts()), language()
+    numbers = draw.latency_text(wall_parts, lang)
     st.plotly_chart(
-        state.latency_figure(tuple(timings.wall_parts()), palette(), language()),
+        state.latency_figure(wall_parts, palette(), lang),
         theme="streamlit",
         width="stretch",
         key=state.LATENCY_CHART_KEY,
+        alt=numbers,
     )
+    st.caption(numbers)  # the chart's numbers as text, for everyone
     share = 100 * timings.forward_s / timings.total_s if timings.total_s else 0
     st.caption(
         t(

@@ -23,6 +23,7 @@ from pygments.lexers.python import PythonLexer
 from pygments.token import Comment, Keyword, Name, Number, Operator, String
 
 from components.format import format_bytes
+from components.kit.a11y import scroll_region
 from components.palette import Palette
 from torchatlas.i18n import placeholders, translate
 from torchatlas.shapes import (
@@ -406,13 +407,15 @@ def source_listing_html(
     testid: str = "shapes-source-listing",
     line_lengths: Sequence[int] | None = None,
     dark: bool = False,
+    label: str = "Python",
 ) -> str:
     """Line-numbered source (``code_lines`` from :func:`code_lines_html`); each marked line
     highlighted, its note below.
 
     ``marks`` maps line numbers to notes; ``col`` puts a caret under the first marked line (at
     most one past the line's end, when ``line_lengths`` are known); ``window`` shows only
-    lines ``start..end``.
+    lines ``start..end``. ``label`` names the listing for screen readers: it scrolls (long
+    lines, ``max_height``), so it is a keyboard stop.
     """
     count = len(code_lines)
     marks = {line: note for line, note in (marks or {}).items() if 1 <= line <= count}
@@ -443,12 +446,13 @@ def source_listing_html(
                 f'font-weight:600">{html.escape(pointer)}{html.escape(marks[number])}</div>'
             )
     height = f"max-height:{max_height}px;overflow-y:auto;" if max_height else ""
-    return (
-        f'<div data-testid="{testid}" style="font-family:ui-monospace,SFMono-Regular,Menlo,'
-        f"Consolas,monospace;font-size:0.85rem;line-height:1.45;background:{colours.surface};"
-        f"color:{colours.text};border:1px solid {colours.border};border-radius:6px;"
-        f'padding:8px 0;overflow-x:auto;{height}">' + "".join(parts) + "</div>"
+    style = (
+        "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:0.85rem;"
+        f"line-height:1.45;background:{colours.surface};color:{colours.text};"
+        f"border:1px solid {colours.border};border-radius:6px;padding:8px 0;overflow-x:auto;"
+        f"{height}"
     )
+    return scroll_region("".join(parts), label, style, attributes=f'data-testid="{testid}"')
 
 
 def marker_window(line_count: int, line: int | None) -> tuple[int, int]:

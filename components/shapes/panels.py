@@ -146,6 +146,7 @@ def _listing_html(
         testid=testid,
         line_lengths=[len(line) for line in source.splitlines()] or [0],
         dark=dark,
+        label=t("shapes.a11y.source"),
     )
 
 

@@ -3,19 +3,21 @@ English and Korean, on a desktop (1280×900) and a phone (390×844), in the ligh
 theme; prints the critical and serious violations per rule with their counts and the elements
 (CSS selectors) that break them. A report, not a test: it fails nothing.
 
-    python -m tests.e2e.a11y_report                       # every page view (80; ~10 min here)
+    python -m tests.e2e.a11y_report                       # every page view (88; ~7 min here)
     python -m tests.e2e.a11y_report --pages home strides --langs en --themes dark
     python -m tests.e2e.a11y_report --json /tmp/a11y.json  # every finding, for a diff later
+    python -m tests.e2e.a11y_report --no-exclusions       # Streamlit's own markup counted too
 
 The server is the e2e layer's (``streamlit run app.py`` on a free port, tests/e2e/conftest.py
 ``running_app``), the browser Debian's Chromium as there; a theme is chosen the way the e2e
-tests choose it, by the browser's colour scheme. Only Streamlit's own page list in the sidebar
-is left out (tests/e2e/a11y.py ``EXCLUDED``).
+tests choose it, by the browser's colour scheme. Only Streamlit's own markup is left out, each
+piece by a named entry of tests/e2e/a11y.py ``EXCLUDED``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import tempfile
@@ -24,14 +26,37 @@ from collections import defaultdict
 from pathlib import Path
 
 from components.rooms import ROOMS
-from tests.e2e.a11y import AXE_VERSION, EXCLUDED, SEVERE, Violation, axe_violations, tally
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, running_app, wait_for_app
+from tests.e2e.a11y import (
+    AXE_VERSION,
+    EXCLUDED,
+    SEVERE,
+    Exclusion,
+    Violation,
+    axe_violations,
+    tally,
+)
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app, wait_for_app
 
-# Page name -> url path (app.py's navigation; the rooms' url paths are their keys).
+
+def app_url_paths(app: Path = ROOT / "app.py") -> set[str]:
+    """The url paths app.py's navigation names literally (``url_path="..."``); the rooms'
+    come from components/rooms.py. What keeps :data:`PAGES` complete."""
+    tree = ast.parse(app.read_text(encoding="utf-8"))
+    return {
+        node.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.keyword)
+        and node.arg == "url_path"
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+# Page name -> url path: app.py's navigation (home is its default page, at "", the others at
+# their url paths; checked against app.py by tests/e2e/test_a11y.py), then every room.
 PAGES: dict[str, str] = {
     "home": "",
-    "lessons": "lessons",
-    "class": "class",
+    **{path: path for path in sorted(app_url_paths())},
     **{room.key: room.key for room in ROOMS},
 }
 DEVICES = {"desktop": (1280, 900), "phone": (390, 844)}
@@ -45,7 +70,12 @@ def view_label(page: str, lang: str, device: str, theme: str) -> str:
 
 
 def measure(
-    url: str, pages: list[str], langs: list[str], devices: list[str], themes: list[str]
+    url: str,
+    pages: list[str],
+    langs: list[str],
+    devices: list[str],
+    themes: list[str],
+    excluded: tuple[Exclusion, ...] = EXCLUDED,
 ) -> tuple[list[tuple[str, Violation]], list[str], dict[str, str]]:
     """Open every view and run axe on it: (findings, views measured, views that failed)."""
     from playwright.sync_api import sync_playwright
@@ -76,7 +106,7 @@ def measure(
                                 try:
                                     page.goto(f"{url}/{PAGES[name]}{query}")
                                     wait_for_app(page)
-                                    violations = axe_violations(page)
+                                    violations = axe_violations(page, excluded=excluded)
                                 except Exception as error:  # a page that never settles
                                     failed[label] = f"{type(error).__name__}: {error}"[:300]
                                     print(f"  {label}: FAILED {failed[label]}", file=sys.stderr)
@@ -109,11 +139,16 @@ def where(views: set[str]) -> str:
     )
 
 
-def report(found: list[tuple[str, Violation]], measured: list[str], failed: dict[str, str]) -> str:
+def report(
+    found: list[tuple[str, Violation]],
+    measured: list[str],
+    failed: dict[str, str],
+    excluded: tuple[Exclusion, ...] = EXCLUDED,
+) -> str:
     lines = [
         f"axe-core {AXE_VERSION}, WCAG 2.0/2.1 A+AA, impacts {'+'.join(SEVERE)}; "
         f"{len(measured)} page views measured, {len(failed)} failed; excluded: "
-        f"{', '.join(EXCLUDED)}",
+        f"{'; '.join(map(str, excluded)) or 'nothing'}",
         "",
     ]
     rules = tally(found)
@@ -161,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--themes", nargs="+", choices=THEMES, default=list(THEMES))
     parser.add_argument("--url", help="an app already running (default: start one)")
     parser.add_argument("--json", type=Path, help="write every finding here")
+    parser.add_argument(
+        "--no-exclusions",
+        action="store_true",
+        help="count Streamlit's markup too (what tests/e2e/a11y.py EXCLUDED leaves out)",
+    )
     parser.add_argument("--from-json", type=Path, help="print the report of a saved --json run")
     args = parser.parse_args(argv)
 
@@ -168,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         print(report(*load(args.from_json)))
         return 0
     started = time.monotonic()
-    selection = (args.pages, args.langs, args.devices, args.themes)
+    excluded = () if args.no_exclusions else EXCLUDED
+    selection = (args.pages, args.langs, args.devices, args.themes, excluded)
     if args.url:
         found, measured, failed = measure(args.url.rstrip("/"), *selection)
     else:
@@ -177,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             with running_app(log) as url:
                 print(f"server {url} (log {log})", file=sys.stderr)
                 found, measured, failed = measure(url, *selection)
-    print(report(found, measured, failed))
+    print(report(found, measured, failed, excluded))
     print(f"\n{len(measured)} views in {time.monotonic() - started:.0f} s", file=sys.stderr)
     if args.json:
         findings = [

@@ -81,7 +81,8 @@ def test_sample_is_classified_on_first_load(app_page: OpenPage) -> None:
 def test_upload_reads_the_predicted_label_and_reports_the_bad_file(app_page: OpenPage) -> None:
     page = app_page("classify", height=2600)
     wait_for_text(page, translate("classify.pipeline.before_after"))
-    page.get_by_role("button", name=translate("classify.samples.cat")).click()  # deselect
+    # deselect (exact: the photos' fullscreen buttons are named after them too)
+    page.get_by_role("button", name=translate("classify.samples.cat"), exact=True).click()
     wait_for_text(page, translate("classify.inputs.none"))
     jpeg = io.BytesIO()
     Image.open(io.BytesIO(sample_bytes("coffee"))).save(jpeg, "JPEG", quality=90)

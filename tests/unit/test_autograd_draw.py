@@ -55,7 +55,10 @@ def test_variables_table_has_every_field() -> None:
     assert "| `b` | 5 | 5×5 | float32 | True | False | AddBackward0 | 0 |" in table
     assert "| `a` | 4 | 5×5 | float32 | False | True | None | 0 |" in table
     assert "| `loss` | 6 | () | float32 | True | False | SumBackward0 | 0 |" in table
-    assert draw.scrolling(table).startswith('<div style="overflow-x:auto">')
+    block = draw.scrolling(table, "Variables table")
+    # a keyboard can focus the block to scroll it; a screen reader hears its name
+    assert block.startswith('<div role="region" tabindex="0" aria-label="Variables table"')
+    assert 'style="overflow-x:auto">\n\n| ' in block
 
 
 def test_version_note_names_the_tensor_changed_in_place() -> None:
