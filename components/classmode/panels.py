@@ -928,6 +928,10 @@ def _chart(
         key="classmode_tally_chart" if size == draw.PROJECTOR else "classmode_bar_chart",
         config={"displayModeBar": False, "staticPlot": True},
     )
+    # The chart's numbers as text (a screen reader reads no bars).
+    st.caption(
+        " · ".join(f"{label}: {count}" for label, count in zip(labels, tallied, strict=False))
+    )
 
 
 def _summary(who: Role, lesson: Lesson | None) -> None:

@@ -315,6 +315,13 @@ def _training() -> None:
         theme="streamlit",
         key=state.LOSS_CHART,
     )
+    with st.expander(t("modules.training.loss_numbers"), icon=":material/table:"):
+        # The curve's numbers as a table: what a screen reader or a keyboard reaches.
+        st.dataframe(
+            {t("modules.training.loss_step"): list(range(1, len(trace.losses) + 1)),
+             t("modules.training.loss_value"): [draw.number(v) for v in trace.losses]},
+            hide_index=True,
+        )  # fmt: skip
     if trace.stopped_at is not None:
         st.caption(t("modules.training.stopped", step=trace.stopped_at + 1))
     if trace.steps and not trace.optimizer_error:
