@@ -928,10 +928,10 @@ def _chart(
         key="classmode_tally_chart" if size == draw.PROJECTOR else "classmode_bar_chart",
         config={"displayModeBar": False, "staticPlot": True},
     )
-    # The chart's numbers as text (a screen reader reads no bars).
-    st.caption(
-        " · ".join(f"{label}: {count}" for label, count in zip(labels, tallied, strict=False))
-    )
+    # The chart's numbers as text (a screen reader reads no bars): each option's letter (and
+    # mark, once revealed) with its count; the options' words are the chart's own labels.
+    letters = [label.split(":", 1)[0] for label in labels]
+    st.caption(" · ".join(f"{letter}: {n}" for letter, n in zip(letters, tallied, strict=False)))
 
 
 def _summary(who: Role, lesson: Lesson | None) -> None:
