@@ -796,7 +796,7 @@ def run_app(args: argparse.Namespace, log: Callable[[str], None]) -> Figures:
             saved.setdefault("PYTHONFAULTHANDLER", os.environ.get("PYTHONFAULTHANDLER"))
         os.environ.update(env)  # the servers inherit them
         logs = [Path(folder) / f"server{i}.log" for i in range(args.replicas)]
-        servers = [Server(0, log_path) for log_path in logs]
+        servers = [Server(0, log_path, args.app_dir) for log_path in logs]
         fig.replica_urls = [server.url for server in servers]
         try:
             urls = ", ".join(server.url for server in servers)
@@ -969,6 +969,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         " the first, student i on replica i mod N",
     )
     parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument(
+        "--app-dir",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose app.py the servers run (another commit's, exported with"
+        " git archive, for a before/after with this same tool)",
+    )
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--deadline-s", type=float, default=1500.0)
     parser.add_argument("--json", type=Path, default=None)
@@ -989,6 +996,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--students: 1 to 200")
     if not 0 < args.idle_s <= 600:
         parser.error("--idle-s: up to 600")
+    if not (args.app_dir / "app.py").is_file():
+        parser.error(f"--app-dir {args.app_dir} has no app.py")
+    args.app_dir = args.app_dir.resolve()
     if not 1 <= args.replicas <= 4:
         parser.error("--replicas: 1 to 4")
     if args.replicas > 1 and (args.database != "postgresql" or args.level != "app"):
@@ -1005,7 +1015,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
-    print(f"class mode load: app {describe_checkout(ROOT)}", flush=True)
+    print(f"class mode load: app {describe_checkout(args.app_dir)}", flush=True)
     try:
         fig = run_app(args, log) if args.level == "app" else run_api(args, log)
     except KeyboardInterrupt:
