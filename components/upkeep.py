@@ -24,7 +24,11 @@ Streamlit's internals. Streamlit has no public API for three things the server n
   run's session and upload manager (:func:`script_run_uploads`);
 - the connection's TCP peer as it is (:func:`script_run_peer`): ``st.context.ip_address``
   hides loopback peers (None for ``127.0.0.1`` and ``::1``), and limits must count every
-  client, a reverse proxy on the same host included.
+  client, a reverse proxy on the same host included;
+- running a session's fragment from the server, as the browser's ``run_every`` timer asks for
+  it (:func:`script_run_fragment`, :func:`wake_fragment`): class mode wakes its followers'
+  polls when their class changes instead of having every phone poll (components/classmode/
+  push.py).
 
 Every use of a private name of Streamlit's is in this module, each read defensively (what is
 missing makes the feature do nothing, never fail a page), and
@@ -49,16 +53,19 @@ from streamlit.runtime.uploaded_file_manager import DeletedFile, UploadedFile
 __all__ = [
     "DeletedFile",
     "UploadedFile",
+    "can_wake_sessions",
     "end_expired",
     "end_expired_sessions",
     "hook_upload_manager",
     "registered_warm_ups",
     "remove_stored_file",
     "run_warm_ups",
+    "script_run_fragment",
     "script_run_peer",
     "script_run_uploads",
     "session_known",
     "stored_upload_sessions",
+    "wake_fragment",
     "warm_up",
 ]
 
@@ -192,6 +199,71 @@ def script_run_peer() -> Peer | None:
         if isinstance(name, str) and name.lower() == "x-forwarded-for" and isinstance(value, str)
     )
     return Peer(address if isinstance(address, str) else None, forwarded[:8])
+
+
+# --------------------------------------------------------------------------- waking a fragment
+
+
+def script_run_fragment() -> tuple[str, str] | None:
+    """(session id, fragment id) of the fragment running now in this script run (also when a
+    page run draws it in place); None outside a fragment or a script run."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return None
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+
+        fragment_id = ThreadState.get().fragment_id
+    except Exception:  # another Streamlit, or a thread Streamlit did not start
+        return None
+    return (ctx.session_id, fragment_id) if isinstance(fragment_id, str) and fragment_id else None
+
+
+def can_wake_sessions() -> bool:
+    """Whether :func:`wake_fragment` can reach sessions: a running server whose runtime has
+    the session registry and loop it needs (False under AppTest and outside a server)."""
+    runtime = _runtime()
+    manager = getattr(runtime, "_session_mgr", None)
+    return _event_loop(runtime) is not None and hasattr(manager, "get_active_session_info")
+
+
+def wake_fragment(session_id: str, fragment_id: str) -> bool:
+    """From any thread: on the server's event loop, rerun ``fragment_id`` in the session as
+    its browser's ``run_every`` timer would (the page and query its last run left, no widget
+    changes, an automatic rerun), if the session is idle then: a run in progress or queued
+    is left alone (it may be leaving the page; the caller asks again later). False when the
+    runtime no longer knows the session (gone); True otherwise (asked, or kept for a
+    reconnect)."""
+    runtime = _runtime()
+    loop = _event_loop(runtime)
+    if loop is None:
+        return False
+    if not runtime.is_active_session(session_id):
+        return session_known(session_id)
+
+    def on_loop() -> None:
+        # The loop owns the session registry and every session's script runner.
+        from streamlit.proto.ClientState_pb2 import ClientState
+
+        lookup = getattr(getattr(runtime, "_session_mgr", None), "get_active_session_info", None)
+        session = getattr(lookup(session_id) if lookup is not None else None, "session", None)
+        last = getattr(session, "_client_state", None)
+        if not isinstance(session, AppSession) or last is None:
+            return
+        if getattr(session, "_scriptrunner", True) is not None:
+            return
+        state = ClientState(
+            query_string=last.query_string,
+            page_script_hash=last.page_script_hash,
+            fragment_id=fragment_id,
+            is_auto_rerun=True,
+        )
+        if last.HasField("context_info"):
+            state.context_info.CopyFrom(last.context_info)
+        session.request_rerun(state)
+
+    loop.call_soon_threadsafe(on_loop)
+    return True
 
 
 # --------------------------------------------------------------------------- uploads

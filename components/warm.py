@@ -51,6 +51,8 @@ _done = threading.Event()
 
 # torch first: everything below imports it, and its own import is the long one.
 ENGINE_MODULES = ("torch", "torchvision.models", "torchatlas.i18n")
+# Not rooms, but warmed with them: class mode registers its warm-up (lessons, database).
+CLASS_MODULES = ("components.classmode.warm",)
 
 
 def _room_modules() -> list[str]:
@@ -68,7 +70,7 @@ def import_rooms() -> None:
     with _IMPORT_LOCK:
         if _done.is_set():
             return
-        for name in (*ENGINE_MODULES, *_room_modules()):
+        for name in (*ENGINE_MODULES, *_room_modules(), *CLASS_MODULES):
             try:
                 importlib.import_module(name)
             except ImportError:  # a room without that module: the page reports its own errors

@@ -15,9 +15,10 @@ reveal), so an idle class costs nothing but a slow safety poll (:data:`FALLBACK_
 that found the fragment replaced by a page run in between is retried after
 :data:`RETRY_S`, and the timer catches anything else).
 
-It relies on Streamlit's runtime objects (the session manager, ``AppSession.request_rerun``
-and the script run's fragment id); where one of them is missing (another Streamlit, a
-script run outside a server) :func:`available` is False and the page polls as before.
+Streamlit has no public way to run a session's fragment from the server; the internals it
+takes are in ``components/upkeep.py`` (:func:`~components.upkeep.wake_fragment`), pinned by
+its tests. Where they are missing (another Streamlit, AppTest, a script run outside a
+server) :func:`available` is False and the page polls as before.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from components import upkeep
 from torchatlas.classmode import ClassError, ClassStore
 
 _LOG = logging.getLogger(__name__)
@@ -51,16 +52,6 @@ class Follower:
     pushed_at: float = 0.0
     tries: int = 0  # pushes for that version so far
     heard_at: float = 0.0
-
-
-def _runtime_parts() -> tuple[Any, Any] | None:
-    """(Streamlit's ThreadState, Runtime) where this Streamlit has them."""
-    try:
-        from streamlit.runtime import Runtime
-        from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
-    except ImportError:
-        return None
-    return ThreadState, Runtime
 
 
 class Watcher:
@@ -131,50 +122,8 @@ class Watcher:
         return woken
 
 
-def _wake_on_loop(session_id: str, follower: Follower) -> bool:
-    """Ask the server's event loop to run ``follower``'s poll fragment in its session, as
-    the browser's timer asks for it; False when the session is gone."""
-    parts = _runtime_parts()
-    if parts is None or not parts[1].exists():
-        return False
-    runtime = parts[1].instance()
-    if not runtime.is_active_session(session_id):
-        return not _session_gone(runtime, session_id)  # kept for a reconnect: not gone
-    loop = getattr(getattr(runtime, "_async_objs", None), "eventloop", None)
-    if loop is None or loop.is_closed():
-        return False
-    fragment_id = follower.fragment_id
-
-    def on_loop() -> None:
-        # On the loop that owns the session registry and every session's script runner.
-        info = runtime._session_mgr.get_active_session_info(session_id)
-        session = getattr(info, "session", None)
-        last = getattr(session, "_client_state", None)
-        # Only an idle session: a run in progress or queued draws the news itself (or the
-        # retry comes), and a rerun asked for now would carry the page it is leaving.
-        if last is None or getattr(session, "_scriptrunner", True) is not None:
-            return
-        from streamlit.proto.ClientState_pb2 import ClientState
-
-        # The page and query as its last run left them (what the browser shows), no widget
-        # states (unchanged since that run), marked as a timer's run.
-        state = ClientState(
-            query_string=last.query_string,
-            page_script_hash=last.page_script_hash,
-            fragment_id=fragment_id,
-            is_auto_rerun=True,
-        )
-        if last.HasField("context_info"):
-            state.context_info.CopyFrom(last.context_info)
-        session.request_rerun(state)
-
-    loop.call_soon_threadsafe(on_loop)
-    return True
-
-
-def _session_gone(runtime: Any, session_id: str) -> bool:
-    lookup = getattr(getattr(runtime, "_session_mgr", None), "get_session_info", None)
-    return lookup is not None and lookup(session_id) is None
+def _wake(session_id: str, follower: Follower) -> bool:
+    return upkeep.wake_fragment(session_id, follower.fragment_id)
 
 
 _watchers: dict[int, Watcher] = {}
@@ -185,21 +134,13 @@ def _watcher(store: ClassStore) -> Watcher:
     with _watchers_lock:
         found = _watchers.get(id(store))
         if found is None or found.store is not store:
-            found = _watchers[id(store)] = Watcher(store, _wake_on_loop)
+            found = _watchers[id(store)] = Watcher(store, _wake)
         return found
 
 
 def available() -> bool:
-    """Can this server wake sessions (a Streamlit server with the runtime this relies on)?"""
-    parts = _runtime_parts()
-    if parts is None:
-        return False
-    _thread_state, runtime_class = parts
-    if not runtime_class.exists():
-        return False
-    manager = getattr(runtime_class.instance(), "_session_mgr", None)
-    loop = getattr(getattr(runtime_class.instance(), "_async_objs", None), "eventloop", None)
-    return hasattr(manager, "get_active_session_info") and loop is not None
+    """Can this server wake sessions (a Streamlit server with the internals this takes)?"""
+    return upkeep.can_wake_sessions()
 
 
 def period(polling_s: float) -> float:
@@ -211,14 +152,9 @@ def period(polling_s: float) -> float:
 def watch(store: ClassStore, code: str, seen: int) -> None:
     """From a poll fragment's run: this session's screen shows ``code`` at version ``seen``;
     wake it when the class moves on. Does nothing outside a fragment of a served session."""
-    parts = _runtime_parts()
-    if parts is None or not available():
+    if not available():
         return
-    thread_state, _runtime_class = parts
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-    ctx = get_script_run_ctx(suppress_warning=True)
-    fragment_id = thread_state.get().fragment_id
-    if ctx is None or not fragment_id:
-        return
-    _watcher(store).watch(ctx.session_id, Follower(code, fragment_id, seen))
+    running = upkeep.script_run_fragment()
+    if running is not None:
+        session_id, fragment_id = running
+        _watcher(store).watch(session_id, Follower(code, fragment_id, seen))

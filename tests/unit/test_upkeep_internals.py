@@ -197,8 +197,49 @@ def test_upkeep_uses_no_private_name_this_file_does_not_pin() -> None:
     used = set(re.findall(r"[\"'.](_[a-z][a-z_]+)", UPKEEP_SOURCE))
     own = {"_torchatlas_upload_hooks"}  # upkeep's own attribute on the manager
     pinned = {"_async_objs", "_session_mgr", "_session_storage", "_storage_lock", "_cache",
-              "_replace"}  # fmt: skip
+              "_replace", "_client_state", "_scriptrunner"}  # fmt: skip
     assert used - own - pinned == set(), "pin the new internal in this file"
+
+
+# --------------------------------------------------------------------------- waking a fragment
+
+
+def test_a_fragment_run_names_its_fragment_in_the_thread_state() -> None:
+    """``script_run_fragment`` reads ``ThreadState.get().fragment_id`` (set while a fragment's
+    function runs, in its own run or drawn in place by a page run)."""
+    import dataclasses
+
+    from streamlit.runtime import fragment
+    from streamlit.runtime.scriptrunner_utils.script_run_context import (
+        FragmentThreadState,
+        ThreadState,
+    )
+
+    assert "fragment_id" in {f.name for f in dataclasses.fields(FragmentThreadState)}
+    assert callable(ThreadState.get)
+    assert "ThreadState.scoped(" in inspect.getsource(fragment)
+    assert "fragment_id=fragment_id" in inspect.getsource(fragment)
+    assert upkeep.script_run_fragment() is None  # no script run here
+
+
+def test_an_idle_session_can_be_asked_for_a_fragment_run() -> None:
+    """``wake_fragment`` looks the session up with ``get_active_session_info``, reads the
+    client state its last run left (``_client_state``) and whether a script runner is alive
+    (``_scriptrunner``: None once a run chain ended), then calls ``request_rerun`` with a
+    ClientState naming the fragment, as the browser's timer does."""
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    assert _parameters(WebsocketSessionManager.get_active_session_info) == ["session_id"]
+    assert _assigned_in_init(AppSession, "_client_state")
+    assert _assigned_in_init(AppSession, "_scriptrunner")
+    assert "self._scriptrunner = None" in inspect.getsource(AppSession)
+    assert _parameters(AppSession.request_rerun) == ["client_state"]
+    fields = set(ClientState.DESCRIPTOR.fields_by_name)
+    wanted = {"query_string", "page_script_hash", "fragment_id", "is_auto_rerun", "context_info"}
+    assert wanted <= fields
+    assert "fragment_id" in inspect.getsource(AppSession.request_rerun)
+    assert upkeep.can_wake_sessions() is False  # no server here
+    assert upkeep.wake_fragment("no-session", "no-fragment") is False
 
 
 # --------------------------------------------------------------------------- the peer

@@ -127,7 +127,11 @@ def _engine_for(url: str) -> Engine:
             else:
                 engine = create_engine(
                     url,
-                    pool_pre_ping=True,  # a replica outlives a database restart
+                    # No ping before each use (a round trip per transaction, and each waits
+                    # for this server's GIL under a class's load): a connection the
+                    # database dropped fails its statement with an OperationalError, the
+                    # pool throws it away, and read/write retry on a fresh one, so a
+                    # replica still outlives a database restart.
                     pool_size=8,
                     max_overflow=24,
                     pool_timeout=60,

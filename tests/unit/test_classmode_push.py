@@ -1,0 +1,133 @@
+"""components/classmode/push.py: the watcher wakes exactly the sessions whose class moved past
+what their screen drew, once per change (retried a bounded number of times), forgets sessions
+that are gone; the store's ``wait_for_change`` wakes it at a change this replica commits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from components.classmode import push
+from components.classmode.push import Follower, Watcher
+from torchatlas.classmode import ClassStore
+from torchatlas.lessons import find
+
+LESSON = find("broadcasting")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ClassStore:
+    return ClassStore(f"sqlite:///{tmp_path / 'classes.sqlite3'}")
+
+
+class Wakes:
+    """The watcher's ``wake``: records each (session, version) and says whether it lives."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.gone: set[str] = set()
+
+    def __call__(self, session_id: str, follower: Follower) -> bool:
+        self.calls.append((session_id, follower.pushed))
+        return session_id not in self.gone
+
+
+def move(store: ClassStore, code: str, key: str, number: int) -> int:
+    step = LESSON.step(number)
+    return store.move(code, key, step=number, room=step.room, query=step.fields()).version
+
+
+def test_a_change_wakes_each_session_behind_once(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    teacher = store.start(LESSON.id, "en", client="t")
+    code = teacher.code
+    wakes = Wakes()
+    watcher = Watcher(store, wakes)
+    monkeypatch.setattr(watcher, "thread", object())  # no thread: sweeps are called here
+    now = store.version(code)
+    for session in ("a", "b"):
+        watcher.watch(session, Follower(code, "poll", now))
+    assert watcher.sweep() == 0 and wakes.calls == []  # nothing new: nothing woken
+
+    version = move(store, code, teacher.teacher_key, 1)
+    assert watcher.sweep() == 2
+    assert sorted(wakes.calls) == [("a", version), ("b", version)]
+    assert watcher.sweep() == 0  # once per change, not at every sweep
+
+    # "a" drew the change (its poll ran and said so); "b" did not: after RETRY_S it is
+    # woken again, at most TRIES times in all, then left to its page's own timer.
+    watcher.watch("a", Follower(code, "poll", version))
+    clock = [time.monotonic()]
+    monkeypatch.setattr(push.time, "monotonic", lambda: clock[0])
+    retries = 0
+    for _ in range(push.TRIES + 2):
+        clock[0] += push.RETRY_S + 0.01
+        retries += watcher.sweep()
+    assert retries == push.TRIES - 1
+    assert all(session == "b" for session, _ in wakes.calls[2:])
+
+
+def test_a_gone_session_is_forgotten_and_other_classes_are_not_woken(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = store.start(LESSON.id, "en", client="t1")
+    other = store.start(LESSON.id, "en", client="t2")
+    wakes = Wakes()
+    wakes.gone.add("left")
+    watcher = Watcher(store, wakes)
+    monkeypatch.setattr(watcher, "thread", object())
+    watcher.watch("left", Follower(one.code, "poll", store.version(one.code)))
+    watcher.watch("there", Follower(other.code, "poll", store.version(other.code)))
+    move(store, one.code, one.teacher_key, 1)
+    assert watcher.sweep() == 0  # the only session behind had gone
+    assert "left" not in watcher.followers and "there" in watcher.followers
+    assert [session for session, _ in wakes.calls] == ["left"]
+
+
+def test_a_change_here_wakes_the_waiter_at_once(store: ClassStore) -> None:
+    teacher = store.start(LESSON.id, "en", client="t")
+    assert store.wait_for_change(0.01) is False  # nothing changed
+    woke: list[float] = []
+
+    def waiter() -> None:
+        started = time.monotonic()
+        if store.wait_for_change(30):
+            woke.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.2)
+    move(store, teacher.code, teacher.teacher_key, 1)
+    thread.join(timeout=30)
+    assert woke and woke[0] < 5  # the move, not the 30 s timeout
+
+
+def test_without_a_server_the_page_polls_as_before() -> None:
+    assert push.available() is False  # no Streamlit runtime in a unit test
+    assert push.period(1.2) == 1.2
+
+
+def test_the_start_up_warm_up_loads_the_lessons_and_opens_a_database_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import upkeep
+    from components.classmode.warm import warm_class_mode
+    from torchatlas.lessons import load_all
+
+    assert upkeep.registered_warm_ups()["classmode"] is warm_class_mode
+    # The default SQLite file is not created at start-up (it is, at first use).
+    monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("ATLAS_DATABASE_URL", raising=False)
+    load_all.cache_clear()
+    warm_class_mode()
+    assert load_all.cache_info().currsize == 1  # the lessons are loaded
+    assert not (tmp_path / "data").exists()
+    # A database URL: connected and migrated before the first visitor.
+    database = tmp_path / "server" / "classes.sqlite3"
+    monkeypatch.setenv("ATLAS_DATABASE_URL", f"sqlite:///{database}")
+    warm_class_mode()
+    assert database.exists()
