@@ -34,9 +34,15 @@ CASES = [(parser, case) for parser in PARSERS for case in parser.worst]
 
 
 def _timed(parser: Parser, text: str, lifted: bool) -> tuple[object, float]:
-    started = time.process_time()
-    result = outcome(parser.core if lifted else parser.parse, text)
-    return result, time.process_time() - started
+    """The outcome, and the better of two runs' CPU time: a parser's first call also builds
+    what it keeps (Pygments compiles its lexer's patterns once: 0.2 s of 0.04), which is not
+    the parse's own cost."""
+    times = []
+    for _ in range(2):
+        started = time.process_time()
+        result = outcome(parser.core if lifted else parser.parse, text)
+        times.append(time.process_time() - started)
+    return result, min(times)
 
 
 @pytest.mark.parametrize(
