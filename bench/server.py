@@ -44,10 +44,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+README_FLAGS = ("--server.fileWatcherType", "none")  # what README command 1 adds
+
+
 class Server:
-    """``streamlit run app.py`` from ``app_dir`` on ``port`` (0: a free one), its output in
-    ``log_path``; ``env`` is added to this process's environment for the server (several
-    replicas of one app differ only there)."""
+    """``streamlit run <script>`` (``app.py``: README command 1) from ``app_dir`` on ``port``
+    (0: a free one), its output in ``log_path``; ``env`` is added to this process's
+    environment for the server (several replicas of one app differ only there). ``script``
+    and ``flags`` start another entry as its host does (Community Cloud runs
+    ``deploy/cloud/streamlit_app.py`` with no flags of ours)."""
 
     def __init__(
         self,
@@ -55,9 +60,14 @@ class Server:
         log_path: Path,
         app_dir: Path = ROOT,
         env: Mapping[str, str] | None = None,
+        *,
+        script: str = "app.py",
+        flags: tuple[str, ...] = README_FLAGS,
     ) -> None:
         self.app_dir = app_dir
         self.env = dict(env or {})
+        self.script = script
+        self.flags = flags
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -69,11 +79,11 @@ class Server:
         """Start the server and wait until it answers its health check (by ``deadline``, a
         ``time.monotonic()`` value, and at most :data:`START_TIMEOUT_S`)."""
         command = [
-            sys.executable, "-m", "streamlit", "run", "app.py",
+            sys.executable, "-m", "streamlit", "run", self.script,
             "--server.headless", "true",
             "--server.port", str(self.port),
             "--server.address", "127.0.0.1",
-            "--server.fileWatcherType", "none",
+            *self.flags,
             "--browser.gatherUsageStats", "false",
         ]  # fmt: skip
         with self.log_path.open("wb") as log:

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
 
-from bench.server import OPENER, ROOT, START_TIMEOUT_S, Server
+from bench.server import Server
 from components.rooms import built_rooms
 from tests.e2e.conftest import DISCONNECTS, assert_no_error, wait_for_app
 from torchatlas.i18n import translate
@@ -41,36 +38,6 @@ TITLES = {
 }
 NAV_PATHS_JS = """() => Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] a"))
   .map(link => new URL(link.href).pathname.replace(/^\\//, ""))"""
-
-
-class CloudServer(Server):
-    """bench.server's server (stopped and checked the same way), started with Cloud's
-    command instead of README command 1's ``streamlit run app.py``."""
-
-    def start(self, deadline: float | None = None) -> None:
-        command = [
-            sys.executable, "-m", "streamlit", "run", ENTRY,
-            "--server.headless", "true",
-            "--server.port", str(self.port),
-            "--server.address", "127.0.0.1",
-            "--browser.gatherUsageStats", "false",
-        ]  # fmt: skip
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        limit = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < limit:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {self.log_tail()}")
-            try:
-                with OPENER.open(f"{self.url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(f"{self.url} did not answer its health check in time")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +56,8 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Pa
         patch.setenv("HOME", str(home))  # ~/.streamlit/secrets.toml, ~/.local/share
         for name in ("ATLAS_DATABASE_URL", "ATLAS_DATA_DIR"):
             patch.delenv(name, raising=False)  # only the secret may name the database
-        server = CloudServer(0, base / "server.log")
+        # Cloud's very command: its entry, from the root, with none of README command 1's flags.
+        server = Server(0, base / "server.log", script=ENTRY, flags=())
         server.start()
     try:
         yield server, secret_db, default_db
