@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -34,9 +33,7 @@ _graded: OrderedDict[tuple[Any, ...], RoomJob[Any]] = OrderedDict()
 STATUS_ICONS = {"pass": ":material/check_circle:", "fail": ":material/cancel:"}
 
 
-def graded(
-    question: ExerciseQuestion, code: str, on_queued: Callable[[int], None] | None = None
-) -> RoomJob[Any]:
+def graded(question: ExerciseQuestion, code: str) -> RoomJob[Any]:
     """``code`` run after the exercise's setup and graded by its checks (in the sandbox, in
     this visitor's turn), or the same answer's earlier verdict."""
     key = (question.setup, question.checks, code)
@@ -44,7 +41,6 @@ def graded(
         kept = _graded.get(key)
     if kept is not None:
         return kept
-    del on_queued  # the kit's editor shows the place in line; grade_answer has no hook yet
     outcome = grade_answer(question, code, visitor=visitor.visitor())
     if outcome.worth_keeping:
         with _lock:
@@ -101,7 +97,9 @@ def answer_box(
         return None
     code = str(st.session_state.get(source_key, ""))[:MAX_CODE]
     outcome = editor.run(
-        lambda on_queued: graded(question, code, on_queued),
+        # The grading job reports no place in line (code_questions.grade takes no hook), so
+        # the editor's queue line stays empty and only the spinner shows.
+        lambda _on_queued: graded(question, code),
         running=t("kinds.exercise.running"),
         queued=lambda place: t("kinds.exercise.queued", place=place),
     )
