@@ -30,13 +30,12 @@ QUESTION_TEXTS = (("prompt", "aw_qp", "author.question.prompt"),
                   ("explain", "aw_qe", "author.question.explain"))  # fmt: skip
 
 
-def _bound(table: dict[str, Any], field: str, widget_key: str, value: Any) -> None:
+def _bound(table: dict[str, Any], field: str, value: Any) -> None:
     """Keep a widget's value in the draft (an empty text removes an optional field)."""
     if value in ("", None):
         table.pop(field, None)
     else:
         table[field] = value
-    del widget_key
 
 
 def _text(
@@ -47,7 +46,7 @@ def _text(
         st.session_state[key] = current if isinstance(current, str) else ""
     widget = st.text_area if area else st.text_input
     value = widget(label, key=key, max_chars=limit)
-    _bound(table, field, key, value)
+    _bound(table, field, value)
     return value
 
 
@@ -272,7 +271,7 @@ def _options(question: dict[str, Any], uid: str, label: str) -> None:
         st.session_state[key] = "\n".join(question.get("options", []))
     lines = [line.strip() for line in st.text_area(label, key=key, max_chars=800).splitlines()]
     options = [line for line in lines if line]
-    _bound(question, "options", key, options or None)
+    _bound(question, "options", options or None)
 
 
 def _fact_fields(question: dict[str, Any], uid: str) -> None:
@@ -293,7 +292,7 @@ def _fact_fields(question: dict[str, Any], uid: str) -> None:
     except ValueError:
         args = None
     if isinstance(args, dict):
-        _bound(question, "args", key, args or None)
+        _bound(question, "args", args or None)
     else:
         st.warning(t("author.errors.bad_args"))
     _options(question, uid, t("author.question.options_fact"))
