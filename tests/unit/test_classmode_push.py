@@ -116,15 +116,17 @@ def test_the_start_up_warm_up_loads_the_lessons_and_opens_a_database_server(
 ) -> None:
     from components import upkeep
     from components.classmode.warm import warm_class_mode
-    from torchatlas.lessons import load_all
+    from torchatlas.lessons import find, loader
 
     assert upkeep.registered_warm_ups()["classmode"] is warm_class_mode
     # The default SQLite file is not created at start-up (it is, at first use).
     monkeypatch.setenv("ATLAS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("ATLAS_DATABASE_URL", raising=False)
-    load_all.cache_clear()
+    loader._load_all.cache_clear()
     warm_class_mode()
-    assert load_all.cache_info().currsize == 1  # the lessons are loaded
+    hits = loader._load_all.cache_info().hits
+    assert find("dlwp_tensors") is not None  # what a class's state reads: loaded already
+    assert loader._load_all.cache_info().hits == hits + 1
     assert not (tmp_path / "data").exists()
     # A database URL: connected and migrated before the first visitor.
     database = tmp_path / "server" / "classes.sqlite3"

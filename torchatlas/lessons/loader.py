@@ -315,10 +315,17 @@ def load_lesson(path: Path) -> Lesson:
     return parse_lesson(path.read_text(encoding="utf-8"), path.stem)
 
 
-@cache
 def load_all(folder: Path = LESSONS_DIR) -> tuple[Lesson, ...]:
     """Every lesson in ``folder``, in their ``order`` (torch answers each question once per
     process). A file that does not load raises: lessons are checked by the test suite."""
+    return _load_all(folder)
+
+
+# Cached on the folder as passed here: ``load_all()`` and ``find(...)`` (which passes the
+# default folder on) are one entry, so the lessons are computed once per process, and the
+# server's start-up warm-up (components/classmode/warm.py) warms what class mode reads.
+@cache
+def _load_all(folder: Path) -> tuple[Lesson, ...]:
     lessons = (load_lesson(path) for path in folder.glob("*.toml"))
     return tuple(sorted(lessons, key=lambda lesson: (lesson.order, lesson.id)))
 
