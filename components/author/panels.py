@@ -7,6 +7,7 @@ the lesson's TOML data, so what is exported, saved and checked is what is on scr
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -15,7 +16,7 @@ from components.author import draw, state
 from components.i18n import language, t
 from torchatlas.classmode import ClassError
 from torchatlas.i18n import LANGUAGES
-from torchatlas.lessons import LessonError, load_all
+from torchatlas.lessons import Lesson, LessonError, load_all
 from torchatlas.lessons.facts import FACTS
 from torchatlas.lessons.kinds import KINDS
 from torchatlas.lessons.rooms import ROOMS
@@ -406,9 +407,9 @@ def save_panel(table: dict[str, Any]) -> None:
         st.caption(t("author.save.editing", code=editing[0]))
     check, save = st.columns(2)
     if check.button(t("author.save.check"), key="author_check"):
-        _checked(lambda: state.check(table))
+        _checked(lambda on_queued: state.check(table, on_queued))
     if save.button(t("author.save.save"), type="primary", key="author_save"):
-        _checked(lambda: state.save(table)[1])
+        _checked(lambda on_queued: state.save(table, on_queued)[1])
     _saved_links()
     st.download_button(
         t("author.save.export"),
@@ -427,13 +428,25 @@ def save_panel(table: dict[str, Any]) -> None:
             st.info(t("author.save.deleted"))
 
 
-def _checked(action: Any) -> None:
+def _checked(action: Callable[[Callable[[int], None]], Lesson]) -> None:
+    """``action(on_queued)`` under a spinner; while one of its sandbox jobs waits in line,
+    its place there (each of the lesson's code questions is one job)."""
+    place = st.empty()
+
+    def on_queued(position: int) -> None:
+        if position > 0:
+            place.info(t("author.save.queued", place=position), icon=":material/hourglass_top:")
+        else:
+            place.empty()
+
     with st.spinner(t("author.save.checking")):
         try:
-            lesson = action()
+            lesson = action(on_queued)
         except (LessonError, ClassError) as error:
             refusal(error)
             return
+        finally:
+            place.empty()
     st.success(
         t("author.save.checked", steps=len(lesson.steps), questions=lesson.questions),
         icon=":material/check_circle:",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import tomllib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -107,10 +108,11 @@ def toml_of(table: dict[str, Any]) -> str:
     return tomli_w.dumps(clean, multiline_strings=True)
 
 
-def check(table: dict[str, Any]) -> Lesson:
+def check(table: dict[str, Any], on_queued: Callable[[int], None] | None = None) -> Lesson:
     """The draft read as the loader reads a saved lesson (code run in the sandbox); raises
-    :class:`LessonError` naming the step and the cause."""
-    return parse_authored(toml_of(table), "DRAFT00", visitor=visitor.visitor())
+    :class:`LessonError` naming the step and the cause. ``on_queued(place)``: each sandbox
+    job's place in line while it waits."""
+    return parse_authored(toml_of(table), "DRAFT00", visitor=visitor.visitor(), on_queued=on_queued)
 
 
 def load_table(text: str) -> dict[str, Any]:
@@ -164,10 +166,12 @@ def take_edit_link() -> bool | None:
     return open_for_editing(str(code or ""), str(key or ""))
 
 
-def save(table: dict[str, Any]) -> tuple[AuthorPass | AuthoredLesson, Lesson]:
+def save(
+    table: dict[str, Any], on_queued: Callable[[int], None] | None = None
+) -> tuple[AuthorPass | AuthoredLesson, Lesson]:
     """Check the draft (sandbox) and store it: an update of the lesson being edited, else a
     new lesson. Raises :class:`LessonError` or :class:`ClassError`."""
-    lesson = check(table)
+    lesson = check(table, on_queued)
     text = export_lesson(lesson)
     store = lesson_store()
     editing = st.session_state.get(EDITING)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -33,15 +34,18 @@ _graded: OrderedDict[tuple[Any, ...], RoomJob[Any]] = OrderedDict()
 STATUS_ICONS = {"pass": ":material/check_circle:", "fail": ":material/cancel:"}
 
 
-def graded(question: ExerciseQuestion, code: str) -> RoomJob[Any]:
+def graded(
+    question: ExerciseQuestion, code: str, on_queued: Callable[[int], None] | None = None
+) -> RoomJob[Any]:
     """``code`` run after the exercise's setup and graded by its checks (in the sandbox, in
-    this visitor's turn), or the same answer's earlier verdict."""
+    this visitor's turn), or the same answer's earlier verdict. ``on_queued(place)`` hears
+    the job's place in the sandbox's line while it waits (0: it starts)."""
     key = (question.setup, question.checks, code)
     with _lock:
         kept = _graded.get(key)
     if kept is not None:
         return kept
-    outcome = grade_answer(question, code, visitor=visitor.visitor())
+    outcome = grade_answer(question, code, visitor=visitor.visitor(), on_queued=on_queued)
     if outcome.worth_keeping:
         with _lock:
             _graded[key] = outcome
@@ -97,9 +101,9 @@ def answer_box(
         return None
     code = str(st.session_state.get(source_key, ""))[:MAX_CODE]
     outcome = editor.run(
-        # The grading job reports no place in line (code_questions.grade takes no hook), so
-        # the editor's queue line stays empty and only the spinner shows.
-        lambda _on_queued: graded(question, code),
+        # While sixty phones send code at once, a student waits in the sandbox's fair line:
+        # the editor shows their place in it, as a room's code editor does.
+        lambda on_queued: graded(question, code, on_queued),
         running=t("kinds.exercise.running"),
         queued=lambda place: t("kinds.exercise.queued", place=place),
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import operator
 import re
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -373,6 +375,48 @@ def test_teacher_assertions_pass_and_fail(pool: SandboxPool) -> None:
     assert (missing.code, missing.param("name")) == ("missing_name", "y")
     odd = _grade(pool, "y = [1, 2]", checks[:1])
     assert (odd.code, odd.error_type) == ("assertion_raised", "AttributeError")
+
+
+def _taken_by_a_loop(one_slot: SandboxPool) -> threading.Thread:
+    """The pool's only slot busy with a student's endless loop (stopped at its timeout)."""
+    busy = threading.Thread(
+        target=grade, args=(SETUP, "while True:\n    pass", VIEW_CHECKS),
+        kwargs={"pool": one_slot, "timeout_s": 2}, daemon=True,
+    )  # fmt: skip
+    busy.start()
+    deadline = time.monotonic() + 10
+    while one_slot.health().warm_workers != "0/1":
+        assert time.monotonic() < deadline, "the loop never took the slot"
+        time.sleep(0.01)
+    return busy
+
+
+def _moved_up_then_ran(places: list[int]) -> None:
+    """Places heard while waiting: each closer to the front (a slot still being given back
+    may count once as a job ahead), next in line, then started."""
+    assert places[-2:] == [1, 0], places
+    assert places == sorted(set(places), reverse=True), places
+
+
+def test_a_queued_job_reports_its_place_in_line() -> None:
+    """While every sandbox slot is taken, a student's answer and a teacher's snippet wait in
+    line and say where (1 = next), then 0 as they start: what the kit's code answer and the
+    author page show."""
+    options = {"jobs": lesson_jobs.JOBS, "warm_up_requests": lesson_jobs.WARM_UP}
+    with warm_pool(concurrency=1, rate_limit=0, memory_mb=512, **options) as one_slot:
+        busy = _taken_by_a_loop(one_slot)
+        places: list[int] = []
+        outcome = grade(SETUP, "y = x.view(2, 6)", VIEW_CHECKS, pool=one_slot,
+                        on_queued=places.append)  # fmt: skip
+        assert outcome.value == Verdict("pass", "passed")
+        _moved_up_then_ran(places)
+        busy.join()
+        busy = _taken_by_a_loop(one_slot)
+        places.clear()
+        answer = compute_answer(VIEWS, Ask("shape", "y"), pool=one_slot, on_queued=places.append)
+        assert answer.value is not None
+        _moved_up_then_ran(places)
+        busy.join()
 
 
 def test_objects_made_to_fool_a_check_pass_nothing(pool: SandboxPool) -> None:

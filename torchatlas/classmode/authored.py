@@ -264,16 +264,24 @@ def _no_images(node: Any, where: str) -> None:
             _no_images(value, f"{where}[{index}]")
 
 
-def parse_authored(toml: str, code: str, *, visitor: Any = None, pool: Any = None) -> Any:
+def parse_authored(
+    toml: str,
+    code: str,
+    *,
+    visitor: Any = None,
+    pool: Any = None,
+    on_queued: Callable[[int], None] | None = None,
+) -> Any:
     """A teacher's lesson text as a :class:`~torchatlas.lessons.Lesson` (id ``u_<code>``), in
     the languages it is written in, its code questions answered and its exercises' solutions
     graded in the sandbox (as ``visitor``); raises :class:`~torchatlas.lessons.LessonError`
-    naming the step and the cause. Its shown texts may not hold Markdown images."""
+    naming the step and the cause. Its shown texts may not hold Markdown images.
+    ``on_queued(place)``: each sandbox job's place in line while it waits (the author page)."""
     from torchatlas.lessons import parse_lesson
     from torchatlas.lessons.kinds import Context
 
     lesson_id = ID_PREFIX + code.lower()
-    context = Context(verify=True, visitor=visitor, pool=pool)
+    context = Context(verify=True, visitor=visitor, pool=pool, on_queued=on_queued)
     lesson = parse_lesson(toml, lesson_id, all_languages=False, context=context)
     _no_images(tomllib.loads(toml), lesson_id)
     return lesson

@@ -58,7 +58,7 @@ import math
 import random
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -447,6 +447,7 @@ def compute_answer(
     visitor: Visitor | str | None = None,
     pool: SandboxPool | None = None,
     timeout_s: float = PREDICT_TIMEOUT_S,
+    on_queued: Callable[[int], None] | None = None,
 ) -> RoomJob[CodeAnswer]:
     """torch's answer to ``ask`` about ``snippet``, computed in a sandbox child. Never raises.
 
@@ -458,7 +459,10 @@ def compute_answer(
       has no text form here, such as a meta tensor), ``value_too_long`` (``name``,
       ``limit``);
     - ``failure``: the sandbox's (``syntax``, ``refused`` with lines counted in the snippet,
-      ``timeout``, ``memory``, ``busy`` …)."""
+      ``timeout``, ``memory``, ``busy`` …).
+
+    ``on_queued(place)`` hears the job's place in the sandbox's line while it waits (0: it
+    starts), as a room's own jobs report it (the author page shows it while saving)."""
     try:
         text = check_code(snippet, "snippet")
         check_ask(ask)
@@ -474,6 +478,7 @@ def compute_answer(
         timeout_s=timeout_s,
         limits=ANSWER_LIMITS,
         pool=pool,
+        on_queued=on_queued,
     )
     if outcome.failure is not None:
         return replace(outcome, failure=_shifted(outcome.failure, PREAMBLE_LINES))
@@ -882,6 +887,7 @@ def grade(
     visitor: Visitor | str | None = None,
     pool: SandboxPool | None = None,
     timeout_s: float = GRADE_TIMEOUT_S,
+    on_queued: Callable[[int], None] | None = None,
 ) -> RoomJob[Verdict]:
     """Run the student's ``code`` after the teacher's ``setup``, then ``checks``, in one
     sandbox child; never raises.
@@ -900,7 +906,10 @@ def grade(
       ``untrusted``, ``unavailable`` …): worth trying again.
 
     A timeout counts as the student's: the setup ran within the limit when the model
-    solution was graded (grade ``setup`` with ``code=""`` to time the setup alone)."""
+    solution was graded (grade ``setup`` with ``code=""`` to time the setup alone).
+
+    ``on_queued(place)``: the job's place in the sandbox's line while it waits (0: it starts),
+    for the student's page to show, as a room's code editor does."""
     try:
         setup_text = check_code(setup, "setup")
         checked = check_checks(checks)
@@ -942,6 +951,7 @@ def grade(
         timeout_s=timeout_s,
         limits=VERDICT_LIMITS,
         pool=pool,
+        on_queued=on_queued,
     )
     if outcome.failure is not None:
         return _from_failure(outcome.failure, plan, outcome.usage)

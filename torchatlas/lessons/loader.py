@@ -18,7 +18,7 @@ once) does not load. Problems raise :class:`LessonError` with a code and paramet
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -297,7 +297,7 @@ def parse_lesson(
         raise LessonError("bad_steps", id=lesson_id, limit=MAX_STEPS)
     languages = _languages(data, lesson_id, all_languages)
     context = Context(languages=languages) if context is None else context
-    context = Context(languages, context.verify, context.visitor, context.pool)
+    context = replace(context, languages=languages)
     written = texts(data, lesson_id, ("title", "summary"), {"title": MAX_TITLE}, languages)
     return Lesson(
         id=lesson_id,

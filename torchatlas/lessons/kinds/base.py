@@ -34,12 +34,15 @@ class Context:
     """How a lesson is being read. ``languages``: the ones it is written in. ``verify``: run
     what only the sandbox may run to check the lesson (a teacher's lesson on saving and on
     loading; the repository's own lessons are checked by the test suite instead). ``visitor``
-    and ``pool``: whose turn in the sandbox's fair queue, and on which pool (tests)."""
+    and ``pool``: whose turn in the sandbox's fair queue, and on which pool (tests).
+    ``on_queued(place)``: told each sandbox job's place in line while it waits (the author
+    page shows it while a save is checked)."""
 
     languages: tuple[str, ...] = LANGUAGES
     verify: bool = False
     visitor: Any = None
     pool: Any = None
+    on_queued: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True)

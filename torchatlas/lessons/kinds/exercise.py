@@ -18,6 +18,7 @@ proves the checks run and pass when the lesson is saved and loaded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -68,18 +69,32 @@ def checks_of(node: dict[str, Any], where: str) -> tuple[Check, ...]:
 
 
 def grade_answer(
-    question: ExerciseQuestion, code: str, *, visitor: Any = None, pool: Any = None
+    question: ExerciseQuestion,
+    code: str,
+    *,
+    visitor: Any = None,
+    pool: Any = None,
+    on_queued: Callable[[int], None] | None = None,
 ) -> RoomJob[Verdict]:
-    """A student's program, run after the setup and graded by the checks, in the sandbox."""
+    """A student's program, run after the setup and graded by the checks, in the sandbox
+    (``on_queued(place)`` hears its place in the sandbox's line while it waits)."""
     from torchatlas.lessons.code_questions import grade
 
-    return grade(question.setup, code, question.checks, visitor=visitor, pool=pool)
+    return grade(
+        question.setup, code, question.checks, visitor=visitor, pool=pool, on_queued=on_queued
+    )
 
 
 def verified(question: ExerciseQuestion, where: str, context: Context) -> ExerciseQuestion:
     """The question, once its solution passes its checks in the sandbox (else the lesson's
     error, naming what failed)."""
-    outcome = grade_answer(question, question.solution, visitor=context.visitor, pool=context.pool)
+    outcome = grade_answer(
+        question,
+        question.solution,
+        visitor=context.visitor,
+        pool=context.pool,
+        on_queued=context.on_queued,
+    )
     if outcome.failure is not None:
         raise LessonError("code_failed", where=where, reason=outcome.failure.kind)
     if outcome.refused is not None:  # the teacher's part: the setup or a check does not run

@@ -81,7 +81,9 @@ def answer_of(code: str, ask: Ask, where: str, context: Context) -> CodeAnswer:
     """Torch's answer, computed in the sandbox; a snippet without one is the lesson's error."""
     from torchatlas.lessons.code_questions import compute_answer
 
-    outcome = compute_answer(code, ask, visitor=context.visitor, pool=context.pool)
+    outcome = compute_answer(
+        code, ask, visitor=context.visitor, pool=context.pool, on_queued=context.on_queued
+    )
     if outcome.failure is not None:
         raise LessonError("code_failed", where=where, reason=outcome.failure.kind)
     if outcome.refused is not None:
