@@ -14,11 +14,14 @@ whatever room they are in; when a step or a question opens the phone scrolls to 
 until the reveal. A student never reads the teacher's words (tests/app/test_classmode.py looks
 at every string of every phase).
 
-Polling: a student's bar runs :func:`_poll` every ``state.poll_period()`` seconds; it reads one
-cached version number and draws only the step's question, if one is open or revealed, so an
-idle student costs one small fragment run (measured by tests/e2e/test_classmode_poll.py). When
-the teacher moved, the poll switches the student to the teacher's room at once; a question
-opened and its reveal are drawn by the poll itself; the class ending reruns the page once.
+Following: a student's bar holds the fragment :func:`_poll`, which the server runs when the
+class changes (:mod:`components.classmode.push`; the browser's timer only every
+``push.FALLBACK_S`` seconds, or every ``state.poll_period()`` seconds where the server cannot
+wake it); it reads one cached version number and draws only the step's question, if one is
+open or revealed, so an idle student costs little (measured by
+tests/e2e/test_classmode_poll.py). When the teacher moved, the fragment switches the student to
+the teacher's room at once; a question opened and its reveal are drawn by the fragment itself;
+the class ending reruns the page once.
 """
 
 from __future__ import annotations
@@ -229,7 +232,7 @@ def _student_question(who: Role, current: ClassState, *, fresh: bool = False) ->
     picked = state.my_answer(who, current.step, fresh=fresh)
     with st.container(key="classmode_question"):
         # A student who scrolled down the room sees the question open, and its verdict:
-        # brought into view once each (the poll draws this every second or so).
+        # brought into view once each (the fragment draws this at every run).
         stage = "revealed" if current.revealed else "asked"
         focus.scroll_to("classmode_question", once=f"class:{current.code}:{current.step}:{stage}")
         st.markdown(f"**{t('classmode.question.header')}** {question.prompt[lang]}")

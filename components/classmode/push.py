@@ -1,8 +1,9 @@
 """Following without polling: the server wakes a student's poll when their class changes.
 
 A student's screen follows the teacher by a fragment (``panels._poll``). Asked by the
-browser's timer every 1.2 s, it costs a hundred idle phones a quarter of a core and makes
-every change wait for each phone's next tick. Here one watcher thread per server process
+browser's timer every 1.0–1.4 s (as it was before this module, and still is where the server
+cannot wake it), it would cost a hundred idle phones a quarter of a core and make every
+change wait for each phone's next tick. Here one watcher thread per server process
 keeps, for every following session, its class and the version its screen last drew
 (:func:`watch`, called at the end of each poll run). It waits on the store
 (:meth:`~torchatlas.classmode.store.ClassStore.wait_for_change`: at once for a change this

@@ -32,8 +32,9 @@ The engine's ``state``/``version`` take a code alone and say whether it exists: 
 calls them only for the code of a class this session holds a key for (checked, or handed
 out by start or join), so they probe nothing.
 
-Following: the student's page runs a fragment every :func:`poll_period` seconds (the
-session's own period, :data:`POLL_S` on average) that reads only
+Following: the student's page holds a fragment that the server runs when the class changes
+(``components/classmode/push.py``; where it cannot, the browser's timer runs it every
+:func:`poll_period` seconds, the session's own period, :data:`POLL_S` on average) that reads only
 ``store.version(code)`` (served from the engine's per-process cache, at most ~0.5 s old, so
 sixty phones cost one database read per class per half second). When the version has grown,
 the fragment reads the class's state: if the teacher's place (step, room, link) changed, the
@@ -73,7 +74,7 @@ from torchatlas.lessons import ROOMS, Lesson, Step, load_all
 URL_CLASS, URL_TEACHER, URL_STUDENT = "class", "teacher", "student"
 PAGE = "views/classmode.py"
 PAGE_PATH = "class"  # url_path of the Class page
-POLL_S = 1.2  # a student's screen asks for the class's version this often, on average
+POLL_S = 1.2  # where the server cannot wake a student's screen, it polls this often, on average
 POLL_SPREAD_S = 0.2  # each session's own period is drawn from POLL_S ± this
 TEACHER_POLL_S = 1.0  # the teacher's live counts and tally
 ROSTER_POLL_S = 3.0  # the teacher's roster of students

@@ -200,7 +200,7 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
     teacher.button(key="classmode_next").click().run()  # start the lesson: step 1 (basics)
     assert fresh_store.state(code).step == 1 and fresh_store.state(code).room == "basics"
     for student in students:
-        student.run()  # what the poll's rerun does
+        student.run()  # what the follow fragment's run does (pushed by a server)
         assert student.query_params.get("class") in (code, [code])
         assert student.session_state[state.PLACE_KEY][1] == "basics"
         assert student.title[0].value == translate("app.rooms.basics.title", "en")

@@ -27,7 +27,6 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from bench.server import Server
-from components.classmode.state import POLL_S
 from components.lessons.draw import option_label
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 from torchatlas.lessons import find
@@ -311,7 +310,7 @@ def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Cla
     second_s = move_and_follow(teacher, "Next step", students, "strides")
     assert_no_error(teacher)
     print(f"\nthe last of 3 students' address bars showed the new room {follow_s:.2f} s and "
-          f"{second_s:.2f} s after the teacher's click (poll every {POLL_S} s)")  # fmt: skip
+          f"{second_s:.2f} s after the teacher's click (woken by the server's push)")  # fmt: skip
 
 
 def test_korean_class_page(server: Server, people: Class) -> None:
