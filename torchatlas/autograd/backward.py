@@ -146,66 +146,82 @@ def record(
         return BackwardTrace(root, graph, (), 0, (), error)
     nodes = node_order(run) if nodes is None else nodes
     names = labels(run)
-    if tensor.grad_fn is None and tensor.requires_grad:
-        # backward from a leaf runs the leaf's own AccumulateGrad, a node no grad_fn leads
-        # to when nothing was computed from the leaf: it joins the graph for this replay
-        accumulator = torch.autograd.graph.get_gradient_edge(tensor).node
-        if all(fn is not accumulator for fn in nodes):
-            nodes = [*nodes, accumulator]
-            graph = dataclasses.replace(
-                graph,
-                nodes=(
-                    *graph.nodes,
-                    GraphNode(len(graph.nodes), "AccumulateGrad", (), (), names[id(tensor)], ()),
-                ),
-            )
+    nodes, graph = _with_leaf_accumulator(tensor, nodes, graph, names)
     index = node_index(nodes)
-    # The hooks keep the gradient tensors themselves; they become Values after backward.
-    # Holding a reference is safe: autograd only accumulates in place into a gradient nobody
-    # else holds, so a kept tensor never changes. A gradient passed from one node to the
-    # next is one tensor: converted once (by id, while every kept tensor is alive).
-    raw: list[tuple[int, str, str | None, tuple[Any, ...], tuple[Any, ...]]] = []
-
-    def hook_for(fn: Any) -> Any:
-        position = index[id(fn)]
-        name = type(fn).__name__
-        leaf = names.get(id(fn.variable), "?") if name == "AccumulateGrad" else None
-
-        def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
-            # a node hook's grad_outputs come in, its grad_inputs go out along next_functions
-            raw.append((position, name, leaf, tuple(grad_outputs), tuple(grad_inputs)))
-
-        return hook
-
     variables = [(name, run.names[name]) for name in run.names if run.tensor(name) is not None]
     before = {
         name: None if t.grad is None else Values.of(t.grad)
         for name, t in variables
         if t.is_leaf or t.retains_grad
     }
+    raw: list[tuple[int, str, str | None, tuple[Any, ...], tuple[Any, ...]]] = []
     # Which tensors this backward wrote a .grad into, by identity, as torch reports it (a
     # hook that runs after accumulation): every name of such a tensor was filled.
     accumulated: set[int] = set()
-
-    def note(t: torch.Tensor) -> None:
-        accumulated.add(id(t))
-
-    handles = [fn.register_hook(hook_for(fn)) for fn in nodes]
+    handles = [fn.register_hook(_node_hook(fn, index[id(fn)], names, raw)) for fn in nodes]
     handles += [
-        t.register_post_accumulate_grad_hook(note)
+        t.register_post_accumulate_grad_hook(lambda t: accumulated.add(id(t)))
         for t in {id(t): t for _, t in variables if t.is_leaf and t.requires_grad}.values()
     ]
-    error = None
+    error = _run_backward(run, tensor, line, retain_graph, handles)
+    done = _steps_of_hooks(raw)
+    raw.clear()  # the tensors are converted: let them go
+    grads = _grads_after(variables, before, accumulated, done, nodes, index)
+    kept = tuple(done if steps is None else done[: max(0, steps)])
+    return BackwardTrace(root, graph, kept, len(done), grads, error)
+
+
+def _with_leaf_accumulator(
+    tensor: torch.Tensor, nodes: list[Any], graph: Graph, names: dict[int, str]
+) -> tuple[list[Any], Graph]:
+    """The nodes and graph of a backward from ``tensor``. Backward from a leaf runs the
+    leaf's own AccumulateGrad, a node no grad_fn leads to when nothing was computed from the
+    leaf: it joins the graph for this replay."""
+    if tensor.grad_fn is not None or not tensor.requires_grad:
+        return nodes, graph
+    accumulator = torch.autograd.graph.get_gradient_edge(tensor).node
+    if any(fn is accumulator for fn in nodes):
+        return nodes, graph
+    added = GraphNode(len(graph.nodes), "AccumulateGrad", (), (), names[id(tensor)], ())
+    return [*nodes, accumulator], dataclasses.replace(graph, nodes=(*graph.nodes, added))
+
+
+def _node_hook(fn: Any, position: int, names: dict[int, str], raw: list[Any]) -> Any:
+    """A hook on node ``fn`` that keeps the gradients flowing through it in ``raw``.
+
+    The hooks keep the gradient tensors themselves; they become Values after backward.
+    Holding a reference is safe: autograd only accumulates in place into a gradient nobody
+    else holds, so a kept tensor never changes."""
+    name = type(fn).__name__
+    leaf = names.get(id(fn.variable), "?") if name == "AccumulateGrad" else None
+
+    def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
+        # a node hook's grad_outputs come in, its grad_inputs go out along next_functions
+        raw.append((position, name, leaf, tuple(grad_outputs), tuple(grad_inputs)))
+
+    return hook
+
+
+def _run_backward(
+    run: Run, tensor: torch.Tensor, line: int, retain_graph: bool, handles: list[Any]
+) -> ProgramError | None:
+    """Run ``tensor.backward()``, then remove the hooks; a refusal as the program's error."""
     # the lesson of a refusal, read before backward runs (a failing backward frees what it
     # already used): from the root's flags and the saved tensors' state, never torch's words
     lesson = backward_lesson(tensor, {}, run.saved_versions)
     try:
         tensor.backward(retain_graph=retain_graph)
     except Exception as exc:
-        error = explain(exc if lesson is None else TorchRefused(lesson[0], exc, lesson[1]), line)
+        return explain(exc if lesson is None else TorchRefused(lesson[0], exc, lesson[1]), line)
     finally:
         for handle in handles:
             handle.remove()
+    return None
+
+
+def _steps_of_hooks(raw: list[Any]) -> list[BackwardStep]:
+    """The hooks' records as steps. A gradient passed from one node to the next is one
+    tensor: converted once (by id, while every kept tensor is alive)."""
     converted: dict[int, Values] = {}
 
     def values(grads: tuple[Any, ...]) -> tuple[Values | None, ...]:
@@ -220,11 +236,21 @@ def record(
             out.append(known)
         return tuple(out)
 
-    done = [
+    return [
         BackwardStep(i, position, name, values(grad_in), values(grad_out), leaf)
         for i, (position, name, leaf, grad_in, grad_out) in enumerate(raw)
     ]
-    raw.clear()  # the tensors are converted: let them go
+
+
+def _grads_after(
+    variables: list[tuple[str, torch.Tensor]],
+    before: dict[str, Values | None],
+    accumulated: set[int],
+    done: list[BackwardStep],
+    nodes: list[Any],
+    index: dict[int, int],
+) -> tuple[LeafGrad, ...]:
+    """Every variable's ``.grad`` after backward, why, and the step that filled it."""
     # the step that filled each leaf, by the tensor's identity (its AccumulateGrad node)
     steps_of = {id(nodes[step.node]): step.index for step in done if step.leaf is not None}
     reached = {step.node for step in done}
@@ -233,15 +259,13 @@ def record(
         grad = t.grad if (t.is_leaf or t.retains_grad) else None
         value = None if grad is None else Values.of(grad)
         node = index.get(id(t.grad_fn)) if t.grad_fn is not None else None
-        was = before.get(name)
         filled_at = None
         if t.is_leaf and t.requires_grad and id(t) in accumulated:
             accumulator = torch.autograd.graph.get_gradient_edge(t).node
             filled_at = steps_of.get(id(accumulator))
         reason = grad_reason(t, value is not None, id(t) in accumulated, node in reached)
-        grads.append(LeafGrad(name, reason, value, was, filled_at))
-    kept = tuple(done if steps is None else done[: max(0, steps)])
-    return BackwardTrace(root, graph, kept, len(done), tuple(grads), error)
+        grads.append(LeafGrad(name, reason, value, before.get(name), filled_at))
+    return tuple(grads)
 
 
 def trace_and_backward(
