@@ -11,8 +11,10 @@ from components.format import format_bytes, format_count
 from components.kit.a11y import scroll_region
 from components.palette import Palette
 from torchatlas.autograd import BackwardTrace, Graph, ProgramError, TensorInfo, Values
+from torchatlas.autograd.backward import BackwardStep
 from torchatlas.autograd.errors import ErrorCode
 from torchatlas.autograd.freeze import FreezeReport
+from torchatlas.autograd.graph import GraphNode
 from torchatlas.autograd.history import Outcome
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
@@ -92,8 +94,26 @@ def dot_text(
         f'  node [fontname="Helvetica", fontsize=11, fontcolor="{c["text"]}"];',
         f'  edge [fontname="Helvetica", fontsize=9, color="{c["edge"]}", fontcolor="{c["text"]}"];',
     ]
-    # one box per tensor: names bound to the same tensor (``a = w``) share its box
+    lines += _variable_lines(graph, trace, step, filled, c, w)
     box = {v.name: v.primary for v in graph.variables}
+    names = {v.name for v in graph.variables}
+    for node in graph.nodes:
+        lines += _node_lines(node, ran.get(node.index), box, names, c, w)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _variable_lines(
+    graph: Graph,
+    trace: BackwardTrace | None,
+    step: int | None,
+    filled: set[str],
+    c: Mapping[str, str],
+    w: Mapping[str, str],
+) -> list[str]:
+    """One box per tensor: names bound to the same tensor (``a = w``) share its box, which
+    shows its ``.grad`` once the step that filled it ran."""
+    lines = []
     for v in graph.variables:
         if v.primary != v.name:
             continue
@@ -116,38 +136,47 @@ def dot_text(
             f'  v_{v.name} [label={_quote(label)}, shape=box, style="rounded,filled", '
             f'color="{color}", fillcolor="{fill}", peripheries={periph}];'
         )
-    names = {v.name for v in graph.variables}
-    for node in graph.nodes:
-        is_done = node.index in ran
-        color, fill = (c["done"], c["done_fill"]) if is_done else (c["node"], c["node_fill"])
-        label = node.name
-        saved = [s.name for s in node.saved if s.shape is not None]
-        if saved:
-            label += f"\n{w['saved']}: " + ", ".join(saved[:3])
+    return lines
+
+
+def _node_lines(
+    node: GraphNode,
+    step_done: BackwardStep | None,
+    box: dict[str, str],
+    names: set[str],
+    c: Mapping[str, str],
+    w: Mapping[str, str],
+) -> list[str]:
+    """A backward node's ellipse, its dashed link to the boxes it produced, and its edges
+    (with the gradient it sent along each once it ran: ``step_done``)."""
+    ran = step_done is not None
+    color, fill = (c["done"], c["done_fill"]) if ran else (c["node"], c["node_fill"])
+    label = node.name
+    saved = [s.name for s in node.saved if s.shape is not None]
+    if saved:
+        label += f"\n{w['saved']}: " + ", ".join(saved[:3])
+    lines = [
+        f"  n{node.index} [label={_quote(label)}, shape=ellipse, style=filled, "
+        f'color="{color}", fillcolor="{fill}"];'
+    ]
+    for name in dict.fromkeys(box.get(name, name) for name in node.outputs_of):
+        lines.append(f"  v_{name} -> n{node.index} [style=dashed, arrowhead=none];")
+    if node.leaf in names:
         lines.append(
-            f"  n{node.index} [label={_quote(label)}, shape=ellipse, style=filled, "
-            f'color="{color}", fillcolor="{fill}"];'
+            f'  n{node.index} -> v_{node.leaf} [color="{c["requires_grad"]}", style=dotted];'
         )
-        for name in dict.fromkeys(box.get(name, name) for name in node.outputs_of):
-            lines.append(f"  v_{name} -> n{node.index} [style=dashed, arrowhead=none];")
-        if node.leaf in names:
-            lines.append(
-                f'  n{node.index} -> v_{node.leaf} [color="{c["requires_grad"]}", style=dotted];'
-            )
-        step_done = ran.get(node.index)
-        for position, edge in enumerate(node.edges):
-            if edge.target is None:
-                continue
-            attrs = []
-            if step_done is not None and position < len(step_done.grad_out):
-                value = step_done.grad_out[position]
-                if value is not None:
-                    attrs.append(f"label={_quote(value.short())}")
-                    attrs.append(f'color="{c["done"]}", penwidth=2')
-            extra = f" [{', '.join(attrs)}]" if attrs else ""
-            lines.append(f"  n{node.index} -> n{edge.target}{extra};")
-    lines.append("}")
-    return "\n".join(lines)
+    for position, edge in enumerate(node.edges):
+        if edge.target is None:
+            continue
+        attrs = []
+        if step_done is not None and position < len(step_done.grad_out):
+            value = step_done.grad_out[position]
+            if value is not None:
+                attrs.append(f"label={_quote(value.short())}")
+                attrs.append(f'color="{c["done"]}", penwidth=2')
+        extra = f" [{', '.join(attrs)}]" if attrs else ""
+        lines.append(f"  n{node.index} -> n{edge.target}{extra};")
+    return lines
 
 
 def values_text(values: Values | None, lang: str) -> str:
