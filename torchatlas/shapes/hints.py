@@ -162,6 +162,29 @@ def checked_fix(module: nn.Module, change: dict[str, Any], args: tuple, kwargs: 
     return text
 
 
+def _size_mismatch(
+    module: nn.Module | None, first: Shape
+) -> tuple[ErrorKind, str, int, int] | None:
+    """A layer whose size attribute disagrees with its first input's shape: the error's
+    kind, the constructor argument to change, what the input has and what the layer
+    expected (None: no such disagreement)."""
+    if isinstance(module, nn.Linear) and first and first[-1] != module.in_features:
+        return ErrorKind.LINEAR_IN_FEATURES, "in_features", first[-1], module.in_features
+    if (
+        isinstance(module, nn.modules.conv._ConvNd)
+        and first
+        and len(first) >= len(module.kernel_size) + 1
+    ):
+        channels = first[-len(module.kernel_size) - 1]
+        if channels != module.in_channels:
+            return ErrorKind.CONV_IN_CHANNELS, "in_channels", channels, module.in_channels
+    if isinstance(module, nn.modules.batchnorm._NormBase) and len(first) >= 2:
+        channels = first[1]
+        if channels != module.num_features:
+            return ErrorKind.NORM_FEATURES, "num_features", channels, module.num_features
+    return None
+
+
 def explain_layer_failure(
     exc: BaseException,
     *,
@@ -208,34 +231,10 @@ def explain_layer_failure(
         return f"{where} = {call}" if call else ""
 
     first = input_shapes[0] if input_shapes else []
-    if op is None and isinstance(module, nn.Linear) and first and first[-1] != module.in_features:
-        got, expected = first[-1], module.in_features
-        return error(
-            ErrorKind.LINEAR_IN_FEATURES, got=got, expected=expected, fix=fix({"in_features": got})
-        )
-    if (
-        op is None
-        and isinstance(module, nn.modules.conv._ConvNd)
-        and first
-        and len(first) >= len(module.kernel_size) + 1
-    ):
-        channels = first[-len(module.kernel_size) - 1]
-        if channels != module.in_channels:
-            return error(
-                ErrorKind.CONV_IN_CHANNELS,
-                got=channels,
-                expected=module.in_channels,
-                fix=fix({"in_channels": channels}),
-            )
-    if op is None and isinstance(module, nn.modules.batchnorm._NormBase) and len(first) >= 2:
-        channels = first[1]
-        if channels != module.num_features:
-            return error(
-                ErrorKind.NORM_FEATURES,
-                got=channels,
-                expected=module.num_features,
-                fix=fix({"num_features": channels}),
-            )
+    mismatch = _size_mismatch(module, first) if op is None else None
+    if mismatch is not None:
+        kind, attribute, got, expected = mismatch
+        return error(kind, got=got, expected=expected, fix=fix({attribute: got}))
     if op is None and isinstance(module, nn.Embedding) and "scalar types" in text:
         return error(ErrorKind.EMBEDDING_DTYPE)
     match = _MATMUL.search(text)
