@@ -204,25 +204,11 @@ def _terms(text: str) -> list[str]:
     return labels
 
 
-def einsum(
-    equation: str, shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]
-) -> EinsumPlan:
-    """Plan ``torch.einsum(equation, *tensors of these shapes)``."""
-    if len(equation) > MAX_EINSUM_TEXT:
-        raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
-    if not isinstance(shapes, list | tuple) or not 1 <= len(shapes) <= MAX_EINSUM_OPERANDS:
-        raise BasicsValueError(
-            ErrorCode.EINSUM_OPERANDS, count=len(shapes), limit=MAX_EINSUM_OPERANDS
-        )
-    shapes = tuple(check_shape(shape) for shape in shapes)
-    try:
-        ran = _meta_run(equation, list(shapes))
-    except (RuntimeError, ValueError, TypeError, IndexError, OverflowError) as exc:
-        return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
-
-    explicit = "->" in equation
-    left, _, right = equation.partition("->")
-    inputs = [_terms(term) for term in left.split(",")]
+def _label_dimensions(
+    inputs: list[list[str]], shapes: tuple[tuple[int, ...], ...]
+) -> tuple[dict[str, int], list[tuple[str, ...]], list[str]]:
+    """Each label's size, each operand's labels (an ellipsis spelled out as ``…0``, ``…1``
+    … aligned on the right, as broadcasting aligns them) and the ellipsis' own labels."""
     ellipsis_rank = max(
         (len(shape) - (len(term) - 1) for term, shape in zip(inputs, shapes, strict=True)
          if ELLIPSIS in term),
@@ -242,14 +228,44 @@ def einsum(
             if dim != 1 or label not in sizes:
                 sizes[label] = dim if label not in sizes or sizes[label] == 1 else sizes[label]
         operand_labels.append(tuple(labels))
-    ellipsis_labels = [f"…{k}" for k in range(ellipsis_rank)]
-    if explicit:
+    return sizes, operand_labels, [f"…{k}" for k in range(ellipsis_rank)]
+
+
+def _output_labels(
+    inputs: list[list[str]], right: str | None, ellipsis_labels: list[str]
+) -> list[str]:
+    """The output's labels: as written after ``->`` (``right``), else einsum's implicit
+    rule (the ellipsis, then every letter written once, in alphabetical order)."""
+    if right is not None:
         output: list[str] = []
         for item in _terms(right):
             output.extend(ellipsis_labels if item == ELLIPSIS else [item])
-    else:
-        letters = [item for term in inputs for item in term if item != ELLIPSIS]
-        output = ellipsis_labels + sorted(k for k in set(letters) if letters.count(k) == 1)
+        return output
+    letters = [item for term in inputs for item in term if item != ELLIPSIS]
+    return ellipsis_labels + sorted(k for k in set(letters) if letters.count(k) == 1)
+
+
+def einsum(
+    equation: str, shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]
+) -> EinsumPlan:
+    """Plan ``torch.einsum(equation, *tensors of these shapes)``."""
+    if len(equation) > MAX_EINSUM_TEXT:
+        raise BasicsValueError(ErrorCode.TEXT_TOO_LONG, length=len(equation), limit=MAX_EINSUM_TEXT)
+    if not isinstance(shapes, list | tuple) or not 1 <= len(shapes) <= MAX_EINSUM_OPERANDS:
+        raise BasicsValueError(
+            ErrorCode.EINSUM_OPERANDS, count=len(shapes), limit=MAX_EINSUM_OPERANDS
+        )
+    shapes = tuple(check_shape(shape) for shape in shapes)
+    try:
+        ran = _meta_run(equation, list(shapes))
+    except (RuntimeError, ValueError, TypeError, IndexError, OverflowError) as exc:
+        return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
+
+    explicit = "->" in equation
+    left, _, right = equation.partition("->")
+    inputs = [_terms(term) for term in left.split(",")]
+    sizes, operand_labels, ellipsis_labels = _label_dimensions(inputs, shapes)
+    output = _output_labels(inputs, right if explicit else None, ellipsis_labels)
     for label in ellipsis_labels:
         sizes.setdefault(label, 1)
     order = list(dict.fromkeys(label for labels in operand_labels for label in labels))
