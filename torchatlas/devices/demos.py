@@ -461,12 +461,10 @@ def mix_devices(accelerator: object = _DETECT) -> Demonstration:
 NUMPY_VARIANTS = ("from_numpy", "numpy", "as_tensor", "tensor", "requires_grad", "device")
 
 
-def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
-    """``from_numpy``, ``.numpy()`` and ``as_tensor`` share memory with the array; ``tensor``
-    copies. Mutating one side shows whether the other follows."""
-    _check_variant("numpy_bridge", variant, NUMPY_VARIANTS)
-    other, stand_in = _other_device(_resolve(accelerator))
-    scripts: dict[str, tuple[tuple[str, ...], list[str], tuple[str, str]]] = {
+def _numpy_scripts(other: str) -> dict[str, tuple[tuple[str, ...], list[str], tuple[str, str]]]:
+    """Each variant's script: the names watched, the lines run, and which side the last line
+    changes and which side may follow (``other``: the device the ``device`` variant tries)."""
+    return {
         # watched names, steps, (changed side, other side)
         "from_numpy": (
             ("a", "t"),
@@ -513,10 +511,11 @@ def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
             ("t", "a"),
         ),
     }
-    watch, lines, (changed, follower) = scripts[variant]
-    run = _Runner(watch)
-    for line in lines:
-        run.step(line)
+
+
+def _numpy_findings(variant: str, run: _Runner, changed: str, follower: str) -> list[Finding]:
+    """What the run shows: whether the two sides share memory (and the other one followed the
+    change), or for ``device`` that ``.numpy()`` needs the host."""
     findings: list[Finding] = []
     if variant == "device":
         findings.append(Finding("numpy_needs_host", run.steps[1].error is not None))
@@ -535,6 +534,19 @@ def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
             findings.append(Finding("dtype_change_copies", not _same_memory(run["a"], run["u"])))
         if variant == "requires_grad":
             findings.append(Finding("numpy_refused_grad", run.steps[1].error is not None))
+    return findings
+
+
+def numpy_bridge(variant: str, accelerator: object = _DETECT) -> Demonstration:
+    """``from_numpy``, ``.numpy()`` and ``as_tensor`` share memory with the array; ``tensor``
+    copies. Mutating one side shows whether the other follows."""
+    _check_variant("numpy_bridge", variant, NUMPY_VARIANTS)
+    other, stand_in = _other_device(_resolve(accelerator))
+    watch, lines, (changed, follower) = _numpy_scripts(other)[variant]
+    run = _Runner(watch)
+    for line in lines:
+        run.step(line)
+    findings = _numpy_findings(variant, run, changed, follower)
     return Demonstration(
         key="numpy_bridge",
         variant=variant,
