@@ -533,6 +533,89 @@ def _plan(
     return sizes_up_to(config.max_bytes), paths
 
 
+class _Sweep:
+    """One run of the benchmark over sizes and paths: its clock and deadline, what it
+    measured so far (each path's time per copy at the previous size) and the memory peaks."""
+
+    def __init__(
+        self,
+        config: BenchmarkConfig,
+        device: torch.device | None,
+        total: int,
+        progress: Callable[[Progress], None] | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> None:
+        self.config, self.device, self.total = config, device, total
+        self.progress, self.should_stop = progress, should_stop
+        self.started = time.perf_counter()
+        self.deadline = self.started + config.time_budget_s
+        self.measured: list[Measurement] = []
+        self.last_time: dict[str, float] = {}  # path → seconds per copy at the previous size
+        self.peak_bytes = self.peak_host_bytes = 0
+
+    def sync(self) -> None:
+        if self.device is not None:
+            torch.accelerator.synchronize(self.device)
+
+    def check(self, next_cost_s: float) -> None:
+        """Stop (:class:`_StopRun`) when cancelled or when the next work would pass the
+        deadline."""
+        if self.should_stop is not None and self.should_stop():
+            raise _StopRun(StopReason.CANCELLED)
+        if time.perf_counter() + next_cost_s > self.deadline:
+            raise _StopRun(StopReason.TIME_BUDGET)
+
+    def report(self, path: TransferPath, size: int, last: Measurement | None) -> None:
+        if self.progress is not None:
+            elapsed = time.perf_counter() - self.started
+            self.progress(Progress(len(self.measured), self.total, path, size, elapsed, last))
+
+    def measure_size(self, size: int, paths: tuple[TransferPath, ...]) -> None:
+        """Every path at ``size``, on buffers of that size freed before the next size."""
+        runs = WARMUPS + self.config.repeats
+        # Each size is 4× the last: predict this size from the previous one and stop
+        # before, not after, the budget runs out.
+        per_copy = {p: 4 * self.last_time[p] for p in paths if p in self.last_time}
+        self.check(sum(t * runs for t in per_copy.values()))
+        buffers = _Buffers(size, self.device)
+        try:
+            for path in paths:
+                self.check(per_copy.get(path, 0.0) * runs)
+                self.measure_path(buffers, path, size)
+        finally:
+            buffers.close()
+            del buffers
+
+    def measure_path(self, buffers: _Buffers, path: TransferPath, size: int) -> None:
+        try:
+            copy = buffers.use(path)
+        except (torch.OutOfMemoryError, RuntimeError) as exc:
+            if _out_of_memory(exc):
+                raise _StopRun(StopReason.OUT_OF_MEMORY) from exc
+            raise
+        finally:
+            self.peak_bytes = max(self.peak_bytes, buffers.peak_bytes)
+            self.peak_host_bytes = max(self.peak_host_bytes, buffers.peak_host_bytes)
+        if copy is None:
+            return
+        self.report(path, size, self.measured[-1] if self.measured else None)
+        try:
+            result = measure(
+                path,
+                size,
+                copy,
+                self.sync,
+                self.config.repeats,
+                returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
+                should_stop=self.should_stop,
+            )
+        finally:
+            copy = None  # it holds its two buffers: let the next path free them
+        self.measured.append(result)
+        self.last_time[path] = result.median_s
+        self.report(path, size, result)
+
+
 def _measure_all(
     config: BenchmarkConfig,
     progress: Callable[[Progress], None] | None,
@@ -540,89 +623,28 @@ def _measure_all(
 ) -> BenchmarkResult:
     device = _resolve_device(config)
     sizes, paths = _plan(config, device)
-
-    def sync() -> None:
-        if device is not None:
-            torch.accelerator.synchronize(device)
-
-    started = time.perf_counter()
-    deadline = started + config.time_budget_s
-    measured: list[Measurement] = []
-    last_time: dict[str, float] = {}  # path → seconds per copy at the previous size
+    sweep = _Sweep(config, device, len(sizes) * len(paths), progress, should_stop)
     stop_reason: StopReason | None = None
-    total = len(sizes) * len(paths)
-
-    def check(next_cost_s: float) -> None:
-        if should_stop is not None and should_stop():
-            raise _StopRun(StopReason.CANCELLED)
-        if time.perf_counter() + next_cost_s > deadline:
-            raise _StopRun(StopReason.TIME_BUDGET)
-
-    peak_bytes = peak_host_bytes = 0
     try:
         for size in sizes:
-            # Each size is 4× the last: predict this size from the previous one and stop
-            # before, not after, the budget runs out.
-            per_copy = {p: 4 * last_time[p] for p in paths if p in last_time}
-            predicted = sum(t * (WARMUPS + config.repeats) for t in per_copy.values())
-            check(predicted)
-            buffers = _Buffers(size, device)
-            try:
-                for path in paths:
-                    cost = per_copy.get(path, 0.0) * (WARMUPS + config.repeats)
-                    check(cost)
-                    try:
-                        copy = buffers.use(path)
-                    except (torch.OutOfMemoryError, RuntimeError) as exc:
-                        if _out_of_memory(exc):
-                            raise _StopRun(StopReason.OUT_OF_MEMORY) from exc
-                        raise
-                    finally:
-                        peak_bytes = max(peak_bytes, buffers.peak_bytes)
-                        peak_host_bytes = max(peak_host_bytes, buffers.peak_host_bytes)
-                    if copy is None:
-                        continue
-                    if progress is not None:
-                        progress(Progress(len(measured), total, path, size,
-                                          time.perf_counter() - started,
-                                          measured[-1] if measured else None))  # fmt: skip
-                    try:
-                        result = measure(
-                            path,
-                            size,
-                            copy,
-                            sync,
-                            config.repeats,
-                            returns_early=path == HOST_TO_DEVICE_NON_BLOCKING,
-                            should_stop=should_stop,
-                        )
-                    finally:
-                        copy = None  # it holds its two buffers: let the next path free them
-                    measured.append(result)
-                    last_time[path] = result.median_s
-                    if progress is not None:
-                        progress(Progress(len(measured), total, path, size,
-                                          time.perf_counter() - started, result))  # fmt: skip
-            finally:
-                buffers.close()
-                del buffers
+            sweep.measure_size(size, paths)
     except _StopRun as stop:
         stop_reason = stop.reason
     finally:
         _release_cached(device)
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - sweep.started
     return BenchmarkResult(
         device=str(device) if device is not None else None,
         sizes=sizes,
         paths=paths,
-        measurements=tuple(measured),
+        measurements=tuple(sweep.measured),
         complete=stop_reason is None,
         stop_reason=stop_reason,
         elapsed_s=elapsed,
         time_budget_s=config.time_budget_s,
         references=references(device),
-        peak_bytes=peak_bytes,
-        peak_host_bytes=peak_host_bytes,
+        peak_bytes=sweep.peak_bytes,
+        peak_host_bytes=sweep.peak_host_bytes,
     )
 
 
