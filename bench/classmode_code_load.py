@@ -164,7 +164,7 @@ async def run_class(base_url: str, url: str, args: argparse.Namespace, fig: Figu
     code, key = teacher.code, teacher.teacher_key
     store.move(code, key, step=1, room="strides", query={})
     store.ask(code, key)
-    box = f"classmode_code_{code}_1"
+    box = f"classmode_q_{code}_1"
     rng = random.Random(args.seed)
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         pupils = [Student(base_url, i, pool) for i in range(args.students)]

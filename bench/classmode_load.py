@@ -547,7 +547,7 @@ def shows_step(student: Student, room: str, number: int, total: int, epoch: int)
 
 
 def question_radio(student: Student, code: str, number: int) -> Any:
-    found = student.find(kind="radio", key=f"classmode_pick_{code}_{number}")
+    found = student.find(kind="radio", key=f"classmode_q_{code}_{number}_given")
     return found[0] if found else None
 
 
@@ -639,6 +639,29 @@ async def run_app_class(
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@dataclass
+class StepRun:
+    """One lesson step as the class lives it: who is in it and where its figures go."""
+
+    teacher: Student
+    pupils: list[Student]
+    code: str
+    lesson: Any
+    number: int
+    commits: CommitWatch
+    rng: random.Random
+    fig: Figures
+    log: Callable[[str], None]
+    clock: PhaseClock
+
+    @property
+    def step(self) -> Any:
+        return self.lesson.step(self.number)
+
+    def error(self, text: str) -> None:
+        self.fig.errors.append(f"step {self.number}{text}")
+
+
 async def lesson_step(
     teacher: Student,
     pupils: list[Student],
@@ -650,15 +673,37 @@ async def lesson_step(
     fig: Figures,
     log: Callable[[str], None],
 ) -> None:
-    total = len(lesson.steps)
-    step = lesson.step(number)
-    clock = PhaseClock(fig, len(pupils))
-    epochs = {p.index: p.epoch for p in pupils}
-    versions_before = max(commits.seen, default=0)
-    pressed = time.perf_counter()
-    if not await press(teacher, "classmode_next"):
-        fig.errors.append(f"step {number}: the teacher's Next button is missing or disabled")
+    """The teacher moves to step ``number`` and every student follows; at a step with a
+    question, the teacher opens it, the students answer, and the teacher reveals it. Each
+    phase is timed (``fig``) and its server CPU per student marked (:class:`PhaseClock`)."""
+    run = StepRun(
+        teacher, pupils, code, lesson, number, commits, rng, fig, log, PhaseClock(fig, len(pupils))
+    )
+    if not await move_and_follow(run):
         return
+    question = run.step.question
+    if question is None or not question.options:  # code: classmode_code_load
+        return
+    fig.questions += 1
+    asked = await open_question(run)
+    if asked is None:
+        return
+    presses = await answer_and_tally(run, asked)
+    if not await reveal_and_show_verdicts(run, presses):
+        return
+    await teacher_ready_for_next(run)
+
+
+async def move_and_follow(run: StepRun) -> bool:
+    """The teacher presses Next; every student's screen must show the step in its room
+    (``follow``, and ``follow_commit`` from the commit). False when Next was not there."""
+    total, step, number = len(run.lesson.steps), run.step, run.number
+    epochs = {p.index: p.epoch for p in run.pupils}
+    versions_before = max(run.commits.seen, default=0)
+    pressed = time.perf_counter()
+    if not await press(run.teacher, "classmode_next"):
+        run.error(": the teacher's Next button is missing or disabled")
+        return False
 
     async def follow(p: Student) -> None:
         seconds, problem = await wait_for(
@@ -666,29 +711,43 @@ async def lesson_step(
             STEP_TIMEOUT_S,
         )  # fmt: skip
         if problem:
-            fig.errors.append(f"step {number}, student {p.index}: {problem}")
+            run.error(f", student {p.index}: {problem}")
             return
-        fig.follow_s.append(seconds or 0.0)
-        fig.follow_by_replica.setdefault(replica_of(fig, p), []).append(seconds or 0.0)
-        committed = min((t for v, t in commits.seen.items() if v > versions_before), default=None)
+        run.fig.follow_s.append(seconds or 0.0)
+        run.fig.follow_by_replica.setdefault(replica_of(run.fig, p), []).append(seconds or 0.0)
+        committed = min(
+            (t for v, t in run.commits.seen.items() if v > versions_before), default=None
+        )
         if committed is not None and seconds is not None:
-            fig.follow_commit_s.append(seconds - (committed - pressed))
+            run.fig.follow_commit_s.append(seconds - (committed - pressed))
 
-    await asyncio.gather(*(follow(p) for p in pupils))
-    clock.mark("follow")
-    log(f"step {number} ({step.room}): followed, p95 {_s(fig.follow_s[-len(pupils) :])}")
-    if step.question is None or not step.question.options:  # code: classmode_code_load
-        return
-    fig.questions += 1
+    await asyncio.gather(*(follow(p) for p in run.pupils))
+    run.clock.mark("follow")
+    shown = run.fig.follow_s[-len(run.pupils) :]
+    run.log(f"step {number} ({step.room}): followed, p95 {_s(shown)}")
+    return True
+
+
+async def open_question(run: StepRun) -> float | None:
+    """The teacher presses "Open the question" once it is there; when it was pressed (None:
+    it never came)."""
+    teacher = run.teacher
     _, problem = await wait_for(
         teacher, lambda: _button(teacher, "classmode_ask") is not None, time.perf_counter(), 30
     )
     if problem:
-        fig.errors.append(f"step {number}: the teacher's page: {problem}")
-        return
-    clock.mark("between")
+        run.error(f": the teacher's page: {problem}")
+        return None
+    run.clock.mark("between")
     asked = time.perf_counter()
     await press(teacher, "classmode_ask")
+    return asked
+
+
+async def answer_and_tally(run: StepRun, asked: float) -> list[float]:
+    """Every student answers (``question`` timed from ``asked``); each press of Send is
+    matched with the moment the teacher's count reached it (``tally``). The presses' times."""
+    teacher = run.teacher
     presses: list[float] = []
     count_times: dict[int, float] = {}
     watching = True
@@ -701,81 +760,102 @@ async def lesson_step(
             await asyncio.sleep(0.01)
 
     watcher = asyncio.create_task(watch_tally())
-
-    async def answer(p: Student) -> None:
-        from streamlit.proto.WidgetStates_pb2 import WidgetState
-
-        seconds, problem = await wait_for(
-            p, lambda: question_radio(p, code, number) is not None, asked, STEP_TIMEOUT_S
-        )
-        if problem:
-            fig.errors.append(f"step {number}, student {p.index}, question: {problem}")
-            return
-        fig.question_s.append(seconds or 0.0)
-        await asyncio.sleep(rng.uniform(0, 3))  # reading and thinking
-        radio = question_radio(p, code, number)
-        pick = rng.randrange(len(radio.proto.options))
-        choice = WidgetState(id=radio.widget_id, string_value=radio.proto.options[pick])
-        epoch = p.epoch
-        await p.send_rerun([choice], fragment_id=radio.fragment_id)
-        send_key = f"classmode_send_{number}"
-        _, problem = await wait_for(
-            p,
-            lambda: p.epoch > epoch and _button(p, send_key) is not None
-            and not _button(p, send_key).proto.disabled,
-            time.perf_counter(), STEP_TIMEOUT_S,
-        )  # fmt: skip
-        if problem:
-            fig.errors.append(f"step {number}, student {p.index}, pick: {problem}")
-            return
-        presses.append(time.perf_counter())
-        await press(p, send_key)
-        sent = "Your answer:"
-        _, problem = await wait_for(
-            p, lambda: any(sent in t for t in _texts(p, ("markdown",))), presses[-1],
-            STEP_TIMEOUT_S,
-        )  # fmt: skip
-        if problem:
-            fig.errors.append(f"step {number}, student {p.index}, answer: {problem}")
-
-    await asyncio.gather(*(answer(p) for p in pupils))
-    clock.mark("ask_and_answer")
+    await asyncio.gather(*(student_answers(run, p, asked, presses) for p in run.pupils))
+    run.clock.mark("ask_and_answer")
     limit = time.monotonic() + STEP_TIMEOUT_S
     while len(presses) not in count_times and time.monotonic() < limit:
         await asyncio.sleep(0.02)
     watching = False
     await watcher
-    ordered = sorted(presses)
-    for k, pressed_at in enumerate(ordered, start=1):
+    record_tally(run, presses, count_times)
+    return presses
+
+
+async def student_answers(run: StepRun, p: Student, asked: float, presses: list[float]) -> None:
+    """One student: sees the options, thinks 0–3 s, picks one, presses Send (its time goes to
+    ``presses``) and sees their answer taken."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    code, number = run.code, run.number
+    seconds, problem = await wait_for(
+        p, lambda: question_radio(p, code, number) is not None, asked, STEP_TIMEOUT_S
+    )
+    if problem:
+        run.error(f", student {p.index}, question: {problem}")
+        return
+    run.fig.question_s.append(seconds or 0.0)
+    await asyncio.sleep(run.rng.uniform(0, 3))  # reading and thinking
+    radio = question_radio(p, code, number)
+    pick = run.rng.randrange(len(radio.proto.options))
+    choice = WidgetState(id=radio.widget_id, string_value=radio.proto.options[pick])
+    epoch = p.epoch
+    await p.send_rerun([choice], fragment_id=radio.fragment_id)
+    send_key = f"classmode_q_{code}_{number}_send"
+    _, problem = await wait_for(
+        p,
+        lambda: p.epoch > epoch and _button(p, send_key) is not None
+        and not _button(p, send_key).proto.disabled,
+        time.perf_counter(), STEP_TIMEOUT_S,
+    )  # fmt: skip
+    if problem:
+        run.error(f", student {p.index}, pick: {problem}")
+        return
+    presses.append(time.perf_counter())
+    await press(p, send_key)
+    sent = "Your answer:"
+    _, problem = await wait_for(
+        p, lambda: any(sent in t for t in _texts(p, ("markdown",))), presses[-1],
+        STEP_TIMEOUT_S,
+    )  # fmt: skip
+    if problem:
+        run.error(f", student {p.index}, answer: {problem}")
+
+
+def record_tally(run: StepRun, presses: list[float], count_times: dict[int, float]) -> None:
+    """The k-th press in time is counted when the teacher's count first reached k (the
+    teacher's screen shows counts, not names: first in, first counted)."""
+    for k, pressed_at in enumerate(sorted(presses), start=1):
         reached = min((t for c, t in count_times.items() if c >= k), default=None)
         if reached is None:
-            fig.errors.append(f"step {number}: the tally never showed {k} answers")
+            run.error(f": the tally never showed {k} answers")
             break
-        fig.tally_s.append(max(0.0, reached - pressed_at))
+        run.fig.tally_s.append(max(0.0, reached - pressed_at))
+
+
+async def reveal_and_show_verdicts(run: StepRun, presses: list[float]) -> bool:
+    """The teacher presses Reveal once it is there; every student's bar must show the verdict
+    (``reveal``). False when Reveal never came."""
+    teacher = run.teacher
     _, problem = await wait_for(
         teacher, lambda: _button(teacher, "classmode_reveal") is not None, time.perf_counter(), 30
     )
     if problem:
-        fig.errors.append(f"step {number}: no reveal button: {problem}")
-        return
-    clock.mark("between")
+        run.error(f": no reveal button: {problem}")
+        return False
+    run.clock.mark("between")
     revealed = time.perf_counter()
     await press(teacher, "classmode_reveal")
 
     async def verdict(p: Student) -> None:
         seconds, problem = await wait_for(p, lambda: shows_verdict(p), revealed, STEP_TIMEOUT_S)
         if problem:
-            fig.errors.append(f"step {number}, student {p.index}, reveal: {problem}")
+            run.error(f", student {p.index}, reveal: {problem}")
             return
-        fig.reveal_s.append(seconds or 0.0)
+        run.fig.reveal_s.append(seconds or 0.0)
 
-    await asyncio.gather(*(verdict(p) for p in pupils))
-    clock.mark("reveal")
-    log(
-        f"step {number}: {len(presses)} answers, tally p95 {_s(fig.tally_s[-len(presses) :])},"
-        f" reveal p95 {_s(fig.reveal_s[-len(pupils) :])}"
+    await asyncio.gather(*(verdict(p) for p in run.pupils))
+    run.clock.mark("reveal")
+    run.log(
+        f"step {run.number}: {len(presses)} answers, tally p95 "
+        f"{_s(run.fig.tally_s[-len(presses) :])}, reveal p95 "
+        f"{_s(run.fig.reveal_s[-len(run.pupils) :])}"
     )
-    # The teacher's page must show the Next button again before the next step.
+    return True
+
+
+async def teacher_ready_for_next(run: StepRun) -> None:
+    """The teacher's page must show the Next button again before the next step."""
+    teacher = run.teacher
     await wait_for(
         teacher,
         lambda: _button(teacher, "classmode_reveal") is None

@@ -37,6 +37,7 @@ from components.classmode.state import Role
 from components.contained import guarded
 from components.i18n import language, t
 from components.kit import code_answer, focus
+from components.kit.predict_reveal import Sealed, predict_option
 from components.lessons.draw import option_label, option_text, verdict_sentence
 from components.theme import palette
 from torchatlas.classmode import ClassState, Tally
@@ -239,37 +240,42 @@ def _student_question(who: Role, current: ClassState, *, fresh: bool = False) ->
         if kind_of(question).answered_with == CODE:
             _student_code_question(who, current, question, lang)
             return
-        if current.revealed:
-            _verdict(question, current, picked, lang)
-            return
-        key = f"{state.PICK_KEY}_{current.code}_{current.step}"
-        if picked is not None and key not in st.session_state:
-            st.session_state[key] = picked
-        choice = st.radio(
-            t("classmode.question.options"),
-            options=list(range(len(question.options))),
-            format_func=lambda i: option_label(question.options[i], lang),
-            index=None,
-            key=key,
-            label_visibility="collapsed",
-        )
-        label = "classmode.question.send" if picked is None else "classmode.question.change"
-        if st.button(
-            t(label),
-            key=f"classmode_send_{current.step}",
-            type="primary",
-            disabled=choice is None or choice == picked,
-            icon=":material/send:",
-        ):
-            if state.answer(who, current.step, int(choice)):
-                _rerun_question()
-            refusal_card()
-        if picked is not None:
-            st.caption(
-                t("classmode.question.sent", answer=option_label(question.options[picked], lang))
-            )
-        else:
-            st.caption(t("classmode.question.hint"))
+        _student_options(who, current, question, picked, lang)
+
+
+def _student_options(
+    who: Role, current: ClassState, question: Question, picked: int | None, lang: str
+) -> None:
+    """The kit's predict-then-reveal, sealed: the pick goes to the class store and may change
+    until the teacher's reveal, which the poll draws here. A pick kept redraws only the
+    poll's fragment (the room below does not run again)."""
+
+    def send(choice: int) -> bool:
+        if state.answer(who, current.step, choice):
+            return True
+        refusal_card()
+        return False
+
+    def label(index: int) -> str:
+        return option_label(question.options[index], lang)
+
+    sealed = Sealed(
+        revealed=current.revealed,
+        send=t("classmode.question.send"),
+        change=t("classmode.question.change"),
+        sent=lambda kept: t("classmode.question.sent", answer=label(kept)),
+        hint=t("classmode.question.hint"),
+    )
+    if predict_option(
+        state.question_key(current.code, current.step),
+        options=question.options,
+        label=label,
+        kept=picked,
+        keep=send,
+        verdict=lambda kept: _verdict(question, current, kept, lang),
+        sealed=sealed,
+    ):
+        _rerun_question()
 
 
 def _student_code_question(who: Role, current: ClassState, question: Any, lang: str) -> None:
@@ -277,9 +283,7 @@ def _student_code_question(who: Role, current: ClassState, question: Any, lang: 
     sandbox and kept as this student's answer), then their verdict and the explanation. What
     they wrote and its verdict are shown only to them; the teacher sees counts."""
     if not current.revealed:
-        found = code_answer.answer_box(
-            question, key=f"classmode_code_{current.code}_{current.step}"
-        )
+        found = code_answer.answer_box(question, key=state.question_key(current.code, current.step))
         if found is not None:
             source, verdict = found
             if not state.answer_code(who, source, verdict):

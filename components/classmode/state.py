@@ -91,7 +91,9 @@ JOIN_CODE_KEY = "classmode_join_code"  # the join form's boxes
 JOIN_NAME_KEY = "classmode_join_name"
 START_SECRET_KEY = "classmode_start_secret"  # the start form's password box (when asked)
 LESSON_PICK_KEY = "classmode_lesson_pick"
-PICK_KEY = "classmode_pick"  # prefix of the student's answer radio (per step)
+# The student's question, per class and step: the kit keys its widgets from it (the options
+# ``classmode_q_<code>_<step>_given``, Send ``…_send``, a code answer's box ``…_code``).
+PICK_KEY = "classmode_q"
 RECORD_KEY = "classmode_record"  # ((code, student key), Student) as last read or sent
 PERIOD_KEY = "classmode_poll_period"  # this session's poll period, drawn once
 JOIN_LINK_KEY = "classmode_join_link"  # the code a join link brought (the page shows joining)
@@ -701,3 +703,9 @@ def my_record(who: Role, *, fresh: bool = False) -> Student | None:
 def my_answer(who: Role, step: int, *, fresh: bool = False) -> int | None:
     record = my_record(who, fresh=fresh)
     return dict(record.answers).get(step) if record is not None else None
+
+
+def question_key(code: str, step: int) -> str:
+    """The key of the class's question at ``step`` on this student's screen (the kit's
+    predict_option and code answer derive their widgets' keys from it)."""
+    return f"{PICK_KEY}_{code}_{step}"

@@ -107,18 +107,16 @@ def clear_cookie(name: str) -> None:
     )
 
 
-# Options of a question (a lesson's banner, class mode's question): at least 16 px text, code
+# Options of a question (the kit's predict_reveal / predict_option, keyed ``<question>_given``:
+# a lesson's banner, class mode's question, a room's quiz): at least 16 px text, code
 # included, and 44 px rows, the size a thumb can hit and a phone's reader can read.
 _READABLE = """
 <style>
-.st-key-classmode_question [data-testid='stRadio'] label,
-[class*='st-key-lessons_pick_'] label {
+[class*='_given'] [role='radiogroup'] label {
   min-height: 44px; align-items: center; padding: 0.2rem 0;
 }
-.st-key-classmode_question [data-testid='stRadio'] label p,
-.st-key-classmode_question [data-testid='stRadio'] label code,
-[class*='st-key-lessons_pick_'] label p,
-[class*='st-key-lessons_pick_'] label code { font-size: 1rem; line-height: 1.4; }
+[class*='_given'] [role='radiogroup'] label p,
+[class*='_given'] [role='radiogroup'] label code { font-size: 1rem; line-height: 1.4; }
 </style>
 """
 # Korean is written with spaces between words: a line breaks there, never inside a word

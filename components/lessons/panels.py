@@ -7,6 +7,7 @@ import streamlit as st
 
 from components.i18n import language, t
 from components.kit import code_answer, focus
+from components.kit.predict_reveal import predict_option
 from components.lessons import draw, state
 from components.lessons.state import Place
 from torchatlas.lessons import ROOMS, Lesson, Step
@@ -100,34 +101,32 @@ def _question(lesson: Lesson, step: Step) -> None:
     if kind_of(question).answered_with == CODE:
         _code_question(lesson, step, picked)
         return
-    key = state.pick_key(lesson, step.number)
-    if picked is not None:
-        st.session_state[key] = picked
-    choice = st.radio(
-        t("lessons.question.options"),
-        options=list(range(len(question.options))),
-        format_func=lambda i: draw.option_label(question.options[i], lang),
-        index=None,
-        key=key,
-        disabled=picked is not None,
-        label_visibility="collapsed",
-    )
-    if picked is None:
-        if st.button(
-            t("lessons.question.reveal"),
-            key=state.lesson_key("reveal", lesson, step.number),
-            disabled=choice is None,
-            icon=":material/visibility:",
-        ):
-            state.record(lesson, step.number, int(choice))
-            st.rerun()
-        st.caption(t("lessons.question.predict_first"))
-        return
-    right, text = draw.verdict_text(lesson, step.number, picked, lang)
-    (st.success if right else st.error)(
-        text, icon=":material/check_circle:" if right else ":material/cancel:"
-    )
-    st.markdown(question.explain[lang])
+
+    def keep(choice: int) -> bool:
+        state.record(lesson, step.number, choice)
+        return True
+
+    def verdict(kept: int | None) -> None:
+        assert kept is not None and question is not None  # solo: revealed once picked
+        right, text = draw.verdict_text(lesson, step.number, kept, lang)
+        (st.success if right else st.error)(
+            text, icon=":material/check_circle:" if right else ":material/cancel:"
+        )
+        st.markdown(question.explain[lang])
+
+    # The kit's predict-then-reveal: the first pick is recorded and revealed at once; the
+    # page runs again so a room kept for the reveal opens below the banner.
+    if predict_option(
+        state.question_key(lesson, step.number),
+        options=question.options,
+        label=lambda i: draw.option_label(question.options[i], lang),
+        kept=picked,
+        keep=keep,
+        verdict=verdict,
+        reveal=t("lessons.question.reveal"),
+        predict_first=t("lessons.question.predict_first"),
+    ):
+        st.rerun()
 
 
 def _code_question(lesson: Lesson, step: Step, picked: int | None) -> None:
@@ -136,7 +135,7 @@ def _code_question(lesson: Lesson, step: Step, picked: int | None) -> None:
     and the latest verdict stays on the step."""
     question = step.question
     assert question is not None
-    key = state.lesson_key("code", lesson, step.number)
+    key = state.question_key(lesson, step.number)  # one key per question, of either kind
     found = code_answer.answer_box(question, key=key)
     if found is not None:
         _code, verdict = found

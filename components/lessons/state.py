@@ -39,7 +39,9 @@ from torchatlas.rooms import link_of
 URL_LESSON, URL_STEP, URL_END = "lesson", "step", "end"
 ANSWERS_KEY = "lessons_answers"  # lesson id → {step number: option index picked}
 LAST_KEY = "lessons_last"  # (lesson id, step number) this session last opened
-PICK_PREFIX = "lessons_pick_"
+# A step's question: the kit's predict_option keys its widgets from this prefix, the lesson's
+# id and the step (``lessons_q_<id>_<n>_given``, ``…_reveal``).
+QUESTION_PREFIX = "lessons_q_"
 # the page's buttons and containers (no state of their own)
 BANNER_KEY, MOVES_KEY, SUMMARY_KEY = "lessons_banner", "lessons_moves", "lessons_summary"
 PREVIOUS_KEY, BACK_KEY = "lessons_previous", "lessons_back"
@@ -168,12 +170,13 @@ def record(lesson: Lesson, number: int, picked: int) -> None:
 
 def forget_answers(lesson: Lesson) -> None:
     st.session_state.get(ANSWERS_KEY, {}).pop(lesson.id, None)
-    for key in [k for k in st.session_state if str(k).startswith(f"{PICK_PREFIX}{lesson.id}_")]:
+    for key in [k for k in st.session_state if str(k).startswith(f"{QUESTION_PREFIX}{lesson.id}_")]:
         del st.session_state[key]
 
 
-def pick_key(lesson: Lesson, number: int) -> str:
-    return f"{PICK_PREFIX}{lesson.id}_{number}"
+def question_key(lesson: Lesson, number: int) -> str:
+    """The key of step ``number``'s question (the kit derives its widgets' keys from it)."""
+    return f"{QUESTION_PREFIX}{lesson.id}_{number}"
 
 
 def remember(lesson: Lesson, number: int) -> None:

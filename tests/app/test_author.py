@@ -195,13 +195,13 @@ def test_code_questions_are_answered_by_torch_and_graded_in_the_sandbox(
     solo = new_session("en", {"lesson": lesson_id, "step": "2"})
     solo.run()
     assert not solo.exception
-    box = f"lessons_code_{lesson_id}_2_code"
+    box = f"lessons_q_{lesson_id}_2_code"
     for source, verdict in [
         ("y = x.clone().view(2, 6)", "it is a copy"),
         ("y = x.view(5, 5)", "RuntimeError on line 1"),
         ("y = x.view(2, 6)", "Every check passed."),
     ]:
         solo.text_area(key=box).input(source)
-        solo.button(key=f"lessons_code_{lesson_id}_2_run").click().run()
+        solo.button(key=f"lessons_q_{lesson_id}_2_run").click().run()
         assert not solo.exception
         assert verdict in _said(solo), _said(solo)

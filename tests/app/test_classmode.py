@@ -102,6 +102,14 @@ def _has_button(at: AppTest, key: str) -> bool:
     return any(button.key == key for button in at.button)
 
 
+def _send(student: AppTest, step: int) -> None:
+    """Press Send (or Change) under the class's question at ``step`` (the kit's button)."""
+    found = [b for b in student.button if str(b.key).startswith(f"{state.PICK_KEY}_")
+             and str(b.key).endswith(f"_{step}_send")]  # fmt: skip
+    assert len(found) == 1, [b.key for b in student.button]
+    found[0].click().run()
+
+
 def _room_waits(at: AppTest) -> bool:
     """The class's room keeps its place for the reveal: its note stands in for it."""
     return translate("classmode.question.room_hidden", "en") in [i.value for i in at.info]
@@ -213,7 +221,7 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
         student.run()
         radio = next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY))
         radio.set_value(pick).run()
-        student.button(key="classmode_send_1").click().run()
+        _send(student, 1)
         assert not student.exception
     tally = fresh_store.tally(code, key)
     assert tally.answered == 2 and tally.counts[question.answer] == 1 and tally.counts[wrong] == 1
@@ -579,7 +587,7 @@ def test_moving_on_from_an_open_question_asks_once_and_an_unrevealed_one_is_not_
     next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
         question.answer
     ).run()
-    student.button(key="classmode_send_1").click().run()
+    _send(student, 1)
     teacher.button(key="classmode_next").click().run()
     assert fresh_store.state(code).step == 1, "nothing moved yet: the teacher is asked"
     assert translate("classmode.teacher.confirm_open", "en") in [w.value for w in teacher.warning]
@@ -628,7 +636,7 @@ def test_the_csv_says_what_students_saw_with_each_question_and_the_totals_apart(
         next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
             pick
         ).run()
-        student.button(key="classmode_send_1").click().run()
+        _send(student, 1)
     teacher.button(key="classmode_reveal").click().run()
     teacher.button(key="classmode_next").click().run()  # step 2: opened, one answer, skipped
     teacher.button(key="classmode_ask").click().run()
@@ -636,7 +644,7 @@ def test_the_csv_says_what_students_saw_with_each_question_and_the_totals_apart(
     next(r for r in students[0].radio if str(r.key).startswith(state.PICK_KEY)).set_value(
         find(LESSON).step(2).question.answer
     ).run()
-    students[0].button(key="classmode_send_2").click().run()
+    _send(students[0], 2)
     teacher.button(key="classmode_next").click().run()
     teacher.button(key="classmode_go_unrevealed").click().run()
     teacher.run()
@@ -761,7 +769,7 @@ def test_students_see_their_score_at_the_end(fresh_store: ClassStore) -> None:
         next(r for r in student.radio if str(r.key).startswith(state.PICK_KEY)).set_value(
             pick
         ).run()
-        student.button(key=f"classmode_send_{number}").click().run()
+        _send(student, number)
         teacher.button(key="classmode_reveal").click().run()
         teacher.button(key="classmode_next").click().run()
         if number == 1:

@@ -78,3 +78,75 @@ def test_predict_then_reveal_keeps_the_first_prediction() -> None:
     assert (grade.correct, grade.given, grade.expected) == (False, "5", "4")
     at.run()  # a rerun shows the verdict again; no box to change the prediction
     assert not at.text_input and "torch says **4**" in at.error[0].value
+
+
+def _option_page() -> None:
+    """An option question kept by the page itself (``kept``): solo, or ``sealed`` (sent to a
+    store that may refuse, revealed when ``revealed`` is set)."""
+    import streamlit as st
+
+    from components.kit.predict_reveal import Sealed, predict_option
+
+    def keep(choice: int) -> bool:
+        if st.session_state.get("refuse"):
+            st.warning("refused")
+            return False
+        st.session_state["kept"] = choice
+        return True
+
+    sealed = None
+    if st.session_state.get("sealed"):
+        sealed = Sealed(
+            revealed=bool(st.session_state.get("revealed")),
+            send="Send",
+            change="Change",
+            sent=lambda kept: f"Sent {kept}",
+            hint="Pick and send",
+        )
+    if predict_option(
+        "demo_o",
+        options=("a", "b", "c"),
+        kept=st.session_state.get("kept"),
+        keep=keep,
+        verdict=lambda kept: st.info(f"Verdict on {kept}"),
+        sealed=sealed,
+    ):
+        st.session_state["redraws"] = st.session_state.get("redraws", 0) + 1
+        st.rerun()
+
+
+def test_an_option_question_keeps_its_first_pick_and_reveals_it() -> None:
+    at = AppTest.from_function(_option_page).run()
+    assert at.button(key="demo_o_reveal").disabled, "nothing to reveal before a pick"
+    assert not at.info
+    at.radio(key="demo_o_given").set_value(1).run()
+    at.button(key="demo_o_reveal").click().run()
+    assert at.session_state["kept"] == 1 and at.session_state["redraws"] == 1
+    assert [i.value for i in at.info] == ["Verdict on 1"]
+    radio = at.radio(key="demo_o_given")
+    assert radio.value == 1 and radio.disabled, "the first pick stays, fixed"
+    assert not [b for b in at.button if b.key == "demo_o_reveal"]
+
+
+def test_a_sealed_option_question_sends_changes_and_waits_for_the_reveal() -> None:
+    at = AppTest.from_function(_option_page)
+    at.session_state["sealed"] = True
+    at.run()
+    assert at.button(key="demo_o_send").label == "Send" and at.caption[0].value == "Pick and send"
+    at.radio(key="demo_o_given").set_value(0).run()
+    at.button(key="demo_o_send").click().run()
+    assert at.session_state["kept"] == 0 and not at.info, "no verdict before the reveal"
+    send = at.button(key="demo_o_send")
+    assert send.label == "Change" and send.disabled, "the pick sent is not sent again"
+    assert at.caption[0].value == "Sent 0"
+    at.session_state["refuse"] = True  # the store refuses: the pick it holds stays
+    at.radio(key="demo_o_given").set_value(2).run()
+    at.button(key="demo_o_send").click().run()
+    assert at.session_state["kept"] == 0 and at.warning[0].value == "refused"
+    at.session_state["refuse"] = False
+    at.button(key="demo_o_send").click().run()
+    assert at.session_state["kept"] == 2 and at.session_state["redraws"] == 2
+    at.session_state["revealed"] = True
+    at.run()
+    assert not at.radio and not at.button, "after the reveal: the verdict only"
+    assert [i.value for i in at.info] == ["Verdict on 2"]

@@ -273,7 +273,7 @@ def run_code(at: AppTest, lesson: Lesson, step: Step, *, right: bool) -> None:
     the sandbox by *Run and check*."""
     question = step.question
     assert question is not None
-    key = f"lessons_code_{lesson.id}_{step.number}"
+    key = f"lessons_q_{lesson.id}_{step.number}"
     at.text_area(key=f"{key}_code").input(question.solution if right else question.starter)
     at.button(key=f"{key}_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -284,8 +284,8 @@ def reveal(at: AppTest, lesson: Lesson, step: Step, pick: int | None = None) -> 
     question = step.question
     assert question is not None
     choice = question.answer if pick is None else pick
-    at.radio(key=f"lessons_pick_{lesson.id}_{step.number}").set_value(choice).run()
-    _press(at, f"lessons_reveal_{lesson.id}_{step.number}")
+    at.radio(key=f"lessons_q_{lesson.id}_{step.number}_given").set_value(choice).run()
+    _press(at, f"lessons_q_{lesson.id}_{step.number}_reveal")
 
 
 @pytest.mark.slow
@@ -438,7 +438,7 @@ def test_previous_goes_back_a_room_and_answers_are_kept() -> None:
     assert room_hidden(at), "step 2's room waits for its own reveal"
     _press(at, "lessons_previous", "views/basics.py")
     check_step(at, lesson, lesson.step(1), "en")
-    radio = at.radio(key="lessons_pick_broadcasting_1")
+    radio = at.radio(key="lessons_q_broadcasting_1_given")
     assert radio.value == lesson.step(1).question.answer and radio.disabled, "first answer kept"
 
 

@@ -71,7 +71,7 @@ def test_a_teacher_writes_an_exercise_and_a_phone_answers_it(app_page) -> None:
 
     phone = app_page("lessons", query=f"lesson=u_{code.lower()}&step=1", width=390, height=844)
     assert_no_error(phone)
-    key = f"lessons_code_u_{code.lower()}_1"
+    key = f"lessons_q_u_{code.lower()}_1"
     box = phone.locator(f".st-key-{key}_code textarea")
     for source, verdict in [
         ("y = x.clone().view(3, 4)", "y has shape (3, 4); the goal is (2, 6)."),

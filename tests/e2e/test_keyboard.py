@@ -131,9 +131,9 @@ def test_a_lesson_step_with_a_question_by_keyboard(
     assert f"/{first.room}" in page.url
 
     # The question: an option by arrow keys, then Reveal (Space this time).
-    radios = page.locator(f".st-key-lessons_pick_{taught.id}_1 input[type='radio']")
+    radios = page.locator(f".st-key-lessons_q_{taught.id}_1_given input[type='radio']")
     pick(page, radios, first.question.answer)
-    reveal = page.locator(f".st-key-lessons_reveal_{taught.id}_1 button")
+    reveal = page.locator(f".st-key-lessons_q_{taught.id}_1_reveal button")
     expect(reveal).to_be_enabled()  # a disabled button takes no focus: Tab would pass it
     tab_to(page, reveal)
     press(page, "Space")
@@ -186,7 +186,7 @@ def test_joining_a_class_and_answering_by_keyboard(
     expect(question).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
     wait_for_app(page)
     pick(page, question.locator("input[type='radio']"), step.question.answer)
-    send = page.locator(".st-key-classmode_send_1 button")
+    send = page.locator(f".st-key-classmode_q_{teacher.code}_1_send button")
     expect(send).to_be_enabled()
     tab_to(page, send)
     press(page, "Enter")

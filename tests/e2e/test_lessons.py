@@ -38,7 +38,7 @@ def _answer(page: Page, lesson: Lesson, step: Step, right: bool, lang: str) -> N
     question = step.question
     assert question is not None
     picked = question.answer if right else (question.answer + 1) % len(question.options)
-    radio = page.locator(f".st-key-lessons_pick_{lesson.id}_{step.number}")
+    radio = page.locator(f".st-key-lessons_q_{lesson.id}_{step.number}_given")
     sizes = radio.evaluate(
         """(box) => Array.from(box.querySelectorAll("[role='radiogroup'] label")).map(label => {
              const text = label.querySelector('code') || label.querySelector('p');
@@ -49,7 +49,7 @@ def _answer(page: Page, lesson: Lesson, step: Step, right: bool, lang: str) -> N
     assert sizes and all(row >= 44 and font >= 16 for row, font in sizes), sizes
     radio.get_by_text(_shown(question.options[picked], lang), exact=True).click()
     wait_for_app(page)
-    _press(page, f"lessons_reveal_{lesson.id}_{step.number}")
+    _press(page, f"lessons_q_{lesson.id}_{step.number}_reveal")
     banner = page.locator(".st-key-lessons_banner")
     verdict = translate("lessons.question.right" if right else "lessons.question.wrong", lang,
                         answer=_shown(question.value, lang))  # fmt: skip
