@@ -297,24 +297,9 @@ def parse_op(text: str, *, max_chars: int | None = MAX_OP_TEXT) -> ParsedOp:
 
 
 def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
-    pick: int | None = None
-    if isinstance(node, ast.Subscript) and not _is_placeholder(node.value):
-        # ``chunk(2)[1]``: a several-piece op followed by the chosen piece.
-        inner = node.value
-        if (
-            isinstance(inner, ast.Call)
-            and isinstance(inner.func, ast.Attribute)
-            and inner.func.attr in PIECE_METHODS
-            and _is_placeholder(inner.func.value)
-        ):
-            value = literal(node.slice)
-            if not isinstance(value, int):
-                raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node.slice))
-            pick = value
-            node = inner
-        else:
-            raise _one_op(text)
-
+    """One op on the placeholder tensor, by the node's kind: an index, an attribute, or a
+    method call (a several-piece one followed by the piece it keeps)."""
+    node, pick = _picked_piece(node, text)
     if isinstance(node, ast.Subscript):
         index = _index_value(node.slice)
         return ParsedOp(
@@ -326,66 +311,96 @@ def _parse_tree(node: ast.AST, text: str) -> ParsedOp:
             source="__x__" + ast.unparse(node).removeprefix(PLACEHOLDER),
         )
     if isinstance(node, ast.Attribute):
-        if not _is_placeholder(node.value):
-            raise _nested(node.value, node.attr, text)
-        if node.attr in ATTRIBUTES:
-            return ParsedOp(
-                text=text, kind=OpKind.ATTRIBUTE, name=node.attr, source=f"__x__.{node.attr}"
-            )
-        if node.attr in METHODS:
-            raise _fail(
-                ErrorCode.NOT_CALLED,
-                text=text,
-                name=node.attr,
-            )
-        raise _unsupported(text, node.attr)
+        return _parse_attribute(node, text)
     if isinstance(node, ast.Call):
-        func = node.func
-        if not isinstance(func, ast.Attribute):
-            raise _unsupported(text, ast.unparse(func))
-        if not _is_placeholder(func.value):
-            raise _nested(func.value, func.attr, text)
-        name = func.attr
-        if name not in METHODS:
-            raise _unsupported(text, name)
-        if name in PIECE_METHODS and pick is None:
-            raise _fail(ErrorCode.PICK_PIECE, text=text)
-        if name == "einsum":
-            return _parse_einsum(node, text)
-        args = tuple(literal(arg) for arg in node.args)
-        kwargs: dict[str, Any] = {}
-        for keyword in node.keywords:
-            if keyword.arg is None or keyword.arg not in METHODS[name]:
-                raise _fail(
-                    ErrorCode.BAD_KEYWORD,
-                    text=text,
-                    keyword=str(keyword.arg),
-                    allowed=", ".join(METHODS[name]) or "—",
-                )
-            kwargs[keyword.arg] = literal(keyword.value)
-        _check_ints(name, text, args, kwargs)
-        if name in ("to", "view") and any(isinstance(a, torch.memory_format) for a in args):
-            raise _fail(
-                ErrorCode.BAD_ARGUMENT,
-                text=text,
-                part="memory_format",
-                op=name,
-            )
-        call = ast.unparse(node).replace(f"{PLACEHOLDER}.", "__x__.", 1)
-        if pick is not None:
-            call += f"[{pick}]"
-        return ParsedOp(
-            text=text,
-            kind=OpKind.METHOD,
-            name=name,
-            args=args,
-            kwargs=kwargs,
-            pick=pick,
-            source=call,
-        )
+        return _parse_method(node, text, pick)
     if isinstance(node, ast.Name | ast.Constant):
         raise _fail(ErrorCode.SYNTAX, text=text)
     raise _unsupported(text, type(node).__name__)
+
+
+def _picked_piece(node: ast.AST, text: str) -> tuple[ast.AST, int | None]:
+    """``chunk(2)[1]``: a several-piece op followed by the chosen piece, as the op's call and
+    the piece; any other node as it is, with no piece."""
+    if not isinstance(node, ast.Subscript) or _is_placeholder(node.value):
+        return node, None
+    inner = node.value
+    if not (
+        isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Attribute)
+        and inner.func.attr in PIECE_METHODS
+        and _is_placeholder(inner.func.value)
+    ):
+        raise _one_op(text)
+    value = literal(node.slice)
+    if not isinstance(value, int):
+        raise _fail(ErrorCode.NOT_LITERAL, part=ast.unparse(node.slice))
+    return inner, value
+
+
+def _parse_attribute(node: ast.Attribute, text: str) -> ParsedOp:
+    """``x.T``, ``x.mT`` …: an attribute of the placeholder (a method named without its call
+    is refused with its own lesson)."""
+    if not _is_placeholder(node.value):
+        raise _nested(node.value, node.attr, text)
+    if node.attr in ATTRIBUTES:
+        return ParsedOp(
+            text=text, kind=OpKind.ATTRIBUTE, name=node.attr, source=f"__x__.{node.attr}"
+        )
+    if node.attr in METHODS:
+        raise _fail(
+            ErrorCode.NOT_CALLED,
+            text=text,
+            name=node.attr,
+        )
+    raise _unsupported(text, node.attr)
+
+
+def _parse_method(node: ast.Call, text: str, pick: int | None) -> ParsedOp:
+    """A method of the placeholder on literal arguments and allowed keywords."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        raise _unsupported(text, ast.unparse(func))
+    if not _is_placeholder(func.value):
+        raise _nested(func.value, func.attr, text)
+    name = func.attr
+    if name not in METHODS:
+        raise _unsupported(text, name)
+    if name in PIECE_METHODS and pick is None:
+        raise _fail(ErrorCode.PICK_PIECE, text=text)
+    if name == "einsum":
+        return _parse_einsum(node, text)
+    args = tuple(literal(arg) for arg in node.args)
+    kwargs: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None or keyword.arg not in METHODS[name]:
+            raise _fail(
+                ErrorCode.BAD_KEYWORD,
+                text=text,
+                keyword=str(keyword.arg),
+                allowed=", ".join(METHODS[name]) or "—",
+            )
+        kwargs[keyword.arg] = literal(keyword.value)
+    _check_ints(name, text, args, kwargs)
+    if name in ("to", "view") and any(isinstance(a, torch.memory_format) for a in args):
+        raise _fail(
+            ErrorCode.BAD_ARGUMENT,
+            text=text,
+            part="memory_format",
+            op=name,
+        )
+    call = ast.unparse(node).replace(f"{PLACEHOLDER}.", "__x__.", 1)
+    if pick is not None:
+        call += f"[{pick}]"
+    return ParsedOp(
+        text=text,
+        kind=OpKind.METHOD,
+        name=name,
+        args=args,
+        kwargs=kwargs,
+        pick=pick,
+        source=call,
+    )
 
 
 def _parse_einsum(node: ast.Call, text: str) -> ParsedOp:
