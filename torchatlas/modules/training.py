@@ -250,32 +250,64 @@ def train_steps(
     try:
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     except ValueError as exc:  # "optimizer got an empty parameter list"
-        loss = loss_fn(model(x), y)
-        try:
-            loss.backward()
-            backward_error = ""
-        except RuntimeError as inner:
-            backward_error = f"{type(inner).__name__}: {inner}"
-        record = StepRecord(
-            0,
-            float(loss.item()),
-            initial,
-            tuple(None for _ in tensors),
-            initial,
-            grads_cleared=False,
-        )
-        refusal = f"{type(exc).__name__}: {exc}"
+        record, backward_error = _untrainable_step(model, x, y, loss_fn, initial)
         return TrainingTrace(
             **base,
             steps=(record,),
-            optimizer_error=refusal,
+            optimizer_error=f"{type(exc).__name__}: {exc}",
             backward_error=backward_error,
             elapsed_s=time.perf_counter() - started,
         )
+    parameters = [tensor for _, tensor in tensors]
+    records, diverged_at, stopped_at = _sgd_loop(
+        model, optimizer, loss_fn, x, y, parameters, steps, forget_zero_grad
+    )
+    return TrainingTrace(
+        **base,
+        steps=tuple(records),
+        diverged_at=diverged_at,
+        stopped_at=stopped_at,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _untrainable_step(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: nn.Module, initial: tuple
+) -> tuple[StepRecord, str]:
+    """The one step a model with no parameters shows: its loss, the values unchanged, and
+    torch's words when ``backward()`` refuses (empty when it ran)."""
+    loss = loss_fn(model(x), y)
+    try:
+        loss.backward()
+        backward_error = ""
+    except RuntimeError as inner:
+        backward_error = f"{type(inner).__name__}: {inner}"
+    record = StepRecord(
+        0,
+        float(loss.item()),
+        initial,
+        tuple(None for _ in initial),
+        initial,
+        grads_cleared=False,
+    )
+    return record, backward_error
+
+
+def _sgd_loop(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    parameters: list[torch.Tensor],
+    steps: int,
+    forget_zero_grad: bool,
+) -> tuple[list[StepRecord], int | None, int | None]:
+    """The training loop, each step recorded; with the step where the loss diverged and the
+    one where it stopped being a number (the loop stops there)."""
     records: list[StepRecord] = []
     diverged_at = stopped_at = None
     first_loss = None
-    parameters = [tensor for _, tensor in tensors]
     for index in range(steps):
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -303,13 +335,7 @@ def train_steps(
         if not math.isfinite(value):
             stopped_at = index
             break
-    return TrainingTrace(
-        **base,
-        steps=tuple(records),
-        diverged_at=diverged_at,
-        stopped_at=stopped_at,
-        elapsed_s=time.perf_counter() - started,
-    )
+    return records, diverged_at, stopped_at
 
 
 # ---------------------------------------------------------------------------- modes
