@@ -25,6 +25,7 @@ from torchatlas.modules import (
     ModeModel,
     Severity,
     TensorKind,
+    TrainingTrace,
 )
 from torchatlas.modules.compare import SOURCE as COMPARE_SOURCE
 from torchatlas.modules.quiz import Question
@@ -232,6 +233,28 @@ def training() -> None:
 @guarded
 def _training() -> None:
     lang = language()
+    _training_controls()
+    job = _editor().run(state.trace_job, queued=_queued)
+    if job.value is None:
+        with st.container(border=True, key=state.TRAIN_FAILED_BOX):
+            if job.refused is not None:
+                code, params = job.refused
+                error_card(ModelsError(code, **params))
+            else:
+                error_card(job.failure)
+        return
+    trace = job.value
+    if trace.optimizer_error:
+        with st.container(border=True, key=state.TRAIN_REFUSED_BOX):
+            st.error(t("modules.training.refused"), icon=":material/block:")
+            st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
+    total = len(trace.steps)
+    step = _training_step(trace, total, lang)
+    _training_curve(trace, step, total, lang)
+
+
+def _training_controls() -> None:
+    """The model, learning rate, steps and the forget-zero_grad switch (kept in the link)."""
     controls = st.columns([3, 3, 3, 3])
     controls[0].selectbox(
         t("modules.training.model"),
@@ -259,22 +282,10 @@ def _training() -> None:
         on_change=state.save_to_url,
         help=t("modules.training.forget_help"),
     )
-    job = _editor().run(state.trace_job, queued=_queued)
-    if job.value is None:
-        with st.container(border=True, key=state.TRAIN_FAILED_BOX):
-            if job.refused is not None:
-                code, params = job.refused
-                error_card(ModelsError(code, **params))
-            else:
-                error_card(job.failure)
-        return
-    trace = job.value
-    colours = palette()
-    if trace.optimizer_error:
-        with st.container(border=True, key=state.TRAIN_REFUSED_BOX):
-            st.error(t("modules.training.refused"), icon=":material/block:")
-            st.code(f"{trace.optimizer_error}\n{trace.backward_error}", language="text")
-    total = len(trace.steps)
+
+
+def _training_step(trace: TrainingTrace, total: int, lang: str) -> int:
+    """The step and phase controls, and what that phase of that step did; returns the step."""
     state.clamp_step(total)
     step_column, phase_column, button_column = st.columns([3, 4, 1], vertical_alignment="bottom")
     if total > 1:
@@ -310,6 +321,12 @@ def _training() -> None:
         )
     if trace.forget_zero_grad and total > 1 and not trace.optimizer_error:
         st.info(t("modules.training.accumulating"), icon=":material/add_circle:")
+    return step
+
+
+def _training_curve(trace: TrainingTrace, step: int, total: int, lang: str) -> None:
+    """The loss curve up to ``step`` with its numbers as a table, and the loop's code."""
+    colours = palette()
     st.plotly_chart(
         state.loss_figure(trace, step, colours, lang),
         theme="streamlit",
