@@ -854,24 +854,7 @@ class ClassStore:
             refuse(row, sum(p.client == who for p in people))
             # Rows of schema v1 keep their old fold: compare with it and with their skeleton.
             taken = {p.fold for p in people} | {_fold(p.nickname) for p in people}
-            if wanted:
-                base = wanted
-            else:
-                number = row.students + 1
-                while _fold(f"Student {number}") in taken:
-                    number += 1
-                base = f"Student {number}"
-            name, number = base, 1
-            for _ in range(NAME_TRIES):
-                # A name another join takes meanwhile is a conflict on (class, fold): that
-                # insert does nothing, and the next suffix is tried in this transaction.
-                if _fold(name) not in taken and self._insert_student(conn, row.id, key, name, who):
-                    break
-                taken.add(_fold(name))
-                number += 1
-                name = clean.with_suffix(base, number, limit)
-            else:
-                raise ClassError(ErrorCode.CLASS_FULL, limit=most)
+            name = self._seat_under_free_name(conn, row, key, wanted, taken, who)
             seated = conn.execute(
                 update(classes)
                 .where(
@@ -895,6 +878,30 @@ class ClassStore:
 
         name = write(self._engine, work, retry_on=(OperationalError, IntegrityError))
         return StudentPass(code, key, name)
+
+    def _seat_under_free_name(
+        self, conn: Connection, row: Row, key: str, wanted: str, taken: set[str], who: str
+    ) -> str:
+        """Seat a student under ``wanted`` (or "Student <n>" for none), with " 2", " 3"... when
+        its fold is ``taken``; the name it got. Raises ``class_full`` after NAME_TRIES."""
+        limit, most = self.limits.nickname_chars, self.limits.max_students
+        if wanted:
+            base = wanted
+        else:
+            number = row.students + 1
+            while _fold(f"Student {number}") in taken:
+                number += 1
+            base = f"Student {number}"
+        name, number = base, 1
+        for _ in range(NAME_TRIES):
+            # A name another join takes meanwhile is a conflict on (class, fold): that
+            # insert does nothing, and the next suffix is tried in this transaction.
+            if _fold(name) not in taken and self._insert_student(conn, row.id, key, name, who):
+                return name
+            taken.add(_fold(name))
+            number += 1
+            name = clean.with_suffix(base, number, limit)
+        raise ClassError(ErrorCode.CLASS_FULL, limit=most)
 
     def _insert_student(
         self, conn: Connection, class_id: int, key: str, name: str, who: str
