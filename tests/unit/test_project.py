@@ -173,3 +173,57 @@ def test_the_sandbox_names_no_room_and_no_test_job() -> None:
         if forbidden.search(line)
     ]
     assert found == []
+
+
+# Functions allowed over the limit for now, each named "path:qualified name" with why. An
+# entry that no longer needs its place fails the test too, so the list only shrinks. Empty
+# since issue 37: every function of the app is 80 lines or shorter.
+LONG_FUNCTION_EXCEPTIONS: dict[str, str] = {}
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(root: Path) -> dict[str, int]:
+    """Every function and method of the app (engine, components, views, app.py) longer than
+    :data:`MAX_FUNCTION_LINES`, as "path:Class.name" → its length (decorators not counted)."""
+    import ast
+
+    files = [root / "app.py"] + [
+        path for top in ("torchatlas", "components", "views") for path in (root / top).rglob("*.py")
+    ]
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST, path: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                length = child.end_lineno - child.lineno + 1  # type: ignore[operator]
+                if not isinstance(child, ast.ClassDef) and length > MAX_FUNCTION_LINES:
+                    found[f"{path}:{name}"] = length
+                visit(child, path, f"{name}.")
+            else:
+                visit(child, path, prefix)
+
+    for path in sorted(files):
+        visit(ast.parse(path.read_text()), path.relative_to(root).as_posix(), "")
+    return found
+
+
+def test_no_function_over_80_lines() -> None:
+    """A function longer than a screen does more than one thing: split it by what it does
+    (issue 37). bench/ is left out (a benchmark's script reads top to bottom)."""
+    found = _long_functions(ROOT)
+    assert sorted(set(found) - set(LONG_FUNCTION_EXCEPTIONS)) == []
+    assert sorted(set(LONG_FUNCTION_EXCEPTIONS) - set(found)) == [], "remove split ones"
+
+
+def test_the_long_function_check_sees_a_long_function(tmp_path: Path) -> None:
+    """The check itself finds a nested function one line over the limit, and no shorter one."""
+    for top in ("torchatlas", "components", "views"):
+        (tmp_path / top).mkdir()
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1))
+    (tmp_path / "torchatlas" / "room.py").write_text(
+        f"class Room:\n    def long(self):\n{body}\n        return x0\n"
+        f"    def short(self):\n        return 1\n"
+    )
+    (tmp_path / "app.py").write_text("def main():\n    return 1\n")
+    assert _long_functions(tmp_path) == {"torchatlas/room.py:Room.long": MAX_FUNCTION_LINES + 1}
