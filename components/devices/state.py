@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import streamlit as st
 
-from components.kit.link_state import RoomLink
-from torchatlas.cache import BoundedCache
+from components.kit.room_state import RoomState
 from torchatlas.devices import (
     BOARD,
     DEMONSTRATIONS,
@@ -48,8 +45,12 @@ from torchatlas.devices.transfer import (
     sizes_up_to,
 )
 
-T = TypeVar("T")
-LINK = RoomLink(devices_link.LINK)
+# Inventory and size cap change with free memory, so they are kept briefly (the key carries
+# the 30-second period they were read in); a snippet's text depends only on its name and this
+# machine. Every entry is small: the cache's byte budget holds them all.
+ROOM = RoomState(devices_link.LINK, cache_bytes=1 << 20)
+LINK = ROOM.link
+ROOM_CACHE = ROOM.cache
 
 JOB_KEY = "devices_bench_job"  # the Ticket of the run this session watches
 OWNER_KEY = "devices_bench_owner"  # this session's name on the board
@@ -99,25 +100,13 @@ def start() -> None:
         run_demo(opened, state.get(key, variants[0]) if key else variants[0])
 
 
-def notice() -> None:
-    LINK.notice()
-
-
-def write_link() -> None:
-    """Keep the address bar in step with the widgets (only this room's names)."""
-    LINK.write()
+notice = ROOM.notice
+write_link = ROOM.write_link  # the widgets' session keys are the link
 
 
 # ---------------------------------------------------------------- cached engine calls
-# Inventory and size cap change with free memory, so they are kept briefly (the key carries
-# the 30-second period they were read in); a snippet's text depends only on its name and this
-# machine. Every entry is small: the cache's byte budget holds them all.
 FRESH_S = 30
-ROOM_CACHE: BoundedCache[tuple[Any, ...], Any] = BoundedCache(1 << 20)
-
-
-def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
-    return ROOM_CACHE.get_or_compute_once(key, compute)
+_cached = ROOM.cached
 
 
 def _period() -> int:
