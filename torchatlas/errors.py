@@ -23,11 +23,65 @@ A room declares its codes as a ``str`` enum and one subclass that names its tabl
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
 from typing import Any, ClassVar
 
 from torchatlas.i18n import DEFAULT_LANGUAGE, translate
+
+# How much of torch's own words any refusal keeps: a message may quote a visitor's value (a
+# huge shape, a long string), and every refusal crosses the sandbox and reaches a page.
+MAX_REFUSAL_WORDS = 2000
+MAX_REFUSAL_NAME = 200  # an exception's type name, a call as the room ran it, a condition
+
+
+@dataclass(frozen=True)
+class TorchRefusal:
+    """What torch refused, in one shape for every room's results and every sandbox reply:
+    its own ``words`` (as the room trimmed them: a first line, a first paragraph), the
+    exception it ``raised`` (its type name), the ``call`` it refused as the room ran it, and
+    the ``condition`` the room read from the operands that made torch refuse (the room's
+    code for it; empty when torch refused for a reason the room does not name). Bounded when
+    built, so a reply rebuilt from the sandbox's JSON is bounded too.
+
+    >>> refusal = TorchRefusal.of(RuntimeError("view size is not compatible"), call="x.view(6)")
+    >>> (refusal.words, refusal.raised, refusal.call, refusal.condition)
+    ('view size is not compatible', 'RuntimeError', 'x.view(6)', '')
+    """
+
+    words: str
+    raised: str = ""
+    call: str = ""
+    condition: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "words", str(self.words)[:MAX_REFUSAL_WORDS])
+        for name in ("raised", "call", "condition"):
+            object.__setattr__(self, name, str(getattr(self, name))[:MAX_REFUSAL_NAME])
+
+    @classmethod
+    def of(
+        cls,
+        exc: BaseException,
+        words: str | None = None,
+        *,
+        call: str = "",
+        condition: str = "",
+    ) -> TorchRefusal:
+        """``exc`` as a refusal: ``words`` as the room trimmed them (default: the message)."""
+        said = exception_words(exc) if words is None else words
+        return cls(said, type(exc).__name__, call, condition)
+
+
+def exception_words(exc: BaseException) -> str:
+    """An exception's message without formatting anything a program built: ``str(exc)``
+    formats every argument with ``repr()`` (a KeyError of a huge list would print it), so
+    only a message that already is a string is read, and only its first
+    :data:`MAX_REFUSAL_WORDS` characters; else the exception's type name."""
+    args = getattr(exc, "args", ())
+    if len(args) >= 1 and isinstance(args[0], str):
+        return args[0][:MAX_REFUSAL_WORDS]
+    return type(exc).__name__
 
 
 class CodedError(Exception):

@@ -6,9 +6,9 @@ The text of every code lives in ``assets/translations/{en,ko}/autograd.json`` un
 exception (or ``ProgramError.message``) is the same table's English, for a notebook.
 
 :func:`explain` turns an exception raised while a program ran into such a code, keeping
-PyTorch's own words as ``torch_message``; which lesson a refusal of PyTorch's is was decided
-where it raised, from the condition (:mod:`torchatlas.autograd.diagnose`), never from the
-words of its message.
+what PyTorch refused (:class:`~torchatlas.errors.TorchRefusal`); which lesson a refusal of
+PyTorch's is was decided where it raised, from the condition
+(:mod:`torchatlas.autograd.diagnose`), never from the words of its message.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from torchatlas.errors import CodedError
+from torchatlas.errors import CodedError, TorchRefusal, exception_words
 
 
 class ErrorCode(StrEnum):
@@ -98,7 +98,12 @@ class ProgramError:
     code: ErrorCode
     line: int
     params: dict[str, Any] = field(default_factory=dict)
-    torch_message: str | None = None
+    refusal: TorchRefusal | None = None
+
+    @property
+    def torch_message(self) -> str | None:
+        """PyTorch's own words, when PyTorch refused."""
+        return None if self.refusal is None else self.refusal.words
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", ErrorCode(self.code))
@@ -133,14 +138,11 @@ def exception_text(exc: BaseException, limit: int = 2000) -> str:
     formats every argument with ``repr()`` (a KeyError of a huge list would print it), so
     only a message that already is a string is read, and only its first ``limit``
     characters."""
-    args = getattr(exc, "args", ())
-    if len(args) >= 1 and isinstance(args[0], str):
-        return args[0][:limit]
-    return type(exc).__name__
+    return exception_words(exc)[:limit]
 
 
 def explain(exc: BaseException, line: int) -> ProgramError:
-    """The code, parameters and PyTorch's words for an exception raised at ``line``. The
+    """The code, parameters and what PyTorch refused for an exception raised at ``line``. The
     lesson was decided where PyTorch raised, from the condition (a :class:`TorchRefused`);
     anything else PyTorch raised is shown in its own words (``torch_error``): the words of
     a message never pick a lesson."""
@@ -150,5 +152,6 @@ def explain(exc: BaseException, line: int) -> ProgramError:
     said = exception_text(cause).strip()
     first = (said.splitlines()[0] if said else type(cause).__name__).split(" Hint:")[0][:400]
     if isinstance(exc, TorchRefused):
-        return ProgramError(exc.code, line, dict(exc.params), first)
-    return ProgramError(ErrorCode.TORCH_ERROR, line, {}, first)
+        refusal = TorchRefusal.of(cause, first, condition=exc.code.value)
+        return ProgramError(exc.code, line, dict(exc.params), refusal)
+    return ProgramError(ErrorCode.TORCH_ERROR, line, {}, TorchRefusal.of(cause, first))

@@ -1,7 +1,8 @@
 """PyTorch's refusals, explained: an exception PyTorch raised while applying a parsed op (an op
 of the chain, or an in-place write) becomes a :class:`~torchatlas.strides.errors.StepError`,
 the cause and the fix as a code and parameters; PyTorch's own words always travel along as
-``torch_message``. It reads the parsed op, so it sits above both ``errors`` and ``parser``.
+a :class:`~torchatlas.errors.TorchRefusal`. It reads the parsed op, so it sits above both
+``errors`` and ``parser``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import torch
 
+from torchatlas.errors import TorchRefusal
 from torchatlas.strides.dtypes import dtype_name
 from torchatlas.strides.errors import ErrorCode, OpParseError, StepError, encode_conditions
 from torchatlas.strides.limits import MAX_ELEMENTS
@@ -84,7 +86,8 @@ def explain_safely(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> St
         return explain(exc, op, tensor)
     except Exception:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return StepError(ErrorCode.TORCH_ERROR, op.text, {}, first_line[:300])
+        refusal = TorchRefusal.of(exc, first_line[:300], call=op.text)
+        return StepError(ErrorCode.TORCH_ERROR, op.text, {}, refusal)
 
 
 def _view_dtype(op: ParsedOp) -> torch.dtype | None:
@@ -138,7 +141,10 @@ def explain(exc: BaseException, op: ParsedOp, tensor: torch.Tensor) -> StepError
     first_line = message_text.splitlines()[0][:500] if message_text else type(exc).__name__
 
     def error(code: ErrorCode, **params: Any) -> StepError:
-        return StepError(code, text, params, first_line)
+        # the condition is the room's lesson, read from the tensor (none for torch_error)
+        condition = "" if code is ErrorCode.TORCH_ERROR else code.value
+        return StepError(code, text, params, TorchRefusal.of(exc, first_line, call=text,
+                                                             condition=condition))  # fmt: skip
 
     refusal = view_dtype_refusal(op, tensor)
     if refusal is not None:  # decided from the tensor's layout, not from PyTorch's words

@@ -1,0 +1,62 @@
+"""Issue 37's one refusal shape: what torch refused is one type (TorchRefusal) in every room's
+results, bounded when built, so a reply rebuilt from the sandbox's JSON is bounded too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from torchatlas.autograd.errors import ErrorCode as AutogradCode
+from torchatlas.autograd.errors import ProgramError, TorchRefused, explain
+from torchatlas.errors import MAX_REFUSAL_NAME, MAX_REFUSAL_WORDS, TorchRefusal
+from torchatlas.sandbox.codec import decode, encode
+from torchatlas.sandbox.schema import SchemaError
+from torchatlas.strides.errors import ErrorCode as StridesCode
+from torchatlas.strides.errors import StepError
+from torchatlas.strides.explain import explain as explain_step
+from torchatlas.strides.parser import parse_op
+
+
+def _through_json(value: object, hint: object) -> object:
+    return decode(json.loads(json.dumps(encode(value))), hint)
+
+
+def test_a_step_error_crosses_the_sandbox_with_its_refusal() -> None:
+    tensor = torch.arange(6.0).reshape(2, 3).t()
+    op = parse_op("view(6)")
+    with pytest.raises(RuntimeError) as raised:
+        tensor.view(6)
+    error = explain_step(raised.value, op, tensor)
+    assert error.refusal == TorchRefusal(
+        str(raised.value).strip().splitlines()[0], "RuntimeError", "view(6)", error.code.value
+    )
+    assert error.torch_message == error.refusal.words  # the readers' name for the words
+    assert _through_json(error, StepError) == error
+
+
+def test_a_program_error_names_the_condition_the_room_read() -> None:
+    cause = RuntimeError("a leaf Variable that requires grad is being used in an in-place op.")
+    error = explain(TorchRefused(AutogradCode.LEAF_INPLACE, cause, {"name": "w"}), 3)
+    assert error.refusal == TorchRefusal(str(cause), "RuntimeError", "", "leaf_inplace")
+    plain = explain(ValueError("no"), 4)
+    assert (plain.code, plain.refusal) == (
+        AutogradCode.TORCH_ERROR,
+        TorchRefusal("no", "ValueError"),
+    )
+    assert _through_json(error, ProgramError) == error
+
+
+def test_a_refusal_is_bounded_even_when_the_reply_is_not() -> None:
+    """A hostile worker's reply may carry long words: the codec's own bound refuses what is
+    far too long, and the refusal keeps at most its own bound of what it lets through."""
+    reply = encode(StepError(StridesCode.TORCH_ERROR, "t()"))
+    reply["refusal"] = {"words": "w" * (MAX_REFUSAL_WORDS * 5), "raised": "E" * 5000,
+                        "call": "", "condition": ""}  # fmt: skip
+    rebuilt = decode(reply, StepError)
+    assert len(rebuilt.refusal.words) == MAX_REFUSAL_WORDS
+    assert len(rebuilt.refusal.raised) == MAX_REFUSAL_NAME
+    reply["refusal"]["words"] = "w" * 10**6
+    with pytest.raises(SchemaError):
+        decode(reply, StepError)
