@@ -71,6 +71,14 @@ def test_a_teacher_saves_a_lesson_and_edits_it_from_the_link(fresh_store: Lesson
     assert not [c for c in other.code if key in c.value]  # the key is shown only at first save
 
 
+def test_every_question_kind_has_its_boxes_on_the_author_page() -> None:
+    """A kind added to the registry and forgotten here could not be written in the browser."""
+    from components.author.panels import KIND_FIELDS
+    from torchatlas.lessons.kinds import KINDS
+
+    assert set(KIND_FIELDS) == set(KINDS)
+
+
 def test_a_wrong_editing_link_is_explained_and_opens_nothing(fresh_store: LessonStore) -> None:
     saved = fresh_store.create(export_lesson(load_all()[-1]), client="ip:192.0.2.1")
     at = new_session("en", {"edit": saved.code, "key": "x" * 32})
