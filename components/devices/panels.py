@@ -134,8 +134,8 @@ def _demonstration_steps(demo: Demonstration) -> None:
     for step, table in zip(demo.steps, draw.step_tables(demo, lang), strict=True):
         st.code(step.code, language="python", wrap_lines=True)
         if step.error is not None:
-            st.markdown(t("devices.demo.raised", error=step.error.type_name))
-            st.code(step.error.message, language="text", wrap_lines=True)
+            st.markdown(t("devices.demo.raised", error=step.error.raised))
+            st.code(step.error.words, language="text", wrap_lines=True)
         if table is not None:
             st.dataframe(table, hide_index=True, width="stretch")
         elif step.error is None:

@@ -134,8 +134,11 @@ def test_to_meta_stands_in_for_an_accelerator() -> None:
     y = demo.steps[1].snapshots[1]
     assert (y.device, y.address, y.values) == ("meta", 0, None)
     # Meta has no data to copy back: the exact torch message is kept.
-    assert demo.steps[-1].error == demos.RaisedError(
-        "NotImplementedError", "Cannot copy out of meta tensor; no data!"
+    error = demo.steps[-1].error
+    assert (error.raised, error.words, error.call) == (
+        "NotImplementedError",
+        "Cannot copy out of meta tensor; no data!",
+        demo.steps[-1].code,
     )
 
 
@@ -145,7 +148,9 @@ def test_cuda_method_without_cuda_shows_torchs_own_error() -> None:
     with pytest.raises(Exception) as raised:  # RuntimeError (no driver) or AssertionError
         torch.arange(4.0).cuda()
     assert demo.steps[-1].code == "y = x.cuda()"
-    assert demo.errors == [demos.RaisedError(type(raised.value).__name__, str(raised.value))]
+    assert [(e.raised, e.words) for e in demo.errors] == [
+        (type(raised.value).__name__, str(raised.value))
+    ]
     assert [f.code for f in demo.findings] == ["cuda_unavailable"] and holds(
         demo, "cuda_unavailable"
     )
@@ -184,7 +189,7 @@ def test_module_to_dtype_is_in_place() -> None:
     model = next(s for s in demo.steps[-1].snapshots if s.name == "model")
     assert {p.dtype for p in model.parameters} == {"float64"}
     assert holds(demo, "no_device_attribute")
-    assert demo.steps[3].error.message == "'Linear' object has no attribute 'device'"
+    assert demo.steps[3].error.words == "'Linear' object has no attribute 'device'"
     assert demo.finding("first_parameter_device").params == {"device": "cpu"}
 
 
@@ -207,7 +212,7 @@ def test_module_split_over_two_devices() -> None:
     assert demo.finding("two_devices").params == {"devices": "cpu, meta"}
     assert demo.finding("first_parameter_device").params == {"device": "cpu"}
     assert holds(demo, "forward_failed")
-    assert "device" in demo.steps[-1].error.message
+    assert "device" in demo.steps[-1].error.words
 
 
 # ---------------------------------------------------------------- mixing devices
@@ -219,7 +224,8 @@ def test_mixing_cpu_and_meta_raises_the_real_error_and_the_fix_works() -> None:
     assert holds(demo, "mixing_raised") and holds(demo, "fix_worked")
     with pytest.raises(RuntimeError) as raised:
         torch.ones(2, 3) + torch.ones(2, 3, device="meta")
-    assert demo.steps[2].error == demos.RaisedError("RuntimeError", str(raised.value))
+    error = demo.steps[2].error
+    assert (error.raised, error.words) == ("RuntimeError", str(raised.value))
 
 
 def _torch_combines(cpu_operand: torch.Tensor, other: str) -> bool:
@@ -298,15 +304,15 @@ def test_as_tensor_with_a_dtype_change_copies() -> None:
 def test_numpy_refuses_a_tensor_that_requires_grad() -> None:
     demo = demos.numpy_bridge("requires_grad", accelerator=None)
     assert holds(demo, "numpy_refused_grad")
-    assert "detach().numpy()" in demo.steps[1].error.message
+    assert "detach().numpy()" in demo.steps[1].error.words
     assert holds(demo, "shares_memory") and holds(demo, "other_side_changed")
 
 
 def test_numpy_of_a_meta_tensor() -> None:
     demo = demos.numpy_bridge("device", accelerator=None)
     assert demo.stand_in
-    assert demo.steps[1].error.type_name == "TypeError"
-    assert "meta" in demo.steps[1].error.message
+    assert demo.steps[1].error.raised == "TypeError"
+    assert "meta" in demo.steps[1].error.words
     assert holds(demo, "numpy_needs_host") and not holds(demo, "host_copy_worked")
 
 
@@ -471,8 +477,8 @@ def test_module_to_accelerator_moves_in_place() -> None:
 def test_mixing_with_an_accelerator_raises_the_real_error() -> None:
     demo = demos.mix_devices()
     assert not demo.stand_in
-    assert demo.steps[2].error.type_name == "RuntimeError"
-    assert "device" in demo.steps[2].error.message
+    assert demo.steps[2].error.raised == "RuntimeError"
+    assert "device" in demo.steps[2].error.words
     assert holds(demo, "fix_worked")
     _mixing_exception_matches_torch(demo, str(ACCELERATOR))
     assert demo.finding("zero_dim_combined").params["result_device"] == str(ACCELERATOR)
@@ -482,7 +488,7 @@ def test_mixing_with_an_accelerator_raises_the_real_error() -> None:
 @pytest.mark.skipif(ACCELERATOR is None, reason="no CUDA/MPS/XPU device on this machine")
 def test_numpy_of_an_accelerator_tensor_needs_cpu_first() -> None:
     demo = demos.numpy_bridge("device")
-    assert demo.steps[1].error.type_name == "TypeError"
+    assert demo.steps[1].error.raised == "TypeError"
     assert holds(demo, "numpy_needs_host") and holds(demo, "host_copy_worked")
 
 

@@ -25,6 +25,7 @@ from torch import nn
 
 from torchatlas.devices.errors import DevicesValueError, ErrorCode, choices
 from torchatlas.devices.inventory import available_accelerator
+from torchatlas.errors import TorchRefusal
 
 PRELUDE = "import numpy as np\nimport torch\nfrom torch import nn\n"
 PREVIEW_VALUES = 6
@@ -62,16 +63,10 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class RaisedError:
-    type_name: str
-    message: str  # str(exception), exactly as torch/numpy wrote it
-
-
-@dataclass(frozen=True)
 class StepResult:
     code: str
     snapshots: tuple[Snapshot, ...]
-    error: RaisedError | None = None
+    error: TorchRefusal | None = None  # its words: str(exception), exactly as raised
 
 
 @dataclass(frozen=True)
@@ -100,7 +95,7 @@ class Demonstration:
         raise KeyError(code)
 
     @property
-    def errors(self) -> list[RaisedError]:
+    def errors(self) -> list[TorchRefusal]:
         return [step.error for step in self.steps if step.error is not None]
 
 
@@ -192,7 +187,7 @@ class _Runner:
         try:
             _execute(code, self.namespace)
         except Exception as exc:  # the exception *is* the lesson: keep its exact text
-            error = RaisedError(type(exc).__name__, str(exc))
+            error = TorchRefusal.of(exc, str(exc), call=code)
         shots = []
         for name in self.watch:
             if name in self.namespace:
