@@ -20,7 +20,7 @@ the same photo pays for it once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -31,10 +31,10 @@ from PIL import Image
 from components import uploads as upload_budget
 from components.classify import draw
 from components.figures import frozen, picture_bytes
-from components.kit.link_state import RoomLink
+from components.kit.room_state import RoomState
 from components.theme import Palette
 from components.upkeep import warm_up
-from torchatlas.cache import BoundedCache, deep_size
+from torchatlas.cache import deep_size
 from torchatlas.classify import images
 from torchatlas.classify import link as classify_link
 from torchatlas.classify.errors import ClassifyError, ErrorCode, ImageError
@@ -57,7 +57,35 @@ from torchatlas.runtime import torch_summary
 from torchatlas.uploads import Refusal
 
 T = TypeVar("T")
-LINK = RoomLink(classify_link.LINK)
+# One byte-bounded cache for the room's results and pictures, shared by every visitor. Keys
+# carry the file's digest (the decoded pictures themselves are not hashed).
+CACHE_BYTES = 96 << 20
+
+
+def _picture_bytes(value: Any, depth: int = 0) -> int:
+    """The pixel bytes of the PIL images ``value`` holds (a shallow walk of tuples and
+    dataclasses): :func:`~torchatlas.cache.deep_size` sees an image's Python object only."""
+    if isinstance(value, Image.Image):
+        return value.width * value.height * len(value.getbands())
+    if depth > 3:
+        return 0
+    if isinstance(value, tuple | list):
+        return sum(_picture_bytes(item, depth + 1) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(
+            _picture_bytes(getattr(value, item.name), depth + 1)
+            for item in dataclasses.fields(value)
+        )
+    return 0
+
+
+def _weight(entry: Any) -> int:
+    return deep_size(entry) + _picture_bytes(entry)
+
+
+ROOM = RoomState(classify_link.LINK, cache_bytes=CACHE_BYTES, sizeof=_weight)
+LINK = ROOM.link
+ROOM_CACHE = ROOM.cache
 MODEL_KEY = LINK.key("c_model")
 TOPK_KEY = LINK.key("c_topk")
 SAMPLES_KEY = "classify_samples"
@@ -129,14 +157,8 @@ def start() -> None:
     LINK.start()
 
 
-def notice() -> None:
-    """Say once which parts of the link were not used."""
-    LINK.notice()
-
-
-def write_link() -> None:
-    """Keep the address bar in step with the widgets (only this room's names)."""
-    LINK.write()
+notice = ROOM.notice
+write_link = ROOM.write_link  # the widgets' session keys are the link
 
 
 def needs_download(model: str) -> bool:
@@ -161,38 +183,7 @@ def cpu_threads() -> int:
 
 
 # --------------------------------------------------------------------------- cached engine calls
-# One byte-bounded cache for the room's results and pictures, shared by every visitor. Keys
-# carry the file's digest (the decoded pictures themselves are not hashed).
-CACHE_BYTES = 96 << 20
-
-
-def _picture_bytes(value: Any, depth: int = 0) -> int:
-    """The pixel bytes of the PIL images ``value`` holds (a shallow walk of tuples and
-    dataclasses): :func:`~torchatlas.cache.deep_size` sees an image's Python object only."""
-    if isinstance(value, Image.Image):
-        return value.width * value.height * len(value.getbands())
-    if depth > 3:
-        return 0
-    if isinstance(value, tuple | list):
-        return sum(_picture_bytes(item, depth + 1) for item in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sum(
-            _picture_bytes(getattr(value, item.name), depth + 1)
-            for item in dataclasses.fields(value)
-        )
-    return 0
-
-
-def _weight(entry: Any) -> int:
-    return deep_size(entry) + _picture_bytes(entry)
-
-
-ROOM_CACHE: BoundedCache[tuple[Any, ...], Any] = BoundedCache(CACHE_BYTES, sizeof=_weight)
-
-
-def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
-    """``compute()``, once for every visitor asking for ``key`` at the same time, then kept."""
-    return ROOM_CACHE.get_or_compute_once(key, compute)
+_cached = ROOM.cached  # once for every visitor asking for a key at the same time, then kept
 
 
 def sample(key: str) -> Decoded:
