@@ -41,11 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.classroom_client import Node, Student, has_key, plotly_click
+from torchatlas.rooms import room_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "assets" / "samples"
-# The mixed class's rooms, in the order students are spread over them (student i → i mod 7).
-ROOMS = ("basics", "strides", "autograd", "modules", "shapes", "classify", "devices")
+
+
+def mixed_class_rooms() -> tuple[str, ...]:
+    """The mixed class's rooms: the registry's, in its order, which is the order students
+    are spread over them (student i → i mod 7). Each needs its actions in ROOM_ACTIONS."""
+    return room_keys()
+
+
+ROOMS = mixed_class_rooms()
 ROOM_ACTIONS: dict[str, tuple[str, ...]] = {
     "basics": ("types", "broadcasting", "einsum", "indexing", "saving"),
     "strides": ("click",),

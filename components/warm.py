@@ -58,8 +58,8 @@ CLASS_MODULES = ("components.classmode.warm",)
 def _room_modules() -> list[str]:
     modules = []
     for room in built_rooms():
-        modules += [f"torchatlas.{room.key}", f"components.{room.key}.state"]
-        modules += [f"components.{room.key}.draw", f"components.{room.key}.panels"]
+        modules += [room.engine, f"{room.pages}.state"]
+        modules += [f"{room.pages}.draw", f"{room.pages}.panels"]
     return modules
 
 

@@ -5,7 +5,7 @@ The pool starts its zygote with the jobs registered so far, and a registration t
 after that start replaces the zygote (jobs running in the old one end as crashed). So every
 caller of the process-wide pool registers all rooms' jobs at once, through :func:`shared_pool`,
 whichever room a visitor opens first. The sandbox itself knows no room; this module is the one
-place that knows which rooms run visitor-driven computation.
+place that reads which rooms run visitor-driven computation (``torchatlas.rooms``).
 
 A room whose computation takes its sizes, values or structure from a visitor (a program, an
 op chain, an index expression, shapes, a link) runs that computation as a job: the engine
@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from torchatlas.rooms import rooms
 from torchatlas.sandbox.codec import DEFAULT_LIMITS, Limits, decode
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
@@ -69,16 +70,23 @@ TRANSIENT_KINDS = frozenset(
 ROOM_JOB_TIMEOUT_S = 5.0
 
 
-# The rooms with sandbox jobs, by name: each ``torchatlas.<room>.jobs`` has ``register_jobs``.
-# Imported by name, not by an import statement, because every room imports this module (its
-# sandbox client) and no room may import another, not even through here.
-ROOMS_WITH_JOBS = ("shapes", "modules", "autograd", "strides", "basics", "lessons")
+# Sandbox jobs of what is no room (the lessons' code questions); the rooms' own come from the
+# registry (``Room.jobs``). Each module has ``register_jobs``.
+JOBS_OUTSIDE_ROOMS = ("torchatlas.lessons.jobs",)
+
+
+def job_modules() -> tuple[str, ...]:
+    """The sandbox's job table: every module whose ``register_jobs`` the shared pool runs.
+    Imported by name, not by an import statement, because every room imports this module (its
+    sandbox client) and no room may import another, not even through here."""
+    declared = tuple(room.jobs_module for room in rooms() if room.jobs_module is not None)
+    return declared + JOBS_OUTSIDE_ROOMS
 
 
 def register_room_jobs(pool: SandboxPool) -> SandboxPool:
     """Register every room's jobs and warm-up with ``pool`` (again: a no-op); returns it."""
-    for room in ROOMS_WITH_JOBS:
-        pool = importlib.import_module(f"torchatlas.{room}.jobs").register_jobs(pool)
+    for module in job_modules():
+        pool = importlib.import_module(module).register_jobs(pool)
     return pool
 
 

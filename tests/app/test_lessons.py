@@ -31,7 +31,7 @@ from torchatlas.links import (
     Texts,
     encode_source,
 )
-from torchatlas.rooms import link_of
+from torchatlas.rooms import link_of, room_keys
 
 LESSONS = load_all()
 STEPS = [(lesson, step) for lesson in LESSONS for step in lesson.steps]
@@ -331,7 +331,7 @@ def test_a_hidden_room_opens_at_the_reveal_with_the_narratives_rest() -> None:
 
 def test_a_room_keeps_no_session_key_outside_its_prefixes() -> None:
     """Clearing a room's prefixed keys must reset it: every key it sets is prefixed."""
-    for room in ("strides", "autograd", "basics", "shapes", "modules", "devices", "classify"):
+    for room in room_keys():
         at = open_page(ROOMS[room].script)
         assert not at.exception
         keys = [str(k) for k in at.session_state.keys()]  # noqa: SIM118 (no __iter__)

@@ -21,6 +21,7 @@ import pytest
 
 from bench import classroom as tool
 from bench import classroom_rooms
+from torchatlas.rooms import room_keys
 
 # ---------------------------------------------------------------------------- percentiles
 
@@ -403,8 +404,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_mixed_class_must_take_every_action_of_all_seven_rooms() -> None:
-    assert set(tool.ROOMS) == {"basics", "strides", "autograd", "modules", "shapes",
-                               "classify", "devices"}  # fmt: skip
+    assert room_keys() == tool.ROOMS  # the registry's rooms, each with its actions
+    assert all(classroom_rooms.ROOM_ACTIONS.get(room) for room in room_keys())
     full = _every_action(0.5)
     without = {a: t for a, t in full.items() if a != "autograd.step"}
     (missed,) = tool.check_goals(_result("mixed", without))

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 import pytest
 
 from tests.sandbox_jobs import warm_pool
+from torchatlas.rooms import ROOMS, room_keys
 from torchatlas.sandbox import SandboxPool
-from torchatlas.sandboxed import FAILURE_KINDS, JobFailure, register_room_jobs, run_room_job
+from torchatlas.sandboxed import FAILURE_KINDS, register_room_jobs, run_room_job
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def test_every_room_registers_its_jobs_on_the_shared_pool() -> None:
     sandbox = register_room_jobs(SandboxPool())
     try:
         rooms = {name.split(".")[0] for name in sandbox.jobs}
-        assert {"autograd", "shapes", "modules"} <= rooms
+        assert {room.key for room in ROOMS if room.jobs} <= rooms
         for name, target in sandbox.jobs.items():
             assert target.startswith(f"torchatlas.{name.split('.')[0]}."), (name, target)
     finally:
@@ -208,27 +209,6 @@ def test_a_reply_the_rooms_reader_refuses_is_untrusted(pool: SandboxPool) -> Non
     assert not outcome.worth_keeping
 
 
-@pytest.mark.parametrize("room", ["shapes", "modules"])
-def test_each_sandboxed_room_has_its_own_code_for_every_failure(room: str) -> None:
-    """One list of failure kinds (the client's), each mapped to a code of the room's own,
-    with a text in the room's tables; one notion of a failure of the moment."""
-    import importlib
-
-    from torchatlas.i18n import LANGUAGES, has_key
-    from torchatlas.sandboxed import TRANSIENT_KINDS
-
-    engine = importlib.import_module(f"torchatlas.{room}")
-    assert set(engine.FAILURE_CODES) == set(FAILURE_KINDS)
-    for kind, code in engine.FAILURE_CODES.items():
-        assert code.value == kind
-        for lang in LANGUAGES:
-            assert has_key(f"{room}.errors.{code.value}.title", lang), (room, kind, lang)
-    for kind in FAILURE_KINDS:
-        error = engine._failure_error(JobFailure(kind), 5)
-        assert engine.transient(error) == (kind in TRANSIENT_KINDS), (room, kind)
-        assert engine.transient(error) == JobFailure(kind).transient
-
-
 def test_no_room_reaches_another_through_the_sandbox_client() -> None:
     """The shape explorer and the module room share what they both need
     (torchatlas.modelcode), and the client registers every room's jobs by name: no chain of
@@ -236,7 +216,7 @@ def test_no_room_reaches_another_through_the_sandbox_client() -> None:
     import grimp
 
     graph = grimp.build_graph("torchatlas", exclude_type_checking_imports=True)
-    rooms = ["shapes", "modules", "autograd", "strides", "basics"]
+    rooms = room_keys()
     chains = [
         (a, b)
         for a in rooms
