@@ -34,12 +34,13 @@ from components.kit.link_state import RoomLink
 from components.sandbox import sandbox_pool
 from components.theme import is_dark
 from components.visitor import visitor
-from torchatlas.cache import BoundedCache, deep_size
+from torchatlas.cache import BoundedCache, CacheStats, deep_size
 from torchatlas.clients import Visitor
 from torchatlas.links import LinkSpec
 
 T = TypeVar("T")
-_MISSING = object()
+# ``who`` for a job asked by this page's session (its visitor, read when the job is asked).
+SESSION: Any = object()
 
 
 def keep_unless_transient(outcome: Any) -> bool:
@@ -87,6 +88,10 @@ class CachePart:
         return self._cache.get_or_compute_once(
             self._key(key), compute, keep=keep, nbytes=self._nbytes
         )
+
+    def stats(self) -> CacheStats:
+        """The counters of the room's one cache (every part shares its budget)."""
+        return self._cache.stats()
 
     def clear(self) -> None:
         """Drop this part's entries only."""
@@ -156,18 +161,33 @@ class RoomState:
         *,
         keep: Callable[[T], bool] = keep_unless_transient,
         cache: CachePart | None = None,
+        who: Visitor | str | None = SESSION,
     ) -> T:
         """The engine's sandbox job ``ask(visitor)`` for this session, kept under ``key`` in
         the room's cache (or in ``cache``, a part of it) unless ``keep`` refuses its outcome;
-        ``key`` None runs it every time (a timing asked for again). The shared pool is
-        warmed first, so the first job waits for it, not the page."""
+        ``key`` None runs it every time (a timing asked for again). ``who``: whose place
+        in the sandbox's line (default: this session's visitor; None: nobody's, as at the
+        server's start-up warm-up).
+        The shared pool is warmed first, so the first job waits for it, not the page."""
         sandbox_pool()
-        who = visitor()
+        if who is SESSION:
+            who = visitor()
         if key is None:
             return ask(who)
         if cache is not None:
             return cache.get_or_compute(key, lambda: ask(who), keep=keep)
         return self.cached(key, lambda: ask(who), keep=keep)
+
+    @staticmethod
+    def sandbox_health() -> Any:
+        """The sandbox's :class:`~torchatlas.sandbox.SandboxHealth`, or None when it is down."""
+        pool = sandbox_pool()
+        if pool is None:
+            return None
+        try:
+            return pool.health()
+        except Exception:  # reported as "not available"
+            return None
 
     # ------------------------------------------------------------------ ready views
     def ready(self, key: Hashable, build: Callable[[str, bool], T]) -> T:

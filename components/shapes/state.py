@@ -18,13 +18,10 @@ from typing import Any
 import streamlit as st
 
 from components.i18n import t
-from components.kit.link_state import RoomLink
-from components.sandbox import sandbox_pool
+from components.kit.room_state import SESSION, RoomState
 from components.shapes import draw
 from components.upkeep import warm_up
-from components.visitor import visitor
 from torchatlas import links
-from torchatlas.cache import BoundedCache
 from torchatlas.clients import Visitor
 from torchatlas.links import encode_source as encode_source
 from torchatlas.presets import DEFAULT_PRESET, PRESETS
@@ -58,8 +55,15 @@ from torchatlas.shapes.analysis import (
 
 # ---------------------------------------------------------------- keys
 # The room's link (torchatlas/shapes/link.py) names the session keys it fills; the rest are
-# the page's own.
-LINK = RoomLink(shapes_link.LINK)
+# the page's own. One cache: reports (shared by every visitor) and listings.
+REPORT_CACHE_BYTES = 64 << 20
+LISTING_CACHE_BYTES = 16 * 2**20
+ROOM = RoomState(
+    shapes_link.LINK,
+    cache_bytes=REPORT_CACHE_BYTES + LISTING_CACHE_BYTES,
+    link_values=lambda: link_values(),  # defined below
+)
+LINK = ROOM.link
 SOURCE, MODEL, SHAPES, DTYPES, SYMBOLIC = (
     LINK.key("m_src"), LINK.key("m_model"), LINK.key("m_shapes"), LINK.key("m_dtypes"),
     LINK.key("m_sym"),
@@ -133,17 +137,14 @@ def start() -> None:
     state[PRESET] = t(f"shapes.presets.{preset.key}")
 
 
-def notice() -> None:
-    """Say once which parts of a shared link were not used."""
-    LINK.notice()
+notice = ROOM.notice
 
 
-def link_values(source: str | None = None) -> dict[str, Any]:
-    """The room's link fields now (with ``source`` for the code, default: the editor's): the
-    code and boxes the preset has anyway are left to the preset (None)."""
+def link_values() -> dict[str, Any]:
+    """The room's link fields now: the code and boxes the preset has anyway are left to the
+    preset (None). A source whose token is longer than the page writes is left out (the
+    link names the preset)."""
     values = LINK.values()
-    if source is not None:
-        values["m_src"] = source
     preset = PRESETS[values["m_preset"]]
     for name, attribute in _PRESET_BOXES:
         if values[name] == getattr(preset, attribute):
@@ -151,26 +152,8 @@ def link_values(source: str | None = None) -> dict[str, Any]:
     return values
 
 
-def save_to_url(source: str) -> None:
-    """The analysed state as a shareable link: only the room's own names, and only those
-    that differ from the default (the language and other rooms' names stay as they are). A
-    source whose token is longer than the page writes is left out (the link names the
-    preset)."""
-    LINK.write(link_values(source))
-
-
-# ---------------------------------------------------------------- the sandbox
-
-
-def sandbox_health() -> Any:
-    """The sandbox's :class:`~torchatlas.sandbox.SandboxHealth`, or None when it is down."""
-    pool = sandbox_pool()
-    if pool is None:
-        return None
-    try:
-        return pool.health()
-    except Exception:  # reported as "not available"
-        return None
+write_link = ROOM.write_link
+sandbox_health = ROOM.sandbox_health
 
 
 # ---------------------------------------------------------------- analysis
@@ -183,8 +166,7 @@ def needs_analysis() -> bool:
 # class analysing the same preset at once runs one job, and later presses are answered at
 # once. A failure of the moment (a full line, a crash) is shared with whoever asked at the
 # same time but not kept: the next press may succeed.
-REPORT_CACHE_BYTES = 64 << 20
-REPORTS: BoundedCache[tuple[Any, ...], ShapeReport] = BoundedCache(REPORT_CACHE_BYTES)
+REPORTS = ROOM.part("reports")
 
 
 def shared_report(
@@ -194,7 +176,7 @@ def shared_report(
     model_text: str,
     symbolic: bool,
     *,
-    visitor: Visitor | str | None = None,
+    visitor: Visitor | str | None = SESSION,
     on_queued: Callable[[int], None] | None = None,
 ) -> ShapeReport:
     """The report for what the boxes hold, from :data:`REPORTS` or one sandbox job. Every box
@@ -209,19 +191,21 @@ def shared_report(
     except AnalysisError as exc:
         return ShapeReport(error=exc.error)
     key = (source, tuple(map(tuple, shapes)), tuple(dtypes), model or None, bool(symbolic))
-    return REPORTS.get_or_compute_once(
+    return ROOM.job(
         key,
-        lambda: explore(
+        lambda who: explore(
             source,
             shapes,
             input_dtypes=dtypes,
             model=model or None,
             symbolic=bool(symbolic),
             timeout_s=ANALYSE_TIMEOUT_S,
-            visitor=visitor,
+            visitor=who,
             on_queued=on_queued,
         ),
         keep=lambda report: not transient(report.error),
+        cache=REPORTS,
+        who=visitor,
     )
 
 
@@ -230,7 +214,9 @@ def warm_default_analysis() -> ShapeReport:
     """At server start: the default preset's analysis, as a visitor's first run asks for it
     (the same boxes, so the same key): that first analysis is then answered at once."""
     preset = PRESETS[DEFAULT_PRESET]
-    return shared_report(preset.source, preset.shapes, preset.dtypes, preset.model, False)
+    return shared_report(
+        preset.source, preset.shapes, preset.dtypes, preset.model, False, visitor=None
+    )
 
 
 def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
@@ -244,13 +230,12 @@ def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
         st.session_state[DTYPES],
         st.session_state[MODEL],
         st.session_state[SYMBOLIC],
-        visitor=visitor(),
         on_queued=on_queued,
     )
     analysis = Analysis(source, report)
     st.session_state[RESULT] = analysis
     st.session_state.pop(WHY, None)
-    save_to_url(source)
+    write_link()  # the analysed boxes (the editor's source is the one analysed)
     return analysis
 
 
@@ -267,14 +252,17 @@ def compare_real_and_meta(
 ) -> WhyMetaReport:
     """Time the analysed model on real and meta inputs (in the sandbox) and keep the result."""
     report = analysis.report
-    outcome = why_meta(
-        analysis.source,
-        report.input_shapes,
-        input_dtypes=report.input_dtypes,
-        model=report.model or None,
-        timeout_s=WHY_TIMEOUT_S,
-        visitor=visitor(),
-        on_queued=on_queued,
+    outcome = ROOM.job(
+        None,  # a timing: asked again, measured again
+        lambda who: why_meta(
+            analysis.source,
+            report.input_shapes,
+            input_dtypes=report.input_dtypes,
+            model=report.model or None,
+            timeout_s=WHY_TIMEOUT_S,
+            visitor=who,
+            on_queued=on_queued,
+        ),
     )
     st.session_state[WHY] = outcome
     return outcome
@@ -287,8 +275,7 @@ def last_comparison() -> WhyMetaReport | None:
 # ---------------------------------------------------------------- listing
 # The coloured lines of a source, per source and theme: lexing a long source is the costly
 # part of the listing, and every rerun shows it. Entries weigh what their source does.
-LISTING_CACHE_BYTES = 16 * 2**20
-_LISTINGS: BoundedCache[tuple[str, bool], tuple[str, ...]] = BoundedCache(LISTING_CACHE_BYTES)
+_LISTINGS = ROOM.part("listings")
 
 
 def code_lines(source: str, dark: bool) -> tuple[str, ...]:
