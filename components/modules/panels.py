@@ -44,7 +44,7 @@ def intro() -> str:
         state.SECTIONS,
         key=state.SECTION,
         format_func=lambda section: t(f"modules.sections.{section}"),
-        on_change=state.save_to_url,
+        on_change=state.write_link,
     )
     return state.current_section()
 
@@ -261,25 +261,25 @@ def _training_controls() -> None:
         TRAINABLE,
         key=state.TRAIN_MODEL,
         format_func=lambda key: t(f"modules.models.{key}"),
-        on_change=state.save_to_url,
+        on_change=state.write_link,
     )
     controls[1].select_slider(
         t("modules.training.lr"),
         state.LR_CHOICES,
         key=state.LR,
-        on_change=state.save_to_url,
+        on_change=state.write_link,
         help=t("modules.training.lr_help"),
     )
     controls[2].select_slider(
         t("modules.training.steps"),
         state.STEP_CHOICES,
         key=state.STEPS,
-        on_change=state.save_to_url,
+        on_change=state.write_link,
     )
     controls[3].toggle(
         t("modules.training.forget"),
         key=state.FORGET,
-        on_change=state.save_to_url,
+        on_change=state.write_link,
         help=t("modules.training.forget_help"),
     )
 
@@ -409,7 +409,7 @@ def _modes() -> None:
         [m.value for m in ModeModel],
         key=state.MODE,
         format_func=lambda key: t(f"modules.modes.models.{key}"),
-        on_change=state.save_to_url,
+        on_change=state.write_link,
     )
     key = st.session_state.get(state.MODE) or ModeModel.DROPOUT.value
     report = state.mode_report(key)
@@ -462,7 +462,7 @@ def _save_load() -> None:
         SAVE_MODELS,
         key=state.SAVE_MODEL,
         format_func=lambda key: t(f"modules.models.{key}"),
-        on_change=state.save_to_url,
+        on_change=state.write_link,
     )
     key = st.session_state.get(state.SAVE_MODEL) or SAVE_MODELS[0]
     report = state.serialization(key)

@@ -26,12 +26,10 @@ import pandas as pd
 import streamlit as st
 
 from components.i18n import t
-from components.kit.link_state import RoomLink
+from components.kit.room_state import SESSION, RoomState
 from components.modules import draw
-from components.sandbox import sandbox_pool
-from components.visitor import visitor
 from components.widgets import keep_values as keep_widget_values
-from torchatlas.cache import BoundedCache, deep_size
+from torchatlas.cache import deep_size
 from torchatlas.clients import Visitor
 from torchatlas.modules import (
     DEFAULT_PRESET,
@@ -59,8 +57,13 @@ from torchatlas.sandboxed import RoomJob
 
 # ---------------------------------------------------------------- keys
 # The room's link (torchatlas/modules/link.py) names the session keys it fills; the rest are
-# the page's own.
-LINK = RoomLink(modules_link.LINK)
+# the page's own. One cache for the room: reports, traces, fixed results, drawings, answers.
+ROOM = RoomState(
+    modules_link.LINK,
+    cache_bytes=(32 + 32 + 32 + 8 + 4 + 1) << 20,
+    link_values=lambda: link_values(),  # defined below
+)
+LINK = ROOM.link
 SOURCE, MODEL, PRESET_KEY = LINK.key("nn_src"), LINK.key("nn_model"), LINK.key("nn_preset")
 PRESET = "modules_preset"  # the preset picker's translated label
 RESULT = "modules_result"
@@ -136,9 +139,7 @@ def start() -> None:
     state.setdefault(PHASE, PHASES[0])
 
 
-def notice() -> None:
-    """Say once which parts of a shared link were not used."""
-    LINK.notice()
+notice = ROOM.notice
 
 
 # Widgets whose values outlive their section: Streamlit forgets a widget's value once a run
@@ -181,10 +182,10 @@ def link_values() -> dict[str, Any]:
     return values
 
 
-def save_to_url() -> None:
-    """The room's settings as a shareable link: only the room's own names, and only those that
-    differ from the default (a source too long for a link is left out: the preset's)."""
-    LINK.write(link_values())
+# The room's settings as a shareable link (also the widgets' on_change): only the room's own
+# names, and only those that differ from the default (a source too long for a link is left
+# out: the preset's).
+write_link = ROOM.write_link
 
 
 def current_section() -> str:
@@ -203,8 +204,7 @@ def needs_inspection() -> bool:
 # Reports shared by every visitor of this server, keyed by the source and the constructor: a
 # class inspecting the same preset at once runs one job, and later presses are answered at
 # once. A failure of the moment is shared with whoever asked at the same time, not kept.
-REPORT_CACHE_BYTES = 32 << 20
-REPORTS: BoundedCache[tuple[str, str | None], ModuleReport] = BoundedCache(REPORT_CACHE_BYTES)
+REPORTS = ROOM.part("reports")
 
 
 def shared_report(
@@ -220,27 +220,28 @@ def shared_report(
     refused = check_boxes(source, model)
     if refused is not None:
         return ModuleReport(model=model or "", error=refused)
-    return REPORTS.get_or_compute_once(
+    return ROOM.job(
         (source, model),
-        lambda: inspect_module(
+        lambda who: inspect_module(
             source,
             model=model,
             timeout_s=INSPECT_TIMEOUT_S,
-            visitor=visitor,
+            visitor=who,
             on_queued=on_queued,
         ),
         keep=lambda report: not transient(report.error),
+        cache=REPORTS,
+        who=visitor,
     )
 
 
 def inspect(on_queued: Callable[[int], None] | None = None) -> Inspection:
     """Inspect what the boxes hold (in the sandbox), keep it, and put it in the URL."""
-    sandbox_pool()
     source, model = st.session_state[SOURCE], st.session_state[MODEL].strip()
-    report = shared_report(source, model, visitor=visitor(), on_queued=on_queued)
+    report = shared_report(source, model, visitor=SESSION, on_queued=on_queued)
     inspection = Inspection(source, model, report)
     st.session_state[RESULT] = inspection
-    save_to_url()
+    write_link()
     return inspection
 
 
@@ -250,17 +251,15 @@ def last_inspection() -> Inspection:
 
 # ---------------------------------------------------------------- built-in models (cached)
 # The fixed computations (a closed menu of models), each computed once per server.
-_FIXED: BoundedCache[tuple[str, str], Any] = BoundedCache(8 << 20)
+_FIXED = ROOM.part("fixed")
 
 
 def comparison() -> tuple[ComparisonRow, ...]:
-    return _FIXED.get_or_compute_once(("compare", ""), side_by_side)
+    return _FIXED.get_or_compute(("compare", ""), side_by_side)
 
 
 # Traces weigh what their steps do (a 500-step MLP run holds ~75,000 numbers): byte-bounded,
 # shared by every visitor, and never copied on a hit.
-TRACE_CACHE_BYTES = 32 << 20
-_TRACES: BoundedCache[tuple[Any, ...], RoomJob[TrainingTrace]] = BoundedCache(TRACE_CACHE_BYTES)
 _NUMBER_BYTES = 40  # a float in a tuple, with its share of the tuple (measured: ~38)
 
 
@@ -273,34 +272,36 @@ def _job_bytes(job: RoomJob[TrainingTrace]) -> int:
     return _NUMBER_BYTES * per_step * (len(trace.steps) + 1) + 16_384
 
 
+_TRACES = ROOM.part("traces", nbytes=_job_bytes)
+
+
 def trace_job(on_queued: Callable[[int], None] | None = None) -> RoomJob[TrainingTrace]:
     """The run the training controls describe, from a sandbox job (computed once per distinct
     setting for the whole server; a transient failure is not kept)."""
     key = trace_key()
-    return _TRACES.get_or_compute_once(
+    return ROOM.job(
         key,
-        lambda: train_contained(
+        lambda who: train_contained(
             key[0],
             lr=key[1],
             steps=key[2],
             forget_zero_grad=key[3],
-            visitor=visitor(),
+            visitor=who,
             on_queued=on_queued,
         ),
-        keep=lambda job: job.worth_keeping,
-        nbytes=_job_bytes,
+        cache=_TRACES,
     )
 
 
 def mode_report(model_key: str) -> ModeReport:
-    return _FIXED.get_or_compute_once(("modes", model_key), lambda: modes(model_key))
+    return _FIXED.get_or_compute(("modes", model_key), lambda: modes(model_key))
 
 
 def serialization(model_key: str) -> SerializationReport:
-    return _FIXED.get_or_compute_once(("save", model_key), lambda: save_load(model_key))
+    return _FIXED.get_or_compute(("save", model_key), lambda: save_load(model_key))
 
 
-_FIRST_MEMORY: BoundedCache[str, InitReport] = BoundedCache(1 << 20)
+_FIRST_MEMORY = ROOM.part("first_memory")
 
 
 def memory(fresh: bool = False) -> InitReport:
@@ -308,22 +309,19 @@ def memory(fresh: bool = False) -> InitReport:
     allocation (a class opening it at once runs one job); "allocate again" runs this visitor
     a fresh child, kept in the session."""
     if fresh:
-        st.session_state[MEMORY] = uninitialised_memory(visitor=visitor())
+        st.session_state[MEMORY] = ROOM.job(None, lambda who: uninitialised_memory(visitor=who))
     if MEMORY in st.session_state:
         return st.session_state[MEMORY]
-    return _FIRST_MEMORY.get_or_compute_once(
+    return ROOM.job(
         "first",
-        lambda: uninitialised_memory(visitor=visitor()),
+        lambda who: uninitialised_memory(visitor=who),
         keep=lambda report: report.failure is None or not report.failure.transient,
+        cache=_FIRST_MEMORY,
     )
 
 
 # What the panels draw from cached results (tables, figures, DOT), built once per result,
 # language and theme: a rerun then only hands them to Streamlit. Entries weigh their data.
-DRAWN_CACHE_BYTES = 32 << 20
-_DRAWN: BoundedCache[tuple[Any, ...], Any] = BoundedCache(DRAWN_CACHE_BYTES)
-
-
 def _drawn_size(value: Any) -> int:
     if isinstance(value, pd.DataFrame):
         return int(value.memory_usage(deep=True).sum()) + 1024
@@ -334,9 +332,12 @@ def _drawn_size(value: Any) -> int:
     return deep_size(value)
 
 
+_DRAWN = ROOM.part("drawn", nbytes=_drawn_size)
+
+
 def _drawn(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     """``build()`` kept under ``key`` (a result's identity, the language, the theme)."""
-    return _DRAWN.get_or_compute(key, build, nbytes=_drawn_size)
+    return _DRAWN.get_or_compute(key, build)
 
 
 # What the panels show, each asked once per thing shown: drawn by ``draw`` from the cached
@@ -408,7 +409,7 @@ def trace_key() -> tuple[Any, ...]:
 
 
 # torch's answer to each question, from one live run per server (fixed settings).
-_ANSWERS: BoundedCache[str, Answer] = BoundedCache(4 << 20)
+_ANSWERS = ROOM.part("answers")
 
 
 def quiz_key(question: Question) -> str:
@@ -425,7 +426,7 @@ def option_labels(question: Question) -> dict[str, str]:
 
 def quiz_answer(question: Question) -> Answer:
     """torch's answer and the run it was read from (computed once per server)."""
-    return _ANSWERS.get_or_compute_once(question.value, lambda: answer(question))
+    return _ANSWERS.get_or_compute(question.value, lambda: answer(question))
 
 
 def quiz_grade(question: Question, given: str) -> Grade:

@@ -176,7 +176,7 @@ def shared_report(
     model_text: str,
     symbolic: bool,
     *,
-    visitor: Visitor | str | None = SESSION,
+    visitor: Visitor | str | None = None,
     on_queued: Callable[[int], None] | None = None,
 ) -> ShapeReport:
     """The report for what the boxes hold, from :data:`REPORTS` or one sandbox job. Every box
@@ -214,9 +214,7 @@ def warm_default_analysis() -> ShapeReport:
     """At server start: the default preset's analysis, as a visitor's first run asks for it
     (the same boxes, so the same key): that first analysis is then answered at once."""
     preset = PRESETS[DEFAULT_PRESET]
-    return shared_report(
-        preset.source, preset.shapes, preset.dtypes, preset.model, False, visitor=None
-    )
+    return shared_report(preset.source, preset.shapes, preset.dtypes, preset.model, False)
 
 
 def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
@@ -230,6 +228,7 @@ def analyse(on_queued: Callable[[int], None] | None = None) -> Analysis:
         st.session_state[DTYPES],
         st.session_state[MODEL],
         st.session_state[SYMBOLIC],
+        visitor=SESSION,  # this session's place in the sandbox's line
         on_queued=on_queued,
     )
     analysis = Analysis(source, report)
