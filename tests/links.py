@@ -1,5 +1,5 @@
 """Hypothesis strategies for a room's link declaration (torchatlas.links): values a room can
-write into its link, and junk a visitor can put there. Each room's link test uses them:
+write into its link, and junk a visitor can put there. The rooms' link test uses them:
 
 >>> @given(values=valid_values(LINK))  # doctest: +SKIP
 ... def test_round_trip(values): assert LINK.read(LINK.to_query(values)).values == values
@@ -67,7 +67,7 @@ def junk_queries(spec: LinkSpec) -> st.SearchStrategy[dict[str, list[str]]]:
 
 
 # ------------------------------------------------------------ a room's link, through AppTest
-# Each room's tests/app/test_<room>_link.py opens its page with these: a random valid state's
+# tests/app/test_room_links.py opens every room's page with these: a random valid state's
 # link must fill the room and be written back as it came; junk must keep the declared defaults
 # and be named in the kit's notice.
 PAGE = settings(

@@ -100,7 +100,7 @@ def test_a_declaration_refuses_duplicates_and_foreign_session_keys() -> None:
 @pytest.mark.parametrize("room", sorted(room_links()))
 def test_every_rooms_state_becomes_a_link_and_back_unchanged(room: str) -> None:
     """Each room's declaration (torchatlas/<room>/link.py): 200 random states it can be in
-    round-trip through its link; tests/app/test_<room>_link.py opens them in the page."""
+    round-trip through its link; tests/app/test_room_links.py opens them in the page."""
     spec = room_links()[room]
 
     @settings(max_examples=200, deadline=None)
