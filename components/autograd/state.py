@@ -48,10 +48,9 @@ from components.autograd.draw import (
     version_note,
 )
 from components.i18n import language
-from components.kit.link_state import RoomLink
 from components.kit.predict_reveal import revealed
+from components.kit.room_state import RoomState
 from components.theme import DARK, LIGHT, is_dark, palette
-from components.visitor import visitor
 from torchatlas.autograd import AutogradError, BackwardTrace, Graph, ProgramRefused, parse
 from torchatlas.autograd.errors import ErrorCode, ProgramError
 from torchatlas.autograd.examples import DEFAULT_EXAMPLE, EXAMPLES, Example
@@ -62,13 +61,16 @@ from torchatlas.autograd.link import LINK as LINK_SPEC
 from torchatlas.autograd.parser import MAX_SOURCE
 from torchatlas.autograd.quiz import Question
 from torchatlas.autograd.quiz import grade as grade_prediction
-from torchatlas.cache import BoundedCache
 from torchatlas.clients import Visitor
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
 from torchatlas.sandboxed import JobFailure
 
-LINK = RoomLink(LINK_SPEC)
+JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
+CACHE_BYTES = 32 << 20
+ROOM = RoomState(LINK_SPEC, cache_bytes=CACHE_BYTES, link_values=lambda: link_values())
+LINK = ROOM.link
+ROOM_CACHE = ROOM.cache
 EXAMPLE_KEY, PROGRAM_KEY = LINK.key("a_ex"), "autograd_program"
 LINK_PROGRAM_KEY = LINK.key("a_prog")  # the link's program, read once into the box
 SEED_KEY, STEP_KEY = LINK.key("a_seed"), LINK.key("a_step")
@@ -84,9 +86,6 @@ NEXT_KEY, ALL_KEY = "autograd_next", "autograd_all"
 AGAIN_KEY, GRAPH_BOX, SHARE_BOX = "autograd_again", "autograd_graph", "autograd_share"
 NEXT_QUESTION_KEY = "autograd_next_question"
 CUSTOM = "custom"
-JOB_TIMEOUT_S = 2.5  # CPU seconds for one program and its backward (honest ones take ms)
-CACHE_BYTES = 32 << 20
-ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -161,9 +160,7 @@ def link_values() -> dict[str, Any]:
     return values
 
 
-def write_link() -> None:
-    """Keep the address bar in step with the room (only its own names; ``lang`` untouched)."""
-    LINK.write(link_values())
+write_link = ROOM.write_link  # the address bar in step with link_values (own names only)
 
 
 def share_link() -> str:
@@ -239,11 +236,9 @@ def _compute(program: str, seed: int, root: str | None, who: Visitor) -> Outcome
 def computed(program: str, seed: int, root: str | None) -> Outcome:
     """A program, seed and root run in the sandbox (or refused), cached: a class opening
     the same link runs one job; a transient failure is not kept."""
-    who = visitor()  # only its place in line: the key is the program's
-    return ROOM_CACHE.get_or_compute_once(
-        ("run", program, seed, root),
-        lambda: _compute(program, seed, root, who),
-        keep=lambda outcome: outcome.worth_keeping,
+    return ROOM.job(
+        ("run", program, seed, root),  # the visitor is only its place in line
+        lambda who: _compute(program, seed, root, who),
     )
 
 
@@ -339,10 +334,9 @@ def graph_view(room: Room, step: int) -> GraphView:
     """The graph at ``step``, built once per program, root, step, theme and language."""
     assert room.graph is not None
     graph, trace = room.graph, room.trace
-    dark, lang = is_dark(), language()
-    colors = dot_colors(palette(), dark)
+    colors = dot_colors(palette(), is_dark())
 
-    def build() -> GraphView:
+    def build(lang: str, dark: bool) -> GraphView:
         words = {w: translate(f"autograd.graph.dot_{w}", lang) for w in ("leaf", "saved")}
         dot = dot_text(graph, trace, step, colors, words)
         if trace is None:
@@ -350,8 +344,7 @@ def graph_view(room: Room, step: int) -> GraphView:
         grads = scrolling(grads_table(trace, step, lang), translate("autograd.a11y.grads", lang))
         return GraphView(dot, step_text(trace, step, lang), grads)
 
-    key = ("graph", room.program, room.seed, room.root, step, dark, lang)
-    return ROOM_CACHE.get_or_compute(key, build)
+    return ROOM.ready(("graph", room.program, room.seed, room.root, step), build)
 
 
 @dataclass(frozen=True)
@@ -364,16 +357,16 @@ class DetailsView:
 
 def details_view(room: Room) -> DetailsView:
     assert room.graph is not None
-    graph, lang = room.graph, language()
+    graph = room.graph
 
-    def build() -> DetailsView:
+    def build(lang: str, dark: bool) -> DetailsView:
         table = None
         if graph.variables:
             label = translate("autograd.a11y.variables", lang)
             table = scrolling(variables_table(graph, lang), label)
         return DetailsView(table, tuple(saved_lines(graph, lang)))
 
-    return ROOM_CACHE.get_or_compute(("details", room.program, room.seed, room.root, lang), build)
+    return ROOM.ready(("details", room.program, room.seed, room.root), build)
 
 
 # --------------------------------------------------------------------------- quiz
@@ -468,20 +461,19 @@ class FreezeView:
 
 def freeze_report(blocks: tuple[str, ...]) -> FreezeReport:
     """Cached per trainable set: each costs a real ResNet-18 forward and backward."""
-    return ROOM_CACHE.get_or_compute(("freeze", blocks), lambda: freeze(trainable=blocks))
+    return ROOM.cached(("freeze", blocks), lambda: freeze(trainable=blocks))
 
 
 def freeze_view(blocks: tuple[str, ...]) -> FreezeView:
     """The freezing panel for a trainable set, built once per set, theme and language."""
-    dark, lang = is_dark(), language()
 
-    def build() -> FreezeView:
+    def build(lang: str, dark: bool) -> FreezeView:
         report = freeze_report(blocks)
         bar = freeze_bar_html(report, DARK if dark else LIGHT, lang)
         table = scrolling(optimizer_table(report, lang), translate("autograd.a11y.optimizer", lang))
         return FreezeView(report, bar, table, freeze_code(report), saved_text(report))
 
-    return ROOM_CACHE.get_or_compute(("freeze_view", blocks, dark, lang), build)
+    return ROOM.ready(("freeze_view", blocks), build)
 
 
 @dataclass(frozen=True)
@@ -496,14 +488,13 @@ class HistoryCase:
 def history_view() -> tuple[HistoryCase, ...]:
     """The then-vs-now cases (no input: the same for everyone), run once per process and
     worded once per language."""
-    lang = language()
-    cases: tuple[ThenNow, ...] = ROOM_CACHE.get_or_compute(("history",), then_and_now)
+    cases: tuple[ThenNow, ...] = ROOM.cached(("history",), then_and_now)
 
-    def build() -> tuple[HistoryCase, ...]:
+    def build(lang: str, dark: bool) -> tuple[HistoryCase, ...]:
         return tuple(
             HistoryCase(case.key, tuple((o.code, outcome_text(o, lang))
                                         for o in (case.then, *case.now)))
             for case in cases
         )  # fmt: skip
 
-    return ROOM_CACHE.get_or_compute(("history_view", lang), build)
+    return ROOM.ready(("history_view",), build)
