@@ -210,9 +210,9 @@ def run(args: argparse.Namespace) -> Figures:
         try:
             server.start(time.monotonic() + 300)
             asyncio.run(warm(server.url))
-            fig.baseline_pss = TreePss(server).settled()
+            fig.baseline_pss = TreePss([server]).settled()
             url = f"sqlite:///{folder}/classes.sqlite3"
-            with TreePss(server) as sampler:
+            with TreePss([server]) as sampler:
                 asyncio.run(run_class(server.url, url, args, fig))
             fig.peak_pss = sampler.peak
         except Exception as error:  # a lost server or connection ends the run, reported
