@@ -31,8 +31,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from components.i18n import language
-from components.kit.link_state import RoomLink
+from components.kit.room_state import RoomState
 from components.strides.draw import (
     MAX_DRAWN,
     ReadyHtml,
@@ -44,8 +43,7 @@ from components.strides.draw import (
     unravel,
 )
 from components.theme import DARK, LIGHT, is_dark
-from components.visitor import visitor
-from torchatlas.cache import BoundedCache
+from torchatlas.clients import Visitor
 from torchatlas.i18n import translate
 from torchatlas.quiz import Grade
 from torchatlas.sandbox.schema import SchemaError
@@ -88,7 +86,10 @@ from torchatlas.strides.writes import WriteResult
 
 # --------------------------------------------------------------------------- keys
 
-LINK = RoomLink(LINK_SPEC)
+CACHE_BYTES = 64 * 2**20  # the chains' steps, their figures and views (see cached engine calls)
+ROOM = RoomState(LINK_SPEC, cache_bytes=CACHE_BYTES, link_values=lambda: link_values())
+LINK = ROOM.link
+ROOM_CACHE = ROOM.cache
 SHAPE_KEY, DTYPE_KEY = LINK.key("s_shape"), LINK.key("s_dtype")
 OPS_KEY = LINK.key("s_ops")  # the chain box's text (the link's ops, one per line)
 SEED_KEY = LINK.key("s_seed")
@@ -175,9 +176,7 @@ def link_values() -> dict[str, Any]:
     return values
 
 
-def write_link() -> None:
-    """Keep the address bar in step with the room (only its own names; ``lang`` untouched)."""
-    LINK.write(link_values())
+write_link = ROOM.write_link  # the address bar in step with link_values (own names only)
 
 
 class ChainUnavailable(Exception):
@@ -384,12 +383,10 @@ def grade_answer(item: QuizItem, answer: str, shown: dict[str, str] | None = Non
 
 
 # --------------------------------------------------------------------------- cached engine calls
-CACHE_BYTES = 64 * 2**20
 # The pictures draw steps of up to MAX_DRAWN elements, so steps keep per-element lists only
 # up to that size: a 24-op chain then weighs at most a few megabytes, however large its
 # tensors (their numbers, footprints and code stay exact at every size).
 LISTED_UP_TO = MAX_DRAWN
-ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 LIMITS = wire_limits(LISTED_UP_TO)  # a reply's bounds: its packed lists are one string each
 
 
@@ -410,22 +407,18 @@ def _checked(outcome: RoomJob[Any], check: Any) -> RoomJob[Any]:
     return outcome
 
 
-def _keep(outcome: RoomJob[Any]) -> bool:
-    return outcome.worth_keeping
-
-
 def chain_job(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> RoomJob[ChainRun]:
     """The chain's job (every step and the code at once), shared read-only across sessions:
     a class opening the same link runs one job, and reruns and step clicks run none."""
 
-    def compute() -> RoomJob[ChainRun]:
+    def compute(who: Visitor) -> RoomJob[ChainRun]:
         plan = plan_chain(ops)  # the ops are parsed here and travel as data
         params = {"shape": list(shape), "dtype": dtype, "ops": list(plan.ops),
                   "listed_up_to": LISTED_UP_TO}  # fmt: skip
-        outcome = run_room_job(CHAIN, params, WireChain, visitor=visitor(), limits=LIMITS)
+        outcome = run_room_job(CHAIN, params, WireChain, visitor=who, limits=LIMITS)
         return _checked(outcome, lambda run: with_refused(checked_chain(run), plan, shape, dtype))
 
-    return ROOM_CACHE.get_or_compute_once(("steps", shape, dtype, ops), compute, keep=_keep)
+    return ROOM.job(("steps", shape, dtype, ops), compute)
 
 
 def cached_steps(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> tuple[Step, ...]:
@@ -442,7 +435,7 @@ def cached_code(shape: tuple[int, ...], dtype: str, ops: tuple[str, ...]) -> str
 def cached_write(
     shape: tuple[int, ...], dtype: str, ops: tuple[str, ...], step: int, write: str, *, steps: int
 ) -> RoomJob[WriteResult]:
-    def compute() -> RoomJob[WriteResult]:
+    def compute(who: Visitor) -> RoomJob[WriteResult]:
         text = write.strip()
         try:  # an unreadable write costs nothing: refused here, before any job
             parsed = parse_write(text)
@@ -453,25 +446,23 @@ def cached_write(
         params = {"shape": list(shape), "dtype": dtype, "ops": list(plan_chain(ops).ops),
                   "step": step, "write": write_to_json(parsed),
                   "listed_up_to": LISTED_UP_TO}  # fmt: skip
-        outcome = run_room_job(WRITE, params, WriteResult, visitor=visitor())
+        outcome = run_room_job(WRITE, params, WriteResult, visitor=who)
         return _checked(outcome, lambda result: checked_write(result, steps))
 
-    return ROOM_CACHE.get_or_compute_once(
-        ("write", shape, dtype, ops, step, write), compute, keep=_keep
-    )
+    return ROOM.job(("write", shape, dtype, ops, step, write), compute)
 
 
 def history_view(room: Room, shown: int) -> ReadyHtml:
     """The op history's HTML for this chain and step, in the reader's language and theme,
     built once and kept."""
-    chain, dark, lang = room.chain, is_dark(), language()
+    chain = room.chain
 
-    def build() -> ReadyHtml:
+    def build(lang: str, dark: bool) -> ReadyHtml:
         labels = {name: translate(f"strides.{key}", lang) for name, key in HISTORY_LABELS.items()}
         steps = [step for step in cached_steps(*chain) if step.error is None]
         return ReadyHtml(history_html(steps, labels, shown, DARK if dark else LIGHT, dark))
 
-    return ROOM_CACHE.get_or_compute(("history", chain, shown, dark, lang), build)
+    return ROOM.ready(("history", chain, shown), build)
 
 
 HISTORY_LABELS = {
@@ -487,12 +478,12 @@ def cached_question(seed: int, dtype: str = DEFAULT.dtype) -> RoomJob[QuizItem |
     and the question's shapes and ops from the seed); a value of None: no question can be
     drawn for this seed."""
 
-    def compute() -> RoomJob[QuizItem | None]:
+    def compute(who: Visitor) -> RoomJob[QuizItem | None]:
         params = {"seed": int(seed), "dtype": dtype}
-        outcome = run_room_job(QUESTION, params, WireQuiz | None, visitor=visitor(), limits=LIMITS)
+        outcome = run_room_job(QUESTION, params, WireQuiz | None, visitor=who, limits=LIMITS)
         return _checked(outcome, checked_quiz)
 
-    return ROOM_CACHE.get_or_compute_once(("question", seed, dtype), compute, keep=_keep)
+    return ROOM.job(("question", seed, dtype), compute)
 
 
 def _ok_step(chain: Chain, index: int) -> Step:
@@ -510,7 +501,7 @@ def flat_indices(chain: Chain, index: int) -> np.ndarray | None:
         flat.flags.writeable = False
         return flat
 
-    return ROOM_CACHE.get_or_compute(("flat", chain, index), build)
+    return ROOM.cached(("flat", chain, index), build)
 
 
 def _serialised(figure: go.Figure) -> go.Figure:
@@ -524,7 +515,7 @@ def _serialised(figure: go.Figure) -> go.Figure:
 def cached_tensor_figure(
     chain: Chain, index: int, lit: frozenset[int], focus: int | None, dark: bool
 ) -> go.Figure:
-    return ROOM_CACHE.get_or_compute(
+    return ROOM.cached(
         ("tensor_figure", chain, index, lit, focus, dark),
         lambda: _serialised(
             tensor_figure(_ok_step(chain, index), lit, focus, DARK if dark else LIGHT, dark)
@@ -538,7 +529,7 @@ def cached_storage_figure(chain: Chain, index: int, cell: int | None, dark: bool
         step = _ok_step(chain, index)
         return _serialised(storage_figure(step, lit, cell, DARK if dark else LIGHT, dark))
 
-    return ROOM_CACHE.get_or_compute(("storage_figure", chain, index, cell, dark), build)
+    return ROOM.cached(("storage_figure", chain, index, cell, dark), build)
 
 
 @dataclass(frozen=True)
