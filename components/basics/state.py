@@ -46,10 +46,8 @@ from components.basics.draw import (
 from components.basics.draw import (
     promotion_notes as promotion_notes_text,
 )
-from components.kit.link_state import RoomLink
-from components.sandbox import sandbox_pool
+from components.kit.room_state import RoomState
 from components.theme import Palette
-from components.visitor import visitor
 from components.widgets import keep_values as keep_widget_values
 from torchatlas.basics import (
     DEFAULT_VALUES,
@@ -79,7 +77,7 @@ from torchatlas.basics import link as basics_link
 from torchatlas.basics.limits import MAX_EINSUM_TEXT, MAX_REAL_ELEMENTS, MAX_SAVE_ELEMENTS
 from torchatlas.basics.quiz import Question, Section, grade, make_question
 from torchatlas.basics.shapes import check_footprint
-from torchatlas.cache import BoundedCache
+from torchatlas.clients import Visitor
 from torchatlas.i18n import translate
 from torchatlas.links import QueryValue
 from torchatlas.quiz import Grade
@@ -89,8 +87,11 @@ from torchatlas.shown_tensors import MAX_SHOWN_ELEMENTS
 
 SECTIONS = tuple(Section)
 
-
-LINK = RoomLink(basics_link.LINK)
+# One cache for the room's job outcomes and its drawings, keyed by what visitors type or share.
+CACHE_BYTES = 32 * 2**20
+ROOM = RoomState(basics_link.LINK, cache_bytes=CACHE_BYTES)
+LINK = ROOM.link
+ROOM_CACHE = ROOM.cache
 SECTION_KEY = LINK.key("b_sec")
 LEFT_KEY, LEFT_VALUE_KEY, OP_KEY = LINK.key("b_l"), LINK.key("b_lv"), LINK.key("b_op")
 RIGHT_KIND_KEY, RIGHT_KEY, RIGHT_VALUE_KEY = LINK.key("b_rk"), LINK.key("b_r"), LINK.key("b_rv")
@@ -124,9 +125,7 @@ def start() -> None:
     st.session_state.setdefault(TABLE_KIND_KEY, OperandKind.TENSOR.value)
 
 
-def notice() -> None:
-    """Say once which parts of the link were not used."""
-    LINK.notice()
+notice = ROOM.notice
 
 
 def keep_values() -> None:
@@ -136,10 +135,9 @@ def keep_values() -> None:
     keep_widget_values((*_DEFAULTS, TABLE_KIND_KEY), prefixes=(QUIZ_PREFIX,))
 
 
-def write_link() -> None:
-    """Keep the address bar in step with the inputs (only this room's names; each change is a
-    browser history entry, so only real changes are written)."""
-    LINK.write()
+# The address bar in step with the inputs (only this room's names; each change is a browser
+# history entry, so only real changes are written).
+write_link = ROOM.write_link
 
 
 def section() -> Section:
@@ -222,7 +220,7 @@ def promotion_notes(found: Promotion, lang: str) -> list[str]:
     """The exact digits and notes under the explorer (built once per result and language:
     an exact product of two tiny floats has thousands of digits)."""
     key = ("promotion_notes", found, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: promotion_notes_text(found, lang))
+    return ROOM.cached(key, lambda: promotion_notes_text(found, lang))
 
 
 def derivation_text(found: Promotion, lang: str) -> str:
@@ -233,9 +231,7 @@ def derivation_text(found: Promotion, lang: str) -> str:
         return ""
     raised = found.op_dtype is None
     key = ("derivation_text", derivation, raised, lang)
-    return ROOM_CACHE.get_or_compute(
-        key, lambda: derivation_caption(derivation, lang, raised=raised)
-    )
+    return ROOM.cached(key, lambda: derivation_caption(derivation, lang, raised=raised))
 
 
 def table() -> PromotionTable:
@@ -244,7 +240,7 @@ def table() -> PromotionTable:
 
 def table_view(kind: str, lang: str, colours: Palette) -> str:
     """One block of the promotion table as HTML: built once per block, language and theme."""
-    return ROOM_CACHE.get_or_compute(
+    return ROOM.cached(
         ("table_view", kind, lang, colours),
         lambda: promotion_html(
             promotion_frame(promotion_table(), kind, lang),
@@ -256,14 +252,12 @@ def table_view(kind: str, lang: str, colours: Palette) -> str:
 
 
 def created() -> Creation:
-    return ROOM_CACHE.get_or_compute(("creation",), creation)
+    return ROOM.cached(("creation",), creation)
 
 
 def creation_text(lang: str) -> str:
     """The creation panel as one Markdown text, built once per language."""
-    return ROOM_CACHE.get_or_compute(
-        ("creation_text", lang), lambda: creation_markdown(created(), lang)
-    )
+    return ROOM.cached(("creation_text", lang), lambda: creation_markdown(created(), lang))
 
 
 # --------------------------------------------------------------------------- broadcasting
@@ -275,7 +269,7 @@ def current_broadcast() -> Broadcast:
 
 
 def aligned_picture(found: Broadcast, lang: str, colours: Palette) -> str:
-    return ROOM_CACHE.get_or_compute(
+    return ROOM.cached(
         ("aligned", found.shapes, lang, colours), lambda: aligned_html(found, colours, lang)
     )
 
@@ -316,7 +310,7 @@ def current_einsum() -> EinsumPlan:
 
 
 def einsum_picture(plan: EinsumPlan, lang: str, colours: Palette) -> str:
-    return ROOM_CACHE.get_or_compute(
+    return ROOM.cached(
         ("einsum_html", plan.equation, plan.shapes, lang, colours),
         lambda: einsum_html(plan, colours, lang),
     )
@@ -324,7 +318,7 @@ def einsum_picture(plan: EinsumPlan, lang: str, colours: Palette) -> str:
 
 def einsum_text(plan: EinsumPlan, lang: str) -> str:
     key = ("einsum_text", plan.equation, plan.shapes, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: einsum_markdown(plan, lang))
+    return ROOM.cached(key, lambda: einsum_markdown(plan, lang))
 
 
 # --------------------------------------------------------------------------- indexing
@@ -354,7 +348,7 @@ def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, s
         return source, picked
 
     key = ("index_html", result.shape, result.expression, colours)
-    return ROOM_CACHE.get_or_compute(key, build)
+    return ROOM.cached(key, build)
 
 
 def index_link(result: IndexResult) -> dict[str, QueryValue] | None:
@@ -388,12 +382,12 @@ def save_picture(report: SaveReport, labels: tuple[str, ...], colours: Palette) 
         return size_bars(items, colours, highlight=labels[1])
 
     key = ("save_bars", report.shape, report.view_expression, report.dtype, labels, colours)
-    return ROOM_CACHE.get_or_compute(key, build)
+    return ROOM.cached(key, build)
 
 
 def save_text(report: SaveReport, lang: str) -> str:
     key = ("save_text", report.shape, report.view_expression, report.dtype, lang)
-    return ROOM_CACHE.get_or_compute(key, lambda: save_markdown(report, lang))
+    return ROOM.cached(key, lambda: save_markdown(report, lang))
 
 
 def save_link(report: SaveReport) -> dict[str, QueryValue] | None:
@@ -420,9 +414,7 @@ def quiz_key(section: Section, seed: int) -> str:
 
 
 def question(section: Section, seed: int) -> Question:
-    return ROOM_CACHE.get_or_compute(
-        ("question", section, seed), lambda: make_question(section, seed)
-    )
+    return ROOM.cached(("question", section, seed), lambda: make_question(section, seed))
 
 
 def grade_prediction(section: Section, seed: int, given: str, shown: tuple[str, ...]) -> Grade:
@@ -443,8 +435,6 @@ def score(section: Section) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- the sandbox
-CACHE_BYTES = 32 * 2**20
-ROOM_CACHE: BoundedCache[tuple, Any] = BoundedCache(CACHE_BYTES)
 # Each job is small (tens of milliseconds in a warm child); the deadline leaves a visitor an
 # answer within a few seconds even when the job reaches it.
 JOB_TIMEOUT_S = 2.0
@@ -459,18 +449,15 @@ class NoResult(Exception):
         self.failure = failure
 
 
-def _job(job: str, params: dict[str, Any]) -> RoomJob[Any]:
-    pool = sandbox_pool()
-    if pool is None:
-        return RoomJob(failure=JobFailure("unavailable"))
+def _job(job: str, params: dict[str, Any], who: Visitor) -> RoomJob[Any]:
+    # Without a sandbox, run_room_job's failure is "unavailable": the same card as before.
     return run_room_job(
         job,
         params,
         jobs.RETURNS[job],
-        visitor=visitor(),
+        visitor=who,
         timeout_s=JOB_TIMEOUT_S,
         limits=jobs.REPLY_LIMITS,
-        pool=pool,
     )
 
 
@@ -479,9 +466,7 @@ def run(job: str, params: dict[str, Any]) -> Any:
     (visitors asking at the same moment share the one run); its validated value. Raises the
     engine's coded refusal as :class:`BasicsValueError`, or :class:`NoResult`."""
     key = ("job", job, json.dumps(params, sort_keys=True))
-    outcome: RoomJob[Any] = ROOM_CACHE.get_or_compute_once(
-        key, lambda: _job(job, params), keep=lambda found: found.worth_keeping
-    )
+    outcome: RoomJob[Any] = ROOM.job(key, lambda who: _job(job, params, who))
     if outcome.refused is not None:
         refusal = _refusal(*outcome.refused)
         if refusal is None:
