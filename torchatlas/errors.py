@@ -23,9 +23,10 @@ A room declares its codes as a ``str`` enum and one subclass that names its tabl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from torchatlas.i18n import DEFAULT_LANGUAGE, translate
 
@@ -159,6 +160,26 @@ class SourceError(CodedError, ValueError):
         self.refusals: list[Any] = list(refusals or [])
         for name in self.extra:
             setattr(self, name, extra.get(name))
+
+    @classmethod
+    def of_failure(cls, failure: Any, timeout_s: float, refusal: Callable[[Any], Any]) -> Self:
+        """A failed sandbox job that ran pasted source (a
+        :class:`~torchatlas.sandboxed.JobFailure`) as this room's error: the one mapping of
+        the sandbox's failure kinds (:mod:`torchatlas.sandbox.outcomes`) to a room's codes.
+        The kind is the room's code of the same name (its text the room's; one the room does
+        not name reads as ``job_error``); the sandbox's English words stay a detail. The texts
+        need the time limit and the number of refused lines; ``refusal`` turns each refused
+        place into the room's own record."""
+        known = {getattr(code, "value", code) for code in cls.codes or ()}
+        kind = failure.kind if failure.kind in known else "job_error"
+        lines = max(1, len({item.line for item in failure.refusals}))
+        return cls(
+            kind,
+            params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
+            line=failure.line,
+            col=failure.col,
+            refusals=[refusal(item) for item in failure.refusals],
+        )
 
     @property
     def kind(self) -> Any:

@@ -16,8 +16,9 @@ rebuilds it against the declared type and bounds before anything renders it.
 A room whose job runs pasted code (the shape explorer, the module room) hands the source
 too, and may read the reply with its own bounded schema (``reader``) instead of the codec's
 envelope; the failure then also says where the sandbox's allow-list refused the source
-(:attr:`JobFailure.line`, :attr:`JobFailure.refusals`). Each room maps the failure kinds
-(:data:`FAILURE_KINDS`) to its own codes and texts.
+(:attr:`JobFailure.line`, :attr:`JobFailure.refusals`). The failure kinds
+(:data:`FAILURE_KINDS`, :mod:`torchatlas.sandbox.outcomes`) become a room's own codes and
+texts in one place, :meth:`torchatlas.errors.SourceError.of_failure`.
 
 Every room's jobs share one pool and one line, fair on two levels: between clients (a
 machine's address: a visitor can open any number of sessions but not of addresses) and, within
@@ -37,12 +38,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from torchatlas.rooms import rooms
 from torchatlas.sandbox.codec import DEFAULT_LIMITS, Limits, decode
+from torchatlas.sandbox.outcomes import FAILURE_KINDS as FAILURE_KINDS  # the client's name
+from torchatlas.sandbox.outcomes import TRANSIENT_KINDS, known_kind
 from torchatlas.sandbox.schema import SchemaError
 from torchatlas.sandbox.typed_reply import Rebuilt, result_reader
 
@@ -52,21 +55,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
-S = TypeVar("S")
 
-# The sandbox's own kinds of failure, plus "untrusted" (a reply outside its declared type)
-# and "unavailable" (no sandbox on this server). A room maps each to its own translated text.
-FAILURE_KINDS = (
-    "refused", "syntax", "timeout", "memory", "crashed", "output_too_large", "busy",
-    "job_error", "unavailable", "code_error", "too_many_jobs", "untrusted",
-)  # fmt: skip
-# Failures of the moment (a full line, a loaded server, a crash, an unreadable reply): worth
-# trying again, so no room caches them. A timeout is one of them: besides the child's CPU
-# limit, the zygote stops a child at a wall-clock deadline, which a loaded server's honest
-# job can reach. A memory limit reached is kept: the same input reaches it again.
-TRANSIENT_KINDS = frozenset(
-    {"timeout", "crashed", "busy", "too_many_jobs", "untrusted", "job_error", "unavailable"}
-)
 ROOM_JOB_TIMEOUT_S = 5.0
 
 
@@ -146,30 +135,6 @@ class RoomJob(Generic[T]):
         return self.failure is None or not self.failure.transient
 
 
-def source_failure(
-    error_type: Callable[..., S],
-    failure: JobFailure,
-    timeout_s: float,
-    codes: Mapping[str, Any],
-    fallback: Any,
-    refusal: Callable[[Refusal], Any],
-) -> S:
-    """A failed job that ran pasted source, as the room's error (a
-    :class:`~torchatlas.errors.SourceError` subclass): ``codes`` maps the failure's kind to
-    the room's own code (``fallback`` for a kind it lacks), so its text is the room's; the
-    sandbox's English words stay a detail. The texts need the time limit and the number of
-    refused lines; ``refusal`` turns each refused place into the room's own record."""
-    refusals = [refusal(item) for item in failure.refusals]
-    lines = max(1, len({item.line for item in failure.refusals}))
-    return error_type(
-        codes.get(failure.kind, fallback),
-        params={"timeout": f"{timeout_s:g}", "lines": lines, "detail": failure.detail},
-        line=failure.line,
-        col=failure.col,
-        refusals=refusals,
-    )
-
-
 def transient_error(error: Any) -> bool:
     """Whether a room's error stands for a failure of the moment (:data:`TRANSIENT_KINDS`):
     a cache shares it with whoever asked at the same time but does not keep it."""
@@ -207,8 +172,7 @@ def _outcome(value: Any, returns: Any, limits: Limits) -> RoomJob[Any]:
 
 def _failure(error: Any) -> JobFailure:
     """The sandbox's error as a :class:`JobFailure` (an unknown kind reads as ``job_error``)."""
-    kind = getattr(error, "kind", "unavailable")
-    kind = kind if kind in FAILURE_KINDS else "job_error"
+    kind = known_kind(getattr(error, "kind", "unavailable"))
     refusals = tuple(
         Refusal(int(r.line), int(r.col), str(r.code), str(r.message))
         for r in getattr(error, "refusals", None) or ()

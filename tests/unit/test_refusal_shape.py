@@ -11,8 +11,11 @@ import torch
 from torchatlas.autograd.errors import ErrorCode as AutogradCode
 from torchatlas.autograd.errors import ProgramError, TorchRefused, explain
 from torchatlas.errors import MAX_REFUSAL_NAME, MAX_REFUSAL_WORDS, TorchRefusal
+from torchatlas.i18n import LANGUAGES, has_key
 from torchatlas.sandbox.codec import decode, encode
+from torchatlas.sandbox.outcomes import FAILURE_KINDS, TRANSIENT_KINDS, FailureKind, known_kind
 from torchatlas.sandbox.schema import SchemaError
+from torchatlas.sandboxed import JobFailure, Refusal, _failure
 from torchatlas.strides.errors import ErrorCode as StridesCode
 from torchatlas.strides.errors import StepError
 from torchatlas.strides.explain import explain as explain_step
@@ -60,3 +63,41 @@ def test_a_refusal_is_bounded_even_when_the_reply_is_not() -> None:
     reply["refusal"]["words"] = "w" * 10**6
     with pytest.raises(SchemaError):
         decode(reply, StepError)
+
+
+@pytest.mark.parametrize("room", ["shapes", "modules"])
+def test_every_failure_kind_is_a_code_of_each_room_that_runs_pasted_source(room: str) -> None:
+    """One list of failure kinds (the sandbox's), one mapping to a room's error
+    (SourceError.of_failure), a text in the room's tables for each, and one notion of a
+    failure of the moment."""
+    import importlib
+
+    engine = importlib.import_module(f"torchatlas.{room}")
+    error_type = engine.ShapeError if room == "shapes" else engine.ModuleError
+    for kind in FAILURE_KINDS:
+        error = error_type.of_failure(JobFailure(kind, "Sandbox English."), 5, lambda item: item)
+        assert error.kind.value == kind
+        assert error.params["detail"] == "Sandbox English." and error.params["timeout"] == "5"
+        assert engine.transient(error) == JobFailure(kind).transient == (kind in TRANSIENT_KINDS)
+        for lang in LANGUAGES:
+            assert has_key(f"{room}.errors.{kind}.title", lang), (room, kind, lang)
+    unknown = error_type.of_failure(JobFailure("no_such_kind"), 5, lambda item: item)
+    assert unknown.kind.value == FailureKind.JOB_ERROR
+
+
+def test_a_refused_source_keeps_each_refused_place() -> None:
+    from torchatlas.shapes import RefusedLine, ShapeError
+
+    places = (Refusal(2, 4, "import", "no imports"), Refusal(2, 9, "dunder", ""))
+    failure = JobFailure("refused", "", 2, 4, places)
+    error = ShapeError.of_failure(
+        failure, 10, lambda item: RefusedLine(item.line, item.col, item.code, item.detail)
+    )
+    assert (error.kind.value, error.line, error.col, error.params["lines"]) == ("refused", 2, 4, 1)
+    assert [(r.line, r.col) for r in error.refusals] == [(2, 4), (2, 9)]
+
+
+def test_the_sandbox_and_its_client_read_an_unknown_kind_as_a_job_error() -> None:
+    assert known_kind("memory") == "memory"
+    assert known_kind("rm -rf") == known_kind(7) == "job_error"
+    assert _failure(type("Reply", (), {"kind": "no_such"})()).kind == "job_error"

@@ -74,17 +74,14 @@ from torchatlas.modules.training import (
     train_steps,
 )
 from torchatlas.sandboxed import (
-    FAILURE_KINDS,
     JobFailure,
     RoomJob,
     run_room_job,
-    source_failure,
     transient_error,
 )
 
 __all__ = [
     "DEFAULT_PRESET",
-    "FAILURE_CODES",
     "INSPECT",
     "JOBS",
     "MAX_STEPS",
@@ -128,17 +125,11 @@ __all__ = [
 ]
 
 
-# Each kind of sandbox failure (torchatlas.sandboxed.FAILURE_KINDS) as this room's code: the
-# page's words for it are the room's (modules.errors.<code>).
-FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE_KINDS}
-
-
 def _failure_error(failure: JobFailure, timeout_s: float) -> ModuleError:
     """The sandbox's failure as the room's error (its kind selects our translated text)."""
-    return source_failure(
-        ModuleError, failure, timeout_s, FAILURE_CODES, ErrorKind.JOB_ERROR,
-        refusal=lambda item: RefusedLine(item.line, item.col, item.code, item.detail),
-    )  # fmt: skip
+    return ModuleError.of_failure(
+        failure, timeout_s, lambda item: RefusedLine(item.line, item.col, item.code, item.detail)
+    )
 
 
 def transient(error: ModuleError | None) -> bool:

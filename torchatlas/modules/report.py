@@ -105,8 +105,8 @@ class ErrorKind(StrEnum):
     NOT_A_MODULE = "not_a_module"
     INSPECT_ERROR = "inspect_error"  # the model built, but walking it raised
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandboxed.FAILURE_KINDS: FAILURE_CODES maps
-    # each to one of these).
+    # What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind): each is
+    # this room's code of the same name (SourceError.of_failure).
     REFUSED = "refused"
     SYNTAX = "syntax"
     CODE_ERROR = "code_error"

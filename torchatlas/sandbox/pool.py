@@ -51,6 +51,7 @@ from typing import Any
 from torchatlas.clients import Visitor
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.jobs import Job, target_of
+from torchatlas.sandbox.outcomes import known_kind
 from torchatlas.sandbox.policy import MAX_SOURCE_CHARS, Refusal
 from torchatlas.sandbox.schema import (
     AnyJSON,
@@ -74,10 +75,6 @@ ZYGOTE_START_TIMEOUT_S = 180.0
 EXIT_REPORT_GRACE_S = 5.0
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 0.5, 120.0
 
-ERROR_KINDS = (
-    "refused", "syntax", "timeout", "memory", "crashed", "output_too_large", "busy",
-    "job_error", "unavailable", "code_error", "too_many_jobs", "untrusted",
-)  # fmt: skip
 UNTRUSTED_MESSAGE = "The worker sent a result that could not be trusted; try again."
 
 # The reply's envelope. Lines and columns point into the pasted source, which is at most
@@ -159,7 +156,7 @@ def _read_reply(body: bytes | bytearray, value_schema: Spec | None) -> dict[str,
 
 @dataclass
 class SandboxError:
-    kind: str  # one of ERROR_KINDS
+    kind: str  # one of FAILURE_KINDS (torchatlas.sandbox.outcomes)
     message: str  # plain English: cause and fix
     line: int | None = None
     col: int | None = None
@@ -1188,7 +1185,7 @@ def _client_busy_message(limit: int) -> str:
 
 def _sandbox_error(data: dict[str, Any]) -> SandboxError:
     """The error of a reply that passed :func:`check_reply` (every field bounded)."""
-    kind = data["kind"] if data["kind"] in ERROR_KINDS else "job_error"
+    kind = known_kind(data["kind"])
     refusals = [
         Refusal(r["line"], r["col"], r["code"], r["message"]) for r in data.get("refusals") or []
     ]

@@ -19,10 +19,8 @@ from typing import Any
 
 from torchatlas.clients import Visitor
 from torchatlas.sandboxed import (
-    FAILURE_KINDS,
     JobFailure,
     run_room_job,
-    source_failure,
     transient_error,
 )
 from torchatlas.shapes.analysis import (
@@ -58,7 +56,6 @@ from torchatlas.shapes.report import (
 
 __all__ = [
     "DTYPES",
-    "FAILURE_CODES",
     "JOBS",
     "REPORT_SCHEMA",
     "WHY_META_SCHEMA",
@@ -102,17 +99,11 @@ def _params(
     }
 
 
-# Each kind of sandbox failure (torchatlas.sandboxed.FAILURE_KINDS) as this room's code: the
-# page's words for it are the room's (shapes.errors.<code>), about pasted model code.
-FAILURE_CODES: dict[str, ErrorKind] = {kind: ErrorKind(kind) for kind in FAILURE_KINDS}
-
-
 def _failure_error(failure: JobFailure, timeout_s: float) -> ShapeError:
     """The sandbox's failure as the room's error (its kind selects our translated text)."""
-    return source_failure(
-        ShapeError, failure, timeout_s, FAILURE_CODES, ErrorKind.JOB_ERROR,
-        refusal=lambda item: RefusedLine(item.line, item.col, RefusalCode.of(item.code),
-                                         item.detail),
+    return ShapeError.of_failure(
+        failure, timeout_s,
+        lambda item: RefusedLine(item.line, item.col, RefusalCode.of(item.code), item.detail),
     )  # fmt: skip
 
 

@@ -100,8 +100,8 @@ class ErrorKind(StrEnum):
     FORWARD_ERROR = "forward_error"
     COMPARISON_ERROR = "comparison_error"  # "why meta?" stopped
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandboxed.FAILURE_KINDS: FAILURE_CODES maps
-    # each to one of these).
+    # What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind): each is
+    # this room's code of the same name (SourceError.of_failure).
     REFUSED = "refused"
     SYNTAX = "syntax"
     CODE_ERROR = "code_error"
