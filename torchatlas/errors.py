@@ -74,6 +74,18 @@ class TorchRefusal:
         return cls(said, type(exc).__name__, call, condition)
 
 
+class RefusedByTorch:
+    """Base of a room's result record that may carry what torch refused (its dataclass field
+    ``refusal``): :attr:`torch_message` is the name the pages and tests read its words by."""
+
+    refusal: TorchRefusal | None
+
+    @property
+    def torch_message(self) -> str | None:
+        """PyTorch's own words, when PyTorch refused."""
+        return None if self.refusal is None else self.refusal.words
+
+
 def exception_words(exc: BaseException) -> str:
     """An exception's message without formatting anything a program built: ``str(exc)``
     formats every argument with ``repr()`` (a KeyError of a huge list would print it), so

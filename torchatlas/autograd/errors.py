@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from torchatlas.errors import CodedError, TorchRefusal, exception_words
+from torchatlas.errors import CodedError, RefusedByTorch, TorchRefusal, exception_words
 
 
 class ErrorCode(StrEnum):
@@ -91,7 +91,7 @@ class ProgramRefused(AutogradError):
 
 
 @dataclass(frozen=True)
-class ProgramError:
+class ProgramError(RefusedByTorch):
     """Why a program (or its backward) stopped: the line, a stable code with its parameters,
     and PyTorch's own words when PyTorch raised."""
 
@@ -99,11 +99,6 @@ class ProgramError:
     line: int
     params: dict[str, Any] = field(default_factory=dict)
     refusal: TorchRefusal | None = None
-
-    @property
-    def torch_message(self) -> str | None:
-        """PyTorch's own words, when PyTorch refused."""
-        return None if self.refusal is None else self.refusal.words
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", ErrorCode(self.code))

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from torchatlas.errors import CodedError, TorchRefusal
+from torchatlas.errors import CodedError, RefusedByTorch, TorchRefusal
 from torchatlas.i18n import translate
 from torchatlas.strides.limits import MAX_ELEMENTS
 
@@ -98,7 +98,7 @@ class ShapeInputError(StridesError):
 
 
 @dataclass(frozen=True)
-class StepError:
+class StepError(RefusedByTorch):
     """Why an op (or a write) failed: a stable ``code`` and its ``params`` (which always hold
     ``text``, the op as typed), and what PyTorch refused when PyTorch raised."""
 
@@ -106,11 +106,6 @@ class StepError:
     text: str
     params: dict[str, Any] = field(default_factory=dict)
     refusal: TorchRefusal | None = None
-
-    @property
-    def torch_message(self) -> str | None:
-        """PyTorch's own words, when PyTorch refused."""
-        return None if self.refusal is None else self.refusal.words
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", ErrorCode(self.code))
