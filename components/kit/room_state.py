@@ -76,6 +76,13 @@ class CachePart:
     def __contains__(self, key: object) -> bool:
         return (self.name, key) in self._cache
 
+    def __len__(self) -> int:
+        """How many entries of this part the room's cache keeps."""
+        return sum(1 for key in self._own_keys())
+
+    def _own_keys(self) -> list[Hashable]:
+        return [key for key in self._cache if type(key) is tuple and key and key[0] == self.name]
+
     def put(self, key: Hashable, value: Any) -> bool:
         size = None if self._nbytes is None else self._nbytes(value)
         return self._cache.put(self._key(key), value, size)
@@ -95,9 +102,8 @@ class CachePart:
 
     def clear(self) -> None:
         """Drop this part's entries only."""
-        for key in self._cache:
-            if type(key) is tuple and key and key[0] == self.name:
-                self._cache.pop(key)
+        for key in self._own_keys():
+            self._cache.pop(key)
 
 
 class RoomState:

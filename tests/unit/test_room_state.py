@@ -31,8 +31,10 @@ def test_parts_share_the_rooms_budget_and_clear_on_their_own() -> None:
     drawings.get_or_compute("b", lambda: "another")  # 12,000 bytes of drawings cannot both fit
     assert "a" not in drawings and "b" in drawings and "a" in reports
     assert room.cache.nbytes <= 10_000  # one budget for every part
+    assert (len(reports), len(drawings)) == (1, 1)
     reports.clear()
     assert "a" not in reports and "b" in drawings  # only the reports went
+    assert (len(reports), len(drawings)) == (0, 1)
 
 
 def test_a_job_is_asked_once_and_kept_unless_it_failed_for_the_moment() -> None:
