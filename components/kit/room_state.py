@@ -174,15 +174,18 @@ class RoomState:
         ``key`` None runs it every time (a timing asked for again). ``who``: whose place
         in the sandbox's line (default: this session's visitor; None: nobody's, as at the
         server's start-up warm-up).
-        The shared pool is warmed first, so the first job waits for it, not the page."""
-        sandbox_pool()
-        if who is SESSION:
-            who = visitor()
+        Only a job that runs warms the shared pool and reads the visitor: a kept outcome is
+        answered at the cost of one cache lookup (a rerun asks for every job it shows)."""
+
+        def run() -> T:
+            sandbox_pool()  # the first job waits for the pool's start, not the page
+            return ask(visitor() if who is SESSION else who)
+
         if key is None:
-            return ask(who)
+            return run()
         if cache is not None:
-            return cache.get_or_compute(key, lambda: ask(who), keep=keep)
-        return self.cached(key, lambda: ask(who), keep=keep)
+            return cache.get_or_compute(key, run, keep=keep)
+        return self.cached(key, run, keep=keep)
 
     @staticmethod
     def sandbox_health() -> Any:
