@@ -1,9 +1,10 @@
 """Lessons' state: which lesson and step the URL names, the answers a session gave, and the
 move to a step (the room opened in that step's state).
 
-The URL holds ``lesson`` (a lesson's id) and ``step`` (1-based, read with
-:func:`components.contained.link_int`), so a teacher can share "open step 5"; the lessons
-page also takes ``end=1`` for a lesson's summary. Session keys start with ``lessons_``.
+The URL holds ``lesson`` (a lesson's id) and ``step`` (1-based), so a teacher can share "open
+step 5"; the lessons page also takes ``end=1`` for a lesson's summary. These fields are
+declared once (``torchatlas/lessons/link.py``: :data:`PLACE`) and read and written through
+that declaration, as a room's are. Session keys start with ``lessons_``.
 
 A room reads its shared link once, on a session's first visit. To open a step, the room's
 own session keys are cleared (the kit's ``RoomLink.forget`` on the room's declaration,
@@ -28,15 +29,14 @@ from typing import Any
 
 import streamlit as st
 
-from components.contained import link_int
 from components.i18n import language
-from components.kit.link_state import RoomLink, on_write
+from components.kit.link_state import RoomLink, current_query, on_write
 from torchatlas.i18n import DEFAULT_LANGUAGE
 from torchatlas.lessons import ROOMS, Lesson, Step, load_all
+from torchatlas.lessons.link import PLACE, URL_END, URL_LESSON, URL_STEP
 from torchatlas.links import LinkSpec, QueryValue, encode_source
 from torchatlas.rooms import link_of
 
-URL_LESSON, URL_STEP, URL_END = "lesson", "step", "end"
 ANSWERS_KEY = "lessons_answers"  # lesson id → {step number: option index picked}
 LAST_KEY = "lessons_last"  # (lesson id, step number) this session last opened
 # A step's question: the kit's predict_option keys its widgets from this prefix, the lesson's
@@ -99,19 +99,30 @@ def load_problem() -> Any:
 def current() -> Place | bool | None:
     """The lesson and step in the URL; None when it names none; False when it names one
     this app does not have (an unknown id, a step that is not a whole number in range)."""
-    query = st.query_params
+    query = current_query()
     if URL_LESSON not in query:
         return None
-    lesson_id = query.get(URL_LESSON, "")
-    lesson = find_lesson(lesson_id) if isinstance(lesson_id, str) and len(lesson_id) < 40 else None
+    read = PLACE.read(query)
+    lesson = None if URL_LESSON in read.broken else find_lesson(read.values[URL_LESSON])
     if lesson is None:
         return False
     if URL_STEP not in query:
-        return Place(lesson, None, end=query.get(URL_END) == "1")
-    number = link_int(query.get(URL_STEP), low=1, high=len(lesson.steps))
-    if number is None:
+        return Place(lesson, None, end=read.values[URL_END])
+    number = read.values[URL_STEP]
+    if URL_STEP in read.broken or number > len(lesson.steps):
         return False
     return Place(lesson, lesson.step(number))
+
+
+def place_query(lesson: Lesson, step: Step | None = None, *, end: bool = False) -> dict[str, Any]:
+    """The lesson's own link fields for a step (or, ``end``, its summary) and the language
+    when it is not the default."""
+    values = {URL_LESSON: lesson.id, URL_STEP: 0 if step is None else step.number, URL_END: end}
+    query: dict[str, Any] = dict(PLACE.to_query(values))
+    lang = language()
+    if lang != DEFAULT_LANGUAGE:
+        query["lang"] = lang
+    return query
 
 
 def room_query(lesson: Lesson, step: Step) -> dict[str, Any]:
@@ -121,11 +132,7 @@ def room_query(lesson: Lesson, step: Step) -> dict[str, Any]:
     query: dict[str, Any] = dict(step.fields())
     if step.source is not None and spec.source_field is not None:
         query[spec.source_field] = encode_source(step.source)
-    query[URL_LESSON] = lesson.id
-    query[URL_STEP] = str(step.number)
-    lang = language()
-    if lang != DEFAULT_LANGUAGE:
-        query["lang"] = lang
+    query.update(place_query(lesson, step))
     return query
 
 
@@ -145,10 +152,7 @@ def go(lesson: Lesson, number: int) -> None:
 
 def go_summary(lesson: Lesson) -> None:
     st.session_state[SUMMARY_OPENED_KEY] = st.session_state.get(SUMMARY_OPENED_KEY, 0) + 1
-    query = {URL_LESSON: lesson.id, URL_END: "1"}
-    if language() != DEFAULT_LANGUAGE:
-        query["lang"] = language()
-    st.switch_page(PAGE, query_params=query)
+    st.switch_page(PAGE, query_params=place_query(lesson, end=True))
 
 
 def answers(lesson: Lesson) -> dict[int, int]:

@@ -98,3 +98,28 @@ def test_a_field_left_to_the_room_is_what_the_room_gives_it() -> None:
     assert differing(spec, written, step, left={"m_dtypes": "float64"}) == ("m_dtypes",)
     assert differing(spec, written, step) == ()  # before the room has read: the step's
     assert differing(spec, {**written, "m_dtypes": ["float64"]}, step) == ("m_dtypes",)
+
+
+def test_a_lessons_place_reads_back_and_junk_is_set_aside() -> None:
+    from torchatlas.lessons.link import MAX_LESSON_ID, PLACE
+    from torchatlas.lessons.loader import MAX_STEPS
+
+    for lesson, step in STEPS:
+        written = PLACE.to_query({"lesson": lesson.id, "step": step.number})
+        assert PLACE.read(written).values == {
+            "lesson": lesson.id,
+            "step": step.number,
+            "end": False,
+        }
+    summary = PLACE.to_query({"lesson": "views", "end": True})
+    assert summary == {"lesson": "views", "end": "1"}  # no step: the summary's link
+    junk = {
+        "lesson": "x" * (MAX_LESSON_ID + 1),
+        "step": str(MAX_STEPS + 1),
+        "end": "yes",
+    }
+    read = PLACE.read(junk)
+    assert read.broken == ("lesson", "step", "end")
+    assert read.values == PLACE.defaults()
+    for raw in ("٣", "-1", "1e3", "0", "2" * 19, "2; 3"):
+        assert "step" in PLACE.read({"lesson": "views", "step": raw}).broken, raw
