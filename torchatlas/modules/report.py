@@ -22,6 +22,7 @@ from typing import Any
 
 from torchatlas.errors import SourceError
 from torchatlas.i18n import DEFAULT_LANGUAGE, translate
+from torchatlas.sandbox.outcomes import with_failure_kinds
 from torchatlas.sandbox.schema import (
     Bool,
     Dict,
@@ -89,7 +90,7 @@ class Severity(StrEnum):
     INFO = "info"  # how torch counts it; nothing to fix
 
 
-class ErrorKind(StrEnum):
+class _OwnErrorKind(StrEnum):
     """Why an inspection stopped: ``modules.errors.<value>.{title,message,hint}``."""
 
     # The boxes, checked on the server before any worker is asked.
@@ -105,20 +106,11 @@ class ErrorKind(StrEnum):
     NOT_A_MODULE = "not_a_module"
     INSPECT_ERROR = "inspect_error"  # the model built, but walking it raised
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind): each is
-    # this room's code of the same name (SourceError.of_failure).
-    REFUSED = "refused"
-    SYNTAX = "syntax"
-    CODE_ERROR = "code_error"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    CRASHED = "crashed"
-    OUTPUT_TOO_LARGE = "output_too_large"
-    BUSY = "busy"
-    TOO_MANY_JOBS = "too_many_jobs"
-    UNTRUSTED = "untrusted"
-    JOB_ERROR = "job_error"
-    UNAVAILABLE = "unavailable"
+
+
+# What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind) joins the room's own
+# codes: each kind is this room's code of the same name (SourceError.of_failure).
+ErrorKind = with_failure_kinds("ErrorKind", _OwnErrorKind, __name__)
 
 
 def _plain(value: Any) -> Any:

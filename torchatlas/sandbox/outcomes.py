@@ -39,6 +39,17 @@ TRANSIENT_KINDS: frozenset[str] = frozenset(
 )
 
 
+def with_failure_kinds(name: str, own: type[StrEnum], module: str) -> type[StrEnum]:
+    """A room's error enum: its ``own`` codes, then one member per :class:`FailureKind` of the
+    same name and value, so the sandbox's kinds are written here only and a room that runs
+    pasted source cannot miss one (``module``: where the enum lives, for pickling and repr)."""
+    members = [(code.name, code.value) for code in own]
+    members += [(kind.name, kind.value) for kind in FailureKind]
+    room_enum = StrEnum(name, members, module=module)  # type: ignore[misc]
+    room_enum.__doc__ = own.__doc__
+    return room_enum
+
+
 def known_kind(kind: object) -> str:
     """``kind`` when it is one of :data:`FAILURE_KINDS`, else ``job_error`` (a reply may
     name anything)."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from torchatlas.errors import SourceError
 from torchatlas.i18n import DEFAULT_LANGUAGE, translate
+from torchatlas.sandbox.outcomes import with_failure_kinds
 from torchatlas.sandbox.schema import (
     Bool,
     Dict,
@@ -68,7 +69,7 @@ class RowKind(StrEnum):
     FUNCTION = "function"  # a torch function called from a model's own forward code
 
 
-class ErrorKind(StrEnum):
+class _OwnErrorKind(StrEnum):
     """Why an analysis stopped. Each value selects ``shapes.errors.<value>.{title,message,hint}``
     in the translation tables; the error's ``params`` fill the placeholders."""
 
@@ -100,20 +101,11 @@ class ErrorKind(StrEnum):
     FORWARD_ERROR = "forward_error"
     COMPARISON_ERROR = "comparison_error"  # "why meta?" stopped
     INTERNAL = "internal"
-    # What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind): each is
-    # this room's code of the same name (SourceError.of_failure).
-    REFUSED = "refused"
-    SYNTAX = "syntax"
-    CODE_ERROR = "code_error"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    CRASHED = "crashed"
-    OUTPUT_TOO_LARGE = "output_too_large"
-    BUSY = "busy"
-    TOO_MANY_JOBS = "too_many_jobs"
-    UNTRUSTED = "untrusted"
-    JOB_ERROR = "job_error"
-    UNAVAILABLE = "unavailable"
+
+
+# What the sandbox itself reports (torchatlas.sandbox.outcomes.FailureKind) joins the room's own
+# codes: each kind is this room's code of the same name (SourceError.of_failure).
+ErrorKind = with_failure_kinds("ErrorKind", _OwnErrorKind, __name__)
 
 
 # Errors whose hint offers a fix (a constructor call, re-traced before it is offered).
