@@ -101,3 +101,41 @@ def test_the_sandbox_and_its_client_read_an_unknown_kind_as_a_job_error() -> Non
     assert known_kind("memory") == "memory"
     assert known_kind("rm -rf") == known_kind(7) == "job_error"
     assert _failure(type("Reply", (), {"kind": "no_such"})()).kind == "job_error"
+
+
+def test_the_basics_rooms_results_carry_the_one_refusal_across_the_sandbox() -> None:
+    from torchatlas.basics.broadcasting import Broadcast, broadcast
+    from torchatlas.basics.einsum import EinsumPlan, einsum
+
+    shapes = [(2, 3), (4,)]
+    found = broadcast(shapes)
+    with pytest.raises(RuntimeError) as raised:
+        _ = torch.zeros(2, 3) + torch.zeros(4)
+    assert found.refusal is not None and found.refusal.raised == "RuntimeError"
+    assert found.torch_message == str(raised.value).split("\n\n")[0].strip()
+    assert _through_json(found, Broadcast) == found
+    plan = einsum("ij,jk->ik", [(2, 3), (4, 5)])
+    assert not plan.ok and plan.refusal is not None
+    assert _through_json(plan, EinsumPlan) == plan
+
+
+def test_no_result_type_keeps_torchs_words_in_a_field_of_its_own() -> None:
+    """Every result dataclass of the engine carries torch's refusal as a TorchRefusal
+    (``refusal``), never its own ``torch_message`` string."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import torchatlas
+
+    own = []
+    for info in pkgutil.walk_packages(torchatlas.__path__, "torchatlas."):
+        if ".sandbox" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if dataclasses.is_dataclass(value) and isinstance(value, type):
+                names = {item.name for item in dataclasses.fields(value)}
+                if "torch_message" in names:
+                    own.append(f"{value.__module__}.{value.__qualname__}")
+    assert not own, own

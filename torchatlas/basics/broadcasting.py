@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, refused, torch_words
 from torchatlas.basics.limits import MAX_SHAPES
 from torchatlas.basics.shapes import check_shape
+from torchatlas.errors import RefusedByTorch, TorchRefusal
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,12 @@ class Fix:
 
 
 @dataclass(frozen=True)
-class Broadcast:
+class Broadcast(RefusedByTorch):
     shapes: tuple[tuple[int, ...], ...]
     rank: int  # the number of aligned columns
     operands: tuple[Operand, ...]
     result: tuple[int, ...] | None  # torch.broadcast_shapes, None on error
-    torch_message: str | None = None  # the real op's error text (a + b on meta tensors)
+    refusal: TorchRefusal | None = None  # what the real op said (a + b on the CPU)
     failing_dim: int | None = None  # the first failing column, counted from the right (-1…)
     failing_sizes: tuple[int, ...] = ()  # the sizes that disagree there
     fix: Fix | None = None
@@ -71,7 +72,7 @@ def _meta(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.empty(shape, device="meta")
 
 
-def _torch_error(shapes: list[tuple[int, ...]]) -> str | None:
+def _torch_error(shapes: list[tuple[int, ...]]) -> TorchRefusal | None:
     """What the real op says on the CPU: ``a + b`` for two shapes, torch.broadcast_tensors
     for more. (Meta tensors word it differently.) The operands are one element expanded to
     each shape, so no shape's size is ever allocated; torch checks the shapes first."""
@@ -82,7 +83,7 @@ def _torch_error(shapes: list[tuple[int, ...]]) -> str | None:
         else:
             torch.broadcast_tensors(*tensors)
     except RuntimeError as exc:
-        return torch_words(exc)
+        return refused(exc)
     return None
 
 
@@ -136,7 +137,7 @@ def broadcast(shapes: list[tuple[int, ...]] | tuple[tuple[int, ...], ...]) -> Br
         rank,
         tuple(operands),
         None,
-        torch_message=_torch_error(shapes),
+        refusal=_torch_error(shapes),
         failing_dim=failing,
         failing_sizes=sizes,
         fix=_find_fix(shapes, failing),

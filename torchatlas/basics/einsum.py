@@ -21,9 +21,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, refused
 from torchatlas.basics.limits import MAX_EINSUM_OPERANDS, MAX_EINSUM_RUN, MAX_EINSUM_TEXT
 from torchatlas.basics.shapes import check_shape, footprint
+from torchatlas.errors import RefusedByTorch, TorchRefusal
 
 ELLIPSIS = "..."
 
@@ -39,10 +40,10 @@ class OperandPlan:
 
 
 @dataclass(frozen=True)
-class EinsumPlan:
+class EinsumPlan(RefusedByTorch):
     equation: str
     shapes: tuple[tuple[int, ...], ...]
-    torch_message: str | None = None  # torch refused the equation: its words
+    refusal: TorchRefusal | None = None  # torch refused the equation
     operands: tuple[OperandPlan, ...] = ()
     sizes: tuple[tuple[str, int], ...] = ()  # each label's size, in order of appearance
     output: tuple[str, ...] = ()  # the output's labels
@@ -72,7 +73,7 @@ class EinsumPlan:
 
     @property
     def ok(self) -> bool:
-        return self.torch_message is None
+        return self.refusal is None
 
     @property
     def size_of(self) -> dict[str, int]:
@@ -259,7 +260,7 @@ def einsum(
     try:
         ran = _meta_run(equation, list(shapes))
     except (RuntimeError, ValueError, TypeError, IndexError, OverflowError) as exc:
-        return EinsumPlan(equation, shapes, torch_message=torch_words(exc))
+        return EinsumPlan(equation, shapes, refusal=refused(exc))
 
     explicit = "->" in equation
     left, _, right = equation.partition("->")

@@ -4,14 +4,16 @@ The text lives only in ``assets/translations/{en,ko}/basics.json`` under
 ``basics.errors.<code>``: the page shows it with ``components.kit.error_card`` and
 ``str(error)`` is the same table's English, for a notebook. Parameters are kept as text.
 Where PyTorch itself refused, its exact words travel along as the parameter
-``torch_message``.
+``torch_message``; a result that holds torch's refusal as its answer (a broadcast, an einsum,
+an index, a promotion that raised) carries it as the one refusal shape,
+:class:`torchatlas.errors.TorchRefusal` (:func:`refused`).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from torchatlas.errors import CodedError
+from torchatlas.errors import CodedError, TorchRefusal
 
 
 class ErrorCode(StrEnum):
@@ -36,8 +38,8 @@ class ErrorCode(StrEnum):
     INT_TOO_LARGE = "int_too_large"
     INDEX_INT_RANGE = "index_int_range"
     TOO_LARGE_FOOTPRINT = "too_large_footprint"
-    # PyTorch's refusals, with its own message (broadcast and einsum refusals travel as
-    # torch_message on their results: torch's words are the answer there)
+    # PyTorch's refusals, with its own message (broadcast and einsum refusals travel as a
+    # TorchRefusal on their results: torch's words are the answer there)
     INDEX_TORCH = "index_torch"
     SHAPE_TORCH = "shape_torch"
     NO_NUMPY_DTYPE = "no_numpy_dtype"
@@ -58,6 +60,12 @@ class BasicsValueError(BasicsError, ValueError):
 
 
 MAX_TORCH_WORDS = 1000  # torch's messages quote shapes and values: a page shows a bounded part
+
+
+def refused(exc: BaseException) -> TorchRefusal:
+    """What torch refused, in the one refusal shape every room's results carry: its words as
+    :func:`torch_words` trims them, and the exception's type."""
+    return TorchRefusal.of(exc, torch_words(exc))
 
 
 def torch_words(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, refused
 from torchatlas.basics.limits import (
     MAX_DRAWN,
     MAX_GATHERED,
@@ -29,6 +29,7 @@ from torchatlas.basics.limits import (
     MAX_REAL_ELEMENTS,
 )
 from torchatlas.basics.shapes import check_footprint, check_shape, footprint
+from torchatlas.errors import RefusedByTorch, TorchRefusal
 
 NAME = "x"
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
@@ -239,12 +240,12 @@ def _mask(node: ast.Compare) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 @dataclass(frozen=True)
-class IndexResult:
+class IndexResult(RefusedByTorch):
     shape: tuple[int, ...]  # the source tensor's shape
     expression: str  # normalised: ``x[1:, None]``
     kind: IndexKind
     parts: tuple[Part, ...]
-    torch_message: str | None = None  # torch refused the index
+    refusal: TorchRefusal | None = None  # torch refused the index
     result_shape: tuple[int, ...] | None = None
     result_strides: tuple[int, ...] | None = None
     storage_offset: int | None = None
@@ -256,7 +257,7 @@ class IndexResult:
 
     @property
     def ok(self) -> bool:
-        return self.torch_message is None
+        return self.refusal is None
 
     @property
     def code(self) -> str:
@@ -303,9 +304,7 @@ def index(shape: tuple[int, ...], expression: str) -> IndexResult:
     try:
         y = x[key]
     except (IndexError, RuntimeError, ValueError, TypeError, OverflowError) as exc:
-        return IndexResult(
-            shape, parsed.text, parsed.kind, parsed.parts, torch_message=torch_words(exc)
-        )
+        return IndexResult(shape, parsed.text, parsed.kind, parsed.parts, refusal=refused(exc))
     same = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
     flat = y.reshape(-1)
     values = tuple(int(v) for v in flat.tolist()) if flat.numel() <= MAX_DRAWN else None

@@ -19,9 +19,10 @@ from fractions import Fraction
 
 import torch
 
-from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, refused, torch_words
 from torchatlas.basics.exact import parts_of
 from torchatlas.basics.limits import MAX_VALUE_TEXT
+from torchatlas.errors import RefusedByTorch, TorchRefusal
 
 DTYPES: dict[str, torch.dtype] = {
     "bool": torch.bool,
@@ -192,7 +193,7 @@ def _number(node: ast.AST) -> bool | int | float | complex | None:
 
 
 @dataclass(frozen=True)
-class Promotion:
+class Promotion(RefusedByTorch):
     """``a ⊕ b`` as torch computes it, beside the exact value of the same operands.
 
     ``exact`` is the mathematical result of the operands *as stored* (the values torch
@@ -209,7 +210,7 @@ class Promotion:
     value: str | None  # the real op's value, as Python prints torch's item()
     exact: Fraction | None  # the mathematical value of the stored operands (None: no value)
     outcome: Outcome
-    torch_message: str | None = None  # torch's words when the op raised
+    refusal: TorchRefusal | None = None  # what torch said when the op raised
     categories_differ: bool = False  # a scalar / 0-dim operand of a higher category
     exact_imag: Fraction | None = None
     got: Fraction | None = None  # torch's result, exactly (None when not finite or raised)
@@ -432,7 +433,7 @@ def promote(a: DTypeSpec, b: DTypeSpec, op: Op | str = Op.ADD) -> Promotion:
         except (RuntimeError, TypeError, ValueError, OverflowError):
             named = "—"
         return Promotion(
-            a, b, op, named, None, None, None, Outcome.RAISED, torch_words(exc),
+            a, b, op, named, None, None, None, Outcome.RAISED, refused(exc),
             categories_differ, int_overflow=overflow, **stored,
         )  # fmt: skip
     got = _as_python(out)

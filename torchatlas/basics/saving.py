@@ -23,11 +23,12 @@ import h5py
 import numpy as np
 import torch
 
-from torchatlas.basics.errors import BasicsValueError, ErrorCode, torch_words
+from torchatlas.basics.errors import BasicsValueError, ErrorCode, refused, torch_words
 from torchatlas.basics.indexing import IndexKind, parse_index_expression
 from torchatlas.basics.limits import MAX_SAVE_ELEMENTS
 from torchatlas.basics.promotion import DTYPES
 from torchatlas.basics.shapes import check_footprint, check_shape
+from torchatlas.errors import RefusedByTorch, TorchRefusal
 
 SAVE_DTYPES = tuple(name for name in DTYPES if name != "bool")
 DATASET = "coords"
@@ -118,7 +119,7 @@ TAIL = "-2:"  # the slice the page reads back: dset[-2:]
 
 
 @dataclass(frozen=True)
-class HdfReport:
+class HdfReport(RefusedByTorch):
     """The HDF5 side, every byte count measured through :class:`CountingReader` and each
     byte of the file counted once (a re-read byte is not counted again)."""
 
@@ -132,7 +133,7 @@ class HdfReport:
     tail_rows_bytes: int = 0  # the slice's own bytes
     round_trip_equal: bool = False
     error_code: ErrorCode | None = None  # the tensor has no numpy dtype (bfloat16)
-    torch_message: str | None = None
+    refusal: TorchRefusal | None = None
     tail: str = TAIL  # the slice read: dset[<tail>]
     dataset_shape: tuple[int, ...] = ()
     data_offset: int | None = None  # where the data starts in the file (None: not one block)
@@ -223,7 +224,7 @@ def hdf5_read(x: torch.Tensor, tail: str = TAIL) -> HdfReport:
         array = x.numpy()
     except TypeError as exc:
         return HdfReport(None, None, error_code=ErrorCode.NO_NUMPY_DTYPE,
-                         torch_message=torch_words(exc))  # fmt: skip
+                         refusal=refused(exc))  # fmt: skip
     # HDF5's in-memory ("core") driver with no backing store: the file image it builds is
     # byte for byte the file the default driver writes to disk (a test compares them), and
     # it needs no file system, so the job runs in a sandbox child that may open no file.
