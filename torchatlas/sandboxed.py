@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from torchatlas.errors import TorchRefusal
 from torchatlas.rooms import rooms
 from torchatlas.sandbox.codec import DEFAULT_LIMITS, Limits, decode
 from torchatlas.sandbox.outcomes import FAILURE_KINDS as FAILURE_KINDS  # the client's name
@@ -108,6 +109,7 @@ class JobFailure:
     line: int | None = None
     col: int | None = None
     refusals: tuple[Refusal, ...] = ()
+    refused: TorchRefusal | None = None  # what the pasted code raised (a code_error)
 
     @property
     def transient(self) -> bool:
@@ -177,12 +179,14 @@ def _failure(error: Any) -> JobFailure:
         Refusal(int(r.line), int(r.col), str(r.code), str(r.message))
         for r in getattr(error, "refusals", None) or ()
     )
+    raised = getattr(error, "refused", None)
     return JobFailure(
         kind,
         str(getattr(error, "message", "") or "")[:2000],
         getattr(error, "line", None),
         getattr(error, "col", None),
         refusals,
+        raised if isinstance(raised, TorchRefusal) else None,
     )
 
 

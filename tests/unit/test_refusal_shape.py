@@ -139,3 +139,25 @@ def test_no_result_type_keeps_torchs_words_in_a_field_of_its_own() -> None:
                 if "torch_message" in names:
                     own.append(f"{value.__module__}.{value.__qualname__}")
     assert not own, own
+
+
+def test_what_pasted_code_raised_reaches_the_server_as_the_one_refusal_bounded() -> None:
+    from torchatlas.sandbox.pool import _sandbox_error, check_reply
+
+    hostile = {
+        "ok": False,
+        "error": {
+            "kind": "code_error",
+            "message": "Your code raised ValueError on line 2",
+            "line": 2,
+            "refused": {"words": "w" * (10 * MAX_REFUSAL_WORDS), "raised": "E" * 10_000},
+        },
+    }
+    error = _sandbox_error(check_reply(hostile)["error"])
+    assert error.refused is not None
+    assert len(error.refused.words) <= MAX_REFUSAL_WORDS
+    assert len(error.refused.raised) <= MAX_REFUSAL_NAME
+    assert _failure(error).refused == error.refused
+    hostile["error"]["refused"] = {"words": ["not", "text"], "raised": "ValueError"}
+    with pytest.raises(SchemaError):
+        check_reply(hostile)

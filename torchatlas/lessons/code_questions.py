@@ -852,9 +852,8 @@ def _from_failure(
     kind, index, line = plan.part_of(place)
     rule = failure.refusals[0].code if failure.refusals else failure.kind
     message = failure.refusals[0].detail if failure.refusals else failure.detail
-    if failure.kind == "code_error":
-        found = re.search(r"raised (\w+)", failure.detail)
-        error_type = found.group(1)[:MAX_NAME] if found else error_type
+    if failure.kind == "code_error" and failure.refused is not None:
+        error_type = failure.refused.raised[:MAX_NAME] or error_type
     if kind != "student":
         params = {"error_type": error_type, "rule": rule, "line": line,
                   "message": message[:MAX_MESSAGE]}  # fmt: skip

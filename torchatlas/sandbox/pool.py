@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from torchatlas.clients import Visitor
+from torchatlas.errors import MAX_REFUSAL_NAME, MAX_REFUSAL_WORDS, TorchRefusal
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.jobs import Job, target_of
 from torchatlas.sandbox.outcomes import known_kind
@@ -87,6 +88,12 @@ _REFUSAL = Dict(
      "message": Str(1000, clip=True)},
     required=("line", "col", "code", "message"),
 )  # fmt: skip
+# What the pasted code raised (a code_error), as the one refusal shape's fields
+# (torchatlas.errors.TorchRefusal), bounded like it.
+_REFUSED = Dict(
+    {"words": Str(MAX_REFUSAL_WORDS, clip=True), "raised": Str(MAX_REFUSAL_NAME, clip=True)},
+    required=("words", "raised"),
+)
 _ERROR = Dict(
     {
         "kind": Str(40),
@@ -94,6 +101,7 @@ _ERROR = Dict(
         "line": Optional(_POSITION),
         "col": Optional(_POSITION),
         "refusals": List(_REFUSAL, MAX_REFUSALS, clip=True),
+        "refused": Optional(_REFUSED),
     },
     required=("kind", "message"),
 )
@@ -161,6 +169,7 @@ class SandboxError:
     line: int | None = None
     col: int | None = None
     refusals: list[Refusal] = field(default_factory=list)
+    refused: TorchRefusal | None = None  # what the pasted code raised (a code_error)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "refusals": [refusal.to_dict() for refusal in self.refusals]}
@@ -1189,12 +1198,14 @@ def _sandbox_error(data: dict[str, Any]) -> SandboxError:
     refusals = [
         Refusal(r["line"], r["col"], r["code"], r["message"]) for r in data.get("refusals") or []
     ]
+    raised = data.get("refused")
     return SandboxError(
         kind=kind,
         message=data["message"],
         line=data.get("line"),
         col=data.get("col"),
         refusals=refusals,
+        refused=None if raised is None else TorchRefusal(raised["words"], raised["raised"]),
     )
 
 

@@ -66,6 +66,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from torchatlas.errors import exception_words
 from torchatlas.sandbox import protocol
 from torchatlas.sandbox.codec import EngineReply
 from torchatlas.sandbox.facade import USER_MODULE_NAME, capability_namespace, text_guard
@@ -275,6 +276,8 @@ def execute(request: dict[str, Any], layers_off: frozenset[str] = frozenset()) -
             f"Your code raised {type(exc).__name__}{where} while it was being defined: {exc}. "
             "Fix that line; the code runs once before the model is analysed.",
             line=line,
+            # what was raised, apart from the sentence, in the one refusal shape's fields
+            refused={"words": exception_words(exc), "raised": type(exc).__name__},
         )
     del printed  # what user code prints is not shown; it only must not reach the server's log
 
