@@ -199,10 +199,14 @@ def start_together(servers: Iterable[Server], deadline: float | None = None) -> 
 
 @contextlib.contextmanager
 def running_server(
-    log_path: Path, app_dir: Path = ROOT, deadline: float | None = None
+    log_path: Path,
+    app_dir: Path = ROOT,
+    deadline: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
-    """A started :class:`Server` on a free port, stopped on the way out (also on an error)."""
-    server = Server(0, log_path, app_dir)
+    """A started :class:`Server` on a free port, stopped on the way out (also on an error);
+    ``env`` is added to its environment."""
+    server = Server(0, log_path, app_dir, env=env)
     try:
         server.start(deadline)
         yield server

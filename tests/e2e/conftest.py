@@ -84,8 +84,12 @@ DISCONNECTS = ("WebSocketDisconnect", "ClientDisconnected", "ConnectionClosed")
 
 @contextlib.contextmanager
 def running_app(log_path: Path) -> Iterator[str]:
-    """``streamlit run app.py`` on a free port, as README command 1 starts it; yields its URL."""
-    with running_server(log_path) as server:
+    """``streamlit run app.py`` on a free port, as README command 1 starts it; yields its URL.
+    Its class database is its own (beside the log), not the default file in the home folder:
+    classes a run leaves behind would count against the next run's per-client limit of live
+    classes (every test browser is one client, 127.0.0.1)."""
+    env = {"ATLAS_DATA_DIR": str(log_path.parent / "class-data")}
+    with running_server(log_path, env=env) as server:
         try:
             yield server.url
         finally:
