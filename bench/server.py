@@ -127,6 +127,18 @@ class Server:
                         self.seen[pid] = started
         return pids
 
+    def crash(self) -> None:
+        """SIGKILL to the server's whole process tree (no shutdown of any kind): what a crashed
+        host does. Sandbox workers may have left the group, so every descendant is killed."""
+        tree = self.remember_tree()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        assert self.process is not None
+        self.process.wait(timeout=30)
+
     def stop(self) -> None:
         """Stop the server's process group, then any descendant seen that is still there."""
         if self.process is None:

@@ -263,15 +263,7 @@ class Balancer:
     def kill(self, index: int) -> None:
         """SIGKILL replica ``index``'s whole process tree (no shutdown of any kind): what a
         crashed host does."""
-        server = self.replicas[index]
-        tree = server.remember_tree()  # sandbox workers may have left the group
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
-        for pid in tree:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        assert server.process is not None
-        server.process.wait(timeout=30)
+        self.replicas[index].crash()
 
 
 @contextlib.contextmanager

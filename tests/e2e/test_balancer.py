@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from components.lessons.draw import option_label
 from tests.balancer import COOKIE, Balancer, balancer  # noqa: F401 (the fixture)
@@ -32,6 +32,7 @@ from tests.e2e.test_classmode import (
     LESSON,
     PHONE,
     PROJECTOR,
+    Class,
     expect_room,
     expect_tally,
     press,
@@ -44,31 +45,21 @@ BUDGET_S = 120.0  # this test's share of CI (fixture included), measured on a 2-
 RECONNECT_TIMEOUT_MS = 30_000  # the frontend's own reconnect backs off up to a few seconds
 
 
-class Browsers:
-    """One browser context per person (its own cookies: its own affinity key)."""
+class Browsers(Class):
+    """One browser context per person (its own cookies: its own affinity key), all through
+    the balancer."""
 
     def __init__(self, browser: Browser, base_url: str) -> None:
-        self.browser = browser
+        super().__init__(browser)
         self.base_url = base_url
-        self.contexts: list[BrowserContext] = []
 
-    def open(self, path: str, key: str | None, viewport: dict[str, int], lang: str = "en") -> Page:
+    def open_at(
+        self, path: str, key: str | None, viewport: dict[str, int], lang: str = "en"
+    ) -> Page:
         """A new person at ``path``; ``key``: the affinity cookie they already hold (None:
         they arrive without one and nginx gives them one)."""
-        context = self.browser.new_context(
-            viewport=viewport, locale="ko-KR" if lang == "ko" else "en-US"
-        )
-        self.contexts.append(context)
-        if key is not None:
-            context.add_cookies([{"name": COOKIE, "value": key, "url": self.base_url}])
-        page = context.new_page()
-        page.goto(f"{self.base_url}{path}")
-        wait_for_app(page)
-        return page
-
-    def close(self) -> None:
-        for context in self.contexts:
-            context.close()
+        cookies = None if key is None else [{"name": COOKIE, "value": key, "url": self.base_url}]
+        return self.open(f"{self.base_url}{path}", viewport, lang, cookies=cookies)
 
 
 @pytest.fixture
@@ -136,13 +127,15 @@ def test_a_replica_dies_mid_class_behind_nginx(balancer: Balancer, people: Brows
     began = time.monotonic()
     # The teacher on replica 0; phones chosen for replica 0 and 1, and one that arrives
     # without a key (nginx gives it one, wherever that lands).
-    teacher = people.open("/class", balancer.key_for(0, "teacher"), PROJECTOR)
+    teacher = people.open_at("/class", balancer.key_for(0, "teacher"), PROJECTOR)
     code, join_link, resume = start_class(teacher, LESSON.title["en"])
     assert join_link.startswith(f"{balancer.url}/class"), join_link  # nginx's address
     langs = ["en", "en", "ko"]
     keys: list[str | None] = [balancer.key_for(0, "phone"), balancer.key_for(1, "phone"), None]
     phones = [
-        people.open(f"/class?class={code}" + ("&lang=ko" if lang == "ko" else ""), key, PHONE, lang)
+        people.open_at(
+            f"/class?class={code}" + ("&lang=ko" if lang == "ko" else ""), key, PHONE, lang
+        )
         for key, lang in zip(keys, langs, strict=True)
     ]
     names = ["Ada", "Bo", "민지"]

@@ -16,9 +16,7 @@ Waits are Playwright ``expect()`` on what the page shows, never sleeps.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,13 +65,7 @@ def kill_and_restart(server: Server, monkeypatch: pytest.MonkeyPatch, env: dict[
     command on the same port and data: what a crashed and restarted host does."""
     crashes = server.crashes(ignoring=DISCONNECTS)
     assert not crashes, crashes[0][-4000:]
-    tree = server.remember_tree()  # sandbox workers may have left the group: kill them too
-    os.killpg(server.pid, signal.SIGKILL)
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    assert server.process is not None
-    server.process.wait(timeout=30)
+    server.crash()
     with monkeypatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
@@ -90,12 +82,21 @@ class Class:
         self.browser = browser
         self.contexts: list = []
 
-    def open(self, url: str, viewport: dict | None = None, lang: str = "en") -> Page:
+    def open(
+        self,
+        url: str,
+        viewport: dict | None = None,
+        lang: str = "en",
+        cookies: list[dict] | None = None,
+    ) -> Page:
+        """A new person at ``url``, in a context of their own holding ``cookies``."""
         context = self.browser.new_context(
             viewport=viewport or {"width": 1280, "height": 900},
             locale="ko-KR" if lang == "ko" else "en-US",
         )
         self.contexts.append(context)
+        if cookies:
+            context.add_cookies(cookies)
         page = context.new_page()
         page.goto(url)
         wait_for_app(page)
