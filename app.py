@@ -5,7 +5,7 @@ scripts live in ``views/``, not ``pages/``: in Streamlit 1.67 a ``pages/`` folde
 entry script puts a freshly started server in legacy multipage mode until some session has run
 ``st.navigation``, so the very first visitor's deep link (``/strides?lang=ko``) was served
 without this file (no language switch, Streamlit's file list as navigation). Checked by
-tests/e2e/test_pages.py::test_first_visit_of_a_fresh_server_is_a_deep_link.
+tests/e2e/test_pages.py::test_first_visits_of_a_fresh_server_are_deep_links.
 
 ``streamlit run app.py`` finds the ``st.App`` below and serves this same file through it. Its
 lifespan runs as the server starts, and the server takes no visitor until it has finished: the

@@ -47,3 +47,20 @@ def fresh_shared_reports() -> None:
         state = sys.modules.get(f"components.{room}.state")
         if state is not None:
             state.REPORTS.clear()
+
+
+def _is_browser_test(item: pytest.Item) -> bool:
+    return "tests/e2e/" in Path(str(item.fspath)).as_posix()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Two workers (pyproject's ``-n 2 --dist loadgroup``): the browser tests are one group,
+    run in order by one worker from the start, while the other takes the engine and AppTest
+    files, a whole file at a time (a file's module fixtures, a sandbox pool for one, are set up
+    once). The browser tests go first: they are the longer half, and most of their time is
+    spent waiting on a server and Chromium, which leaves the second core to the other half."""
+    items.sort(key=lambda item: not _is_browser_test(item))  # stable: each half keeps its order
+    for item in items:
+        group = "e2e" if _is_browser_test(item) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -26,7 +26,7 @@ from components.classmode import push
 from tests.e2e.test_classmode import Class, join_by_code, running, start_class
 
 STUDENTS = 6
-WINDOW_S = 30.0
+WINDOW_S = 15.0  # each window holds one of the server's 15-s collections (components/warm.py)
 BUDGET_MS_PER_STUDENT_S = 1000 * 0.25 / 60  # 60 students ≤ 25 % of one core
 
 

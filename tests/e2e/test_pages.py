@@ -65,30 +65,36 @@ def test_unknown_path_falls_back_to_home(app_page: OpenPage) -> None:
     assert translate("app.home.intro").split(".")[0][:20] in page.locator("body").inner_text()
 
 
-@pytest.mark.parametrize("room", [room.key for room in built_rooms()])
-def test_first_visit_of_a_fresh_server_is_a_deep_link(
-    browser: Browser, tmp_path: Path, room: str
-) -> None:
-    """A student's very first request to a just-started server is often a shared deep link.
-    With a ``pages/`` folder Streamlit served it in legacy mode without app.py (no language
-    switch, no ``?lang``); the room scripts live in ``views/`` so this cannot happen."""
+def test_first_visits_of_a_fresh_server_are_deep_links(browser: Browser, tmp_path: Path) -> None:
+    """A student's very first request to a just-started server is often a shared deep link,
+    and a class's links arrive together. With a ``pages/`` folder Streamlit served them in
+    legacy mode without app.py (no language switch, no ``?lang``); the room scripts live in
+    ``views/`` so this cannot happen. Every room's link is the first request of its own
+    browser, all sent at once to one fresh server that no page has run on yet (and that
+    warmed its sandbox before any of them came)."""
     with running_app(tmp_path / "server.log") as url:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        _assert_warm_before_any_visitor(url)
+        contexts = [
+            browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in built_rooms()
+        ]
         try:
-            page = context.new_page()
-            page.goto(f"{url}/{room}?lang=ko")
-            wait_for_app(page)
-            assert_no_error(page)
-            sidebar = page.locator("[data-testid='stSidebar']")
-            # Widgets can land a moment after the run ends on a cold server: wait, then read.
-            expect(sidebar.get_by_text("Language · 언어")).to_be_visible(timeout=30_000)
-            your_pytorch = translate("app.sidebar.your_pytorch", "ko")
-            expect(sidebar.get_by_text(your_pytorch)).to_be_visible(timeout=30_000)
-            expect(sidebar.get_by_role("radio", name="한국어")).to_be_checked()
-            title = translate(f"app.rooms.{room}.title", "ko")
-            expect(page.locator("h1").first).to_have_text(title)
+            pages = [context.new_page() for context in contexts]
+            for page, room in zip(pages, built_rooms(), strict=True):
+                page.goto(f"{url}/{room.key}?lang=ko", wait_until="commit")
+            for page, room in zip(pages, built_rooms(), strict=True):
+                wait_for_app(page)
+                assert_no_error(page)
+                sidebar = page.locator("[data-testid='stSidebar']")
+                # Widgets can land a moment after the run ends on a cold server: wait, then read.
+                expect(sidebar.get_by_text("Language · 언어")).to_be_visible(timeout=30_000)
+                your_pytorch = translate("app.sidebar.your_pytorch", "ko")
+                expect(sidebar.get_by_text(your_pytorch)).to_be_visible(timeout=30_000)
+                expect(sidebar.get_by_role("radio", name="한국어")).to_be_checked()
+                title = translate(f"app.rooms.{room.key}.title", "ko")
+                expect(page.locator("h1").first).to_have_text(title)
         finally:
-            context.close()
+            for context in contexts:
+                context.close()
 
 
 def _children(pid: int) -> list[int]:
@@ -105,22 +111,21 @@ def _children(pid: int) -> list[int]:
     return children
 
 
-def test_the_server_warms_before_the_first_visitor(tmp_path: Path) -> None:
+def _assert_warm_before_any_visitor(url: str) -> None:
     """app.py's st.App lifespan starts the sandbox (its zygote is a child of the server) as
-    the server starts: no page is opened here, yet the zygote appears."""
-    with running_app(tmp_path / "server.log") as url:
-        port = url.rsplit(":", 1)[1]
-        servers = [
-            int(cmdline.parent.name)
-            for cmdline in Path("/proc").glob("[0-9]*/cmdline")
-            if _readable(cmdline) and f"\0{port}\0" in cmdline.read_text()
-            and "streamlit" in cmdline.read_text()
-        ]  # fmt: skip
-        assert len(servers) == 1, servers
-        deadline = time.monotonic() + 180
-        while not _children(servers[0]) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _children(servers[0]), "no sandbox zygote started before any visitor came"
+    the server starts: no page has been opened yet, and the zygote is there."""
+    port = url.rsplit(":", 1)[1]
+    servers = [
+        int(cmdline.parent.name)
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline")
+        if _readable(cmdline) and f"\0{port}\0" in cmdline.read_text()
+        and "streamlit" in cmdline.read_text()
+    ]  # fmt: skip
+    assert len(servers) == 1, servers
+    deadline = time.monotonic() + 180
+    while not _children(servers[0]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _children(servers[0]), "no sandbox zygote started before any visitor came"
 
 
 def _readable(path: Path) -> bool:
