@@ -53,14 +53,27 @@ def _is_browser_test(item: pytest.Item) -> bool:
     return "tests/e2e/" in Path(str(item.fspath)).as_posix()
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Two workers (pyproject's ``-n 2 --dist loadgroup``): the browser tests are one group,
-    run in order by one worker from the start, while the other takes the engine and AppTest
-    files, a whole file at a time (a file's module fixtures, a sandbox pool for one, are set up
-    once). The browser tests go first: they are the longer half, and most of their time is
-    spent waiting on a server and Chromium, which leaves the second core to the other half."""
-    items.sort(key=lambda item: not _is_browser_test(item))  # stable: each half keeps its order
-    for item in items:
-        group = "e2e" if _is_browser_test(item) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The browser tests first (see :func:`pytest_xdist_make_scheduler`); each half keeps its
+    order (a stable sort)."""
+    items.sort(key=lambda item: not _is_browser_test(item))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Two workers (pyproject's ``-n 2 --dist loadscope``): the browser tests are one unit of
+    work, run in order by one worker from the start, while the other takes the engine and
+    AppTest files, a whole file at a time (a file's module fixtures, a sandbox pool for one,
+    are set up once). The browser tests are the longer half, and most of their time is spent
+    waiting on a server and Chromium, which leaves the second core to the other half.
+    (pytest-xdist's own ``loadgroup`` marks do not take under pytest 9.2, whose test ids it
+    can no longer rename.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BrowserTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/e2e" if path.startswith("tests/e2e/") else path
+
+    return BrowserTestsTogether(config, log)
