@@ -57,7 +57,9 @@ def _read_client(session: str) -> str:
 def visitor() -> Visitor:
     """This session as every limit counts it (read from the connection once per session)."""
     state = st.session_state
-    session = state.setdefault(SESSION_KEY, uuid.uuid4().hex)
+    session = state.get(SESSION_KEY)
+    if session is None:  # not setdefault: its argument would draw a random id on every call
+        session = state[SESSION_KEY] = uuid.uuid4().hex
     client = state.get(CLIENT_KEY)
     if client is None:
         client = state[CLIENT_KEY] = _read_client(session)
