@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.upkeep import keep_tcp_peers
+from components.upkeep import cache_theme_messages, keep_tcp_peers
 from components.warm import limit_malloc_arenas, server_lifespan, warm_server
 
 if __name__ != "__main__":  # imported by the server at start-up
     limit_malloc_arenas()  # before the visitors' script threads exist
     keep_tcp_peers()  # every limit counts the real peer; only ATLAS_TRUSTED_PROXIES are believed
+    cache_theme_messages()  # each run's theme message built once, not per run
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
     from components.author.panels import add_view_to_lesson
     from components.classmode.panels import bar as class_bar
     from components.contained import page_guard
-    from components.i18n import t
     from components.lessons.panels import banner as lesson_banner
-    from components.rooms import built_rooms
+    from components.navigation import navigation_sections
     from components.sidebar import language_switch, torch_box
     from components.theme import contrast_styles
 
@@ -48,29 +48,7 @@ else:  # a visitor's script run
     # ASGI host that skips lifespans) the first visitors load every room once, in one order.
     warm_server()
 
-    home = st.Page("views/home.py", title=t("app.home.nav"), icon=":material/home:", default=True)
-    lessons = st.Page(
-        "views/lessons.py", title=t("lessons.nav"), icon=":material/school:", url_path="lessons"
-    )
-    classmode = st.Page(
-        "views/classmode.py",
-        title=t("classmode.nav"),
-        icon=":material/co_present:",
-        url_path="class",
-    )
-    author = st.Page(
-        "views/author.py", title=t("author.nav"), icon=":material/edit_note:", url_path="author"
-    )
-    sections: dict[str, list[st.Page]] = {
-        t("app.section.start"): [home, lessons, author, classmode]
-    }
-    for room in built_rooms():
-        page = st.Page(
-            room.script, title=t(f"app.rooms.{room.key}.title"), icon=room.icon, url_path=room.key
-        )
-        sections.setdefault(t(room.section), []).append(page)
-
-    current = st.navigation(sections)
+    current = st.navigation(navigation_sections())
     torch_box()
     with page_guard():  # a page that fails shows an explained card; the server stays up
         class_bar(current.url_path)  # a class's code, step and question, for its members

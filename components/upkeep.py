@@ -30,6 +30,12 @@ Streamlit's internals. Streamlit has no public API for three things the server n
   polls when their class changes instead of having every phone poll (components/classmode/
   push.py).
 
+- the message every script run starts with (``new_session``) carries the server's theme,
+  which Streamlit rebuilds for each of its six sections by scanning all of its ~250 config
+  options, every run of every session, fragment runs included: a tenth of a busy class
+  server's CPU (py-spy, 100 phones following a lesson). :func:`cache_theme_messages` builds
+  each section once and copies it in, until the config is parsed again.
+
 Every use of a private name of Streamlit's is in this module, each read defensively (what is
 missing makes the feature do nothing, never fail a page), and
 tests/unit/test_upkeep_internals.py pins each one against the Streamlit version in
@@ -400,4 +406,45 @@ def keep_tcp_peers() -> bool:
         _LOG.warning("uvicorn has no ProxyHeadersMiddleware to switch off; peers may be rewritten")
         return False
     uvicorn_config.ProxyHeadersMiddleware = _peer_as_is
+    return True
+
+
+def cache_theme_messages() -> bool:
+    """Build the theme part of every run's ``new_session`` message once per config parse
+    (see the module's docstring); what a run sends is unchanged, byte for byte. Call it when
+    the server imports the app. True when it took."""
+    try:
+        from streamlit import config
+        from streamlit.runtime import app_session
+    except ImportError:  # another Streamlit: it pays for the scans, nothing breaks
+        return False
+    build = getattr(app_session, "_populate_theme_msg", None)
+    if build is None:
+        _LOG.warning("streamlit has no _populate_theme_msg to cache; themes are rebuilt per run")
+        return False
+    if getattr(build, "cached_by_upkeep", False):
+        return True
+    built: dict[str, bytes] = {}
+    lock = threading.Lock()
+
+    def cached(msg: Any, section: str = "theme") -> None:
+        with lock:
+            found = built.get(section)
+        if found is None:
+            scratch = type(msg)()
+            build(scratch, section)
+            found = scratch.SerializeToString()
+            with lock:
+                built[section] = found
+        msg.MergeFromString(found)
+
+    def forget() -> None:
+        with lock:
+            built.clear()
+
+    cached.cached_by_upkeep = True  # type: ignore[attr-defined]
+    cached.forget = forget  # type: ignore[attr-defined]
+    # A config file read again (Streamlit's watcher) may change the theme: build anew.
+    config.on_config_parsed(forget, force_connect=True)
+    app_session._populate_theme_msg = cached
     return True

@@ -38,8 +38,8 @@ from tests.e2e.a11y import (
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app, wait_for_app
 
 
-def app_url_paths(app: Path = ROOT / "app.py") -> set[str]:
-    """The url paths app.py's navigation names literally (``url_path="..."``); the rooms'
+def app_url_paths(app: Path = ROOT / "components" / "navigation.py") -> set[str]:
+    """The url paths the navigation names literally (``url_path="..."``); the rooms'
     come from components/rooms.py. What keeps :data:`PAGES` complete."""
     tree = ast.parse(app.read_text(encoding="utf-8"))
     return {

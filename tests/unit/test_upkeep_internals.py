@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+import pytest
 import streamlit
 from streamlit.runtime import Runtime
 from streamlit.runtime.app_session import AppSession
@@ -197,7 +198,7 @@ def test_upkeep_uses_no_private_name_this_file_does_not_pin() -> None:
     used = set(re.findall(r"[\"'.](_[a-z][a-z_]+)", UPKEEP_SOURCE))
     own = {"_torchatlas_upload_hooks"}  # upkeep's own attribute on the manager
     pinned = {"_async_objs", "_session_mgr", "_session_storage", "_storage_lock", "_cache",
-              "_replace", "_client_state", "_scriptrunner"}  # fmt: skip
+              "_replace", "_client_state", "_scriptrunner", "_populate_theme_msg"}  # fmt: skip
     assert used - own - pinned == set(), "pin the new internal in this file"
 
 
@@ -279,3 +280,62 @@ def test_keep_tcp_peers_makes_uvicorn_hand_the_app_over_unwrapped() -> None:
         assert uvicorn.config.ProxyHeadersMiddleware(app, trusted_hosts="127.0.0.1") is app
     finally:
         uvicorn.config.ProxyHeadersMiddleware = original
+
+
+# --------------------------------------------------------------------------- theme messages
+
+THEME_SECTIONS = ("theme", "theme.light", "theme.dark", "theme.sidebar", "theme.light.sidebar",
+                  "theme.dark.sidebar")  # fmt: skip
+
+
+def test_a_new_session_message_builds_its_theme_with_populate_theme_msg() -> None:
+    """``cache_theme_messages`` replaces ``app_session._populate_theme_msg``, which the
+    message every run starts with calls once per theme section, by name, at call time."""
+    from streamlit.runtime import app_session
+
+    made = inspect.getsource(AppSession._create_new_session_message)
+    assert made.count("_populate_theme_msg(") == len(THEME_SECTIONS)
+    assert _parameters(app_session._populate_theme_msg) == ["msg", "section"]
+    assert "get_options_for_section(section)" in inspect.getsource(app_session._populate_theme_msg)
+
+
+def test_cached_theme_messages_equal_built_ones_and_scan_the_config_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from streamlit import config
+    from streamlit.proto.NewSession_pb2 import CustomThemeConfig
+    from streamlit.runtime import app_session
+
+    original = app_session._populate_theme_msg
+    monkeypatch.setattr(app_session, "_populate_theme_msg", original)
+    real = config.get_options_for_section
+    scans: list[str] = []
+
+    def themed(section: str) -> dict[str, object]:
+        """The installed config's options, with a theme of this test's own in each section
+        (so no message is empty), counted."""
+        scans.append(section)
+        found = dict(real(section))
+        found["primaryColor"] = "#ff8a65" if "dark" in section else "#bf3e1e"
+        found["textColor"] = "#111318"
+        return found
+
+    monkeypatch.setattr(config, "get_options_for_section", themed)
+    expected = {}
+    for section in THEME_SECTIONS:
+        msg = CustomThemeConfig()
+        original(msg, section)
+        expected[section] = msg.SerializeToString()
+        assert expected[section], section
+    scans.clear()
+    assert upkeep.cache_theme_messages() is True
+    assert upkeep.cache_theme_messages() is True  # once only
+    for _ in range(3):
+        for section in THEME_SECTIONS:
+            msg = CustomThemeConfig()
+            app_session._populate_theme_msg(msg, section)
+            assert msg.SerializeToString() == expected[section], section
+    assert sorted(scans) == sorted(THEME_SECTIONS)  # each section read once, not per message
+    app_session._populate_theme_msg.forget()  # a config file parsed again: read anew
+    app_session._populate_theme_msg(CustomThemeConfig(), "theme")
+    assert scans.count("theme") == 2
