@@ -14,7 +14,7 @@ import streamlit as st
 from components.i18n import language, t
 from components.rooms import built_rooms
 
-_KEPT = "atlas_navigation_pages"  # session state: language → the sections built in it
+KEPT = "atlas_navigation_pages"  # session state: language → the sections built in it
 
 
 def _sections() -> dict[str, list[st.Page]]:
@@ -44,7 +44,7 @@ def _sections() -> dict[str, list[st.Page]]:
 
 def navigation_sections() -> dict[str, list[st.Page]]:
     """Section title → pages, in this visitor's language (see the module's docstring)."""
-    kept = st.session_state.setdefault(_KEPT, {})
+    kept = st.session_state.setdefault(KEPT, {})
     lang = language()
     found = kept.get(lang)
     if found is None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from components import visitor
+from components import navigation, visitor
 from components.lessons import draw
 from tests.app.apptest import APP, TIMEOUT_S, open_page, rendered_text
 from torchatlas.i18n import translate
@@ -37,7 +37,7 @@ LESSONS = load_all()
 STEPS = [(lesson, step) for lesson in LESSONS for step in lesson.steps]
 # Session keys no room owns: the language, who the visitor is (its session and client, for every
 # per-visitor limit), the lessons' own.
-SHARED_KEYS = ("lang", visitor.SESSION_KEY, visitor.CLIENT_KEY, "lessons_")
+SHARED_KEYS = ("lang", visitor.SESSION_KEY, visitor.CLIENT_KEY, "lessons_", navigation.KEPT)
 
 
 def link(lesson: Lesson, step: Step) -> dict[str, Any]:
