@@ -52,8 +52,9 @@ def app_url_paths(app: Path = ROOT / "components" / "navigation.py") -> set[str]
     }
 
 
-# Page name -> url path: app.py's navigation (home is its default page, at "", the others at
-# their url paths; checked against app.py by tests/e2e/test_a11y.py), then every room.
+# Page name -> url path: the navigation's own pages (home is its default page, at "", the others
+# at their url paths; checked against components/navigation.py by tests/e2e/test_a11y.py), then
+# every room.
 PAGES: dict[str, str] = {
     "home": "",
     **{path: path for path in sorted(app_url_paths())},

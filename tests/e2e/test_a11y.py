@@ -2,14 +2,15 @@
 or serious violation in the app's own markup (tests/e2e/a11y.py; only Streamlit's own markup
 is left out, each piece by a named entry of its ``EXCLUDED``).
 
-Every page of the navigation (tests/e2e/a11y_report.py ``PAGES``, checked against app.py
-here) and one lesson step with its question, in English and in Korean. Each page is loaded
-once and checked four times without a reload: light desktop, light phone (390×844), dark
-phone, dark desktop. Width is the viewport's; the theme is the browser's colour scheme, which
-Streamlit follows (no ``theme.base`` is set), and a rerun so the app's own pictures redraw in
-the dark palette (Streamlit does not rerun when the scheme changes: the app would keep its
-light-palette HTML until the next rerun). ``python -m tests.e2e.a11y_report`` prints the same
-check as a report with every element, for work on a finding.
+Every page of the navigation (tests/e2e/a11y_report.py ``PAGES``, checked against
+components/navigation.py here) and one lesson step with its question, in English and in
+Korean. Each page is loaded once and checked four times without a reload: light desktop, light
+phone (390×844), dark phone, dark desktop. Width is the viewport's; the theme is the browser's
+colour scheme, which Streamlit follows (no ``theme.base`` is set), and a rerun so the app's
+own pictures redraw in the dark palette (Streamlit does not rerun when the scheme changes: the
+app would keep its light-palette HTML until the next rerun). ``python -m
+tests.e2e.a11y_report`` prints the same check as a report with every element, for work on a
+finding.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def _message(found: list[tuple[str, Violation]]) -> str:
 
 
 def test_every_page_of_the_navigation_is_checked() -> None:
-    """A page added to app.py's navigation (or a room) is in the check without an edit here."""
+    """A page added to the navigation (components/navigation.py, or a room) is in the check
+    without an edit here."""
     assert app_url_paths() <= set(PAGES.values())
     assert {room.key for room in ROOMS} <= set(PAGES.values())
     assert "" in PAGES.values()  # home, the navigation's default page
