@@ -26,9 +26,10 @@ Streamlit's internals. Streamlit has no public API for three things the server n
   hides loopback peers (None for ``127.0.0.1`` and ``::1``), and limits must count every
   client, a reverse proxy on the same host included;
 - running a session's fragment from the server, as the browser's ``run_every`` timer asks for
-  it (:func:`script_run_fragment`, :func:`wake_fragment`): class mode wakes its followers'
-  polls when their class changes instead of having every phone poll (components/classmode/
-  push.py).
+  it (:func:`script_run_fragment`, :func:`wake_fragment`), or a page, as ``st.switch_page``
+  does (:func:`script_run_pages`, :func:`run_page`): class mode wakes its followers' polls
+  when their class changes instead of having every phone poll, and opens the teacher's new
+  room on each phone in one run (components/classmode/push.py).
 
 - the message every script run starts with (``new_session``) carries the server's theme,
   which Streamlit rebuilds for each of its six sections by scanning all of its ~250 config
@@ -65,8 +66,10 @@ __all__ = [
     "hook_upload_manager",
     "registered_warm_ups",
     "remove_stored_file",
+    "run_page",
     "run_warm_ups",
     "script_run_fragment",
+    "script_run_pages",
     "script_run_peer",
     "script_run_uploads",
     "session_known",
@@ -233,6 +236,21 @@ def can_wake_sessions() -> bool:
     return _event_loop(runtime) is not None and hasattr(manager, "get_active_session_info")
 
 
+def script_run_pages() -> dict[str, str]:
+    """This script run's navigation: each page's url path → its page script hash (what a run
+    of that page is asked for by); empty outside a script run."""
+    ctx = get_script_run_ctx()
+    try:
+        pages = ctx.pages_manager.get_pages() if ctx is not None else {}
+        return {
+            info["url_pathname"]: page_hash
+            for page_hash, info in pages.items()
+            if isinstance(info.get("url_pathname"), str) and isinstance(page_hash, str)
+        }
+    except Exception:  # another Streamlit: no page runs from the server, the poll follows
+        return {}
+
+
 def wake_fragment(session_id: str, fragment_id: str) -> bool:
     """From any thread: on the server's event loop, rerun ``fragment_id`` in the session as
     its browser's ``run_every`` timer would (the page and query its last run left, no widget
@@ -240,6 +258,27 @@ def wake_fragment(session_id: str, fragment_id: str) -> bool:
     is left alone (it may be leaving the page; the caller asks again later). False when the
     runtime no longer knows the session (gone); True otherwise (asked, or kept for a
     reconnect)."""
+    return _request_run(session_id, fragment_id=fragment_id)
+
+
+def run_page(
+    session_id: str, page_script_hash: str | None = None, query_string: str | None = None
+) -> bool:
+    """From any thread: a whole run of a page in the session, as ``st.switch_page`` asks
+    for one (``page_script_hash`` with ``query_string``; None: the page or query its last run
+    left), if the session is idle then, as :func:`wake_fragment`. The browser follows the
+    run's page; its address bar gets the query only if the run sets it (``st.query_params``).
+    False when the session is gone."""
+    return _request_run(session_id, page_script_hash=page_script_hash, query_string=query_string)
+
+
+def _request_run(
+    session_id: str,
+    *,
+    fragment_id: str = "",
+    page_script_hash: str | None = None,
+    query_string: str | None = None,
+) -> bool:
     runtime = _runtime()
     loop = _event_loop(runtime)
     if loop is None:
@@ -259,10 +298,10 @@ def wake_fragment(session_id: str, fragment_id: str) -> bool:
         if getattr(session, "_scriptrunner", True) is not None:
             return
         state = ClientState(
-            query_string=last.query_string,
-            page_script_hash=last.page_script_hash,
+            query_string=last.query_string if query_string is None else query_string,
+            page_script_hash=page_script_hash or last.page_script_hash,
             fragment_id=fragment_id,
-            is_auto_rerun=True,
+            is_auto_rerun=bool(fragment_id),
         )
         if last.HasField("context_info"):
             state.context_info.CopyFrom(last.context_info)

@@ -11,7 +11,7 @@ from components.autograd.state import Room
 from components.contained import guarded
 from components.i18n import t
 from components.kit.error_card import error_card, error_text
-from components.kit.predict_reveal import predict_reveal
+from components.kit.predict_reveal import predict_reveal, room_questions_shown
 from components.widgets import keep_values
 from torchatlas.autograd.examples import EXAMPLES
 from torchatlas.autograd.freeze import BATCH, BLOCKS
@@ -104,7 +104,10 @@ def _program_error(room: Room, stopped: str) -> None:
 def predict(room: Room) -> None:
     """Predict requires_grad / is_leaf / .grad is None for a few variables, one True/False
     question at a time (the kit's predict-then-reveal), each graded against what torch
-    reported; the answers so far in one table, the score at the end."""
+    reported; the answers so far in one table, the score at the end. Left out while the
+    student follows a class (its questions come from the teacher)."""
+    if not room_questions_shown():
+        return
     questions = state.quiz_questions(room)
     if not questions:
         return

@@ -17,7 +17,7 @@ from components.contained import guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.kit.error_card import error_card
-from components.kit.predict_reveal import predict_reveal
+from components.kit.predict_reveal import predict_reveal, room_questions_shown
 from components.theme import palette
 from torchatlas.basics import (  # types only
     DTYPES,
@@ -523,7 +523,10 @@ def _save_report(report: SaveReport) -> None:
 
 
 def quiz(section: Section) -> None:
-    """Predict, then reveal: a question drawn from a seed, graded by torch when revealed."""
+    """Predict, then reveal: a question drawn from a seed, graded by torch when revealed
+    (left out while the student follows a class, whose questions come from the teacher)."""
+    if not room_questions_shown():
+        return
     with st.container(border=True):
         st.subheader(t("basics.quiz.header"), anchor=False)
         score = st.empty()  # above the question, filled once this run's reveal is graded

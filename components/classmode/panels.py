@@ -20,7 +20,8 @@ class changes (:mod:`components.classmode.push`; the browser's timer only every
 wake it); it reads one cached version number and draws only the step's question, if one is
 open or revealed, so an idle student costs little (measured by
 tests/e2e/test_classmode_poll.py). When the teacher moved, the fragment switches the student to
-the teacher's room at once; a question opened and its reveal are drawn by the fragment itself;
+the teacher's room at once (where the server wakes it, the server opens the room itself: one
+run, ``push.page_run``); a question opened and its reveal are drawn by the fragment itself;
 the class ending reruns the page once.
 """
 
@@ -37,7 +38,7 @@ from components.classmode.state import Role
 from components.contained import guarded
 from components.i18n import language, t
 from components.kit import code_answer, focus
-from components.kit.predict_reveal import Sealed, predict_option
+from components.kit.predict_reveal import Sealed, predict_option, set_room_questions_shown
 from components.lessons.draw import option_label, option_text, verdict_sentence
 from components.theme import palette
 from torchatlas.classmode import ClassState, Tally
@@ -114,6 +115,8 @@ def bar(page: str) -> None:
     state.absorb_link()
     state.forget_in_browser()
     who = state.role()
+    # A student answers the class's questions: the room below leaves out its own quiz.
+    set_room_questions_shown(who is None or who.teacher)
     if who is None:
         if page != state.PAGE_PATH:
             refusal_card()
@@ -135,7 +138,7 @@ def _student_bar(who: Role, page: str) -> None:
             state.leave()
         refusal_card()
         if state.role() is not None:  # the database is away: keep trying
-            _follow_poll(who.code)
+            _follow_poll(who.code, page)
         return
     before = state.seen_state()
     state.mark_seen(current)
@@ -155,9 +158,8 @@ def _student_bar(who: Role, page: str) -> None:
                 st.rerun()
         return
     if state.needs_follow(current):
-        first = state.PLACE_KEY not in st.session_state
-        if first and page == current.room and state.room_fields_now(page) == current.fields():
-            state.remember_place(current)  # a reload of the class's own page: already there
+        if page == current.room and state.room_fields_now(page) == current.fields():
+            state.arrived(current, who)  # a reload, or the server opened the new place
         else:
             state.follow(current, who)
     lesson = state.lesson_of(current)
@@ -188,7 +190,7 @@ def _student_bar(who: Role, page: str) -> None:
         focus.close_sidebar_on_phone(once=f"class:{current.code}:{current.step}:{page}")
     # The question sits right under the bar, drawn by the poll (not inside the bar's
     # container: a fragment nested in containers costs each poll more).
-    _follow_poll(who.code)
+    _follow_poll(who.code, page)
     _room_until_reveal(current, page)
 
 
@@ -327,17 +329,18 @@ def _verdict(question: Question, current: ClassState, picked: int | None, lang: 
     st.markdown(question.explain[lang])
 
 
-def _follow_poll(code: str) -> None:
+def _follow_poll(code: str, page: str) -> None:
     """Poll the class every :func:`state.poll_period` seconds (this session's own period),
     or, where the server wakes the poll at each change (``push``), now and then only."""
-    st.fragment(_poll, run_every=push.period(state.poll_period()))(code)
+    st.fragment(_poll, run_every=push.period(state.poll_period()))(code, page)
 
 
 @guarded
-def _poll(code: str) -> None:
+def _poll(code: str, page: str) -> None:
     """Has the teacher changed anything? One cached integer read; nothing drawn unless a
     question is open or revealed. A move switches straight to the teacher's room from here
-    (no whole-page run of the room being left first). An open question, the student's own
+    (no whole-page run of the room being left first; where the server wakes this poll, it
+    opens the room itself instead, :func:`push.page_run`). An open question, the student's own
     answer to it and, once revealed, the verdict are drawn here in place: the room below does
     not run again while sixty phones answer or see the verdict, and the phones' poll timers,
     which a whole-page run restarts, are not lined up again just before the teacher moves
@@ -373,7 +376,18 @@ def _poll(code: str) -> None:
             st.rerun(scope="app")  # revealed: the room it kept for the reveal opens
     if who is not None and current.code == code:
         _student_question(who, current, fresh=changed)
-    push.watch(state.store(), code, state.seen_version())  # woken at the class's next change
+    # Woken at the class's next change; a move (or the reveal of the room kept closed here)
+    # is then this page's one run, asked for by the server (push.page_run).
+    student = who is not None and not who.teacher and current.code == code
+    push.watch(
+        state.store(),
+        code,
+        state.seen_version(),
+        place=state.followed_place() if student else None,
+        link=state.own_link(who) if student else None,
+        removals=current.removals,
+        kept_room=page == current.room and _room_hidden(current),
+    )
 
 
 def _teacher_bar(who: Role, page: str) -> None:

@@ -11,10 +11,16 @@ replica committed) or :data:`TICK_S`, reads each watched class's version (the st
 per-process cache: one database read per class per half second, whatever the number of
 sessions; the only news of another replica's change), and asks each session that is behind
 for a run of its poll fragment, as the browser's timer would, on the server's event loop.
-That run does what a timed poll does (follow the teacher's move, draw the question, the
-reveal), so an idle class costs nothing but a slow safety poll (:data:`FALLBACK_S`: a push
-that found the fragment replaced by a page run in between is retried after
-:data:`RETRY_S`, and the timer catches anything else).
+That run does what a timed poll does (draw the question, the reveal), so an idle class costs
+nothing but a slow safety poll (:data:`FALLBACK_S`: a push that found the session busy is
+retried after :data:`RETRY_S`, and the timer catches anything else).
+
+A move of the teacher's is one run per phone, not two: where the poll would only switch the
+page (``st.switch_page``, a second, whole run), the watcher asks for that page's run itself
+(:func:`page_run`), with the link the poll would have switched to; so does the reveal of a
+step that kept its room closed (the page runs again and the room opens). With a hundred
+phones on one server a move costs each phone's share of one interpreter, so the poll's run
+saved is about a quarter of a move's wait (bench/classmode_load.py).
 
 Streamlit has no public way to run a session's fragment from the server; the internals it
 takes are in ``components/upkeep.py`` (:func:`~components.upkeep.wake_fragment`), pinned by
@@ -27,11 +33,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from components import upkeep
-from torchatlas.classmode import ClassError, ClassStore
+from torchatlas.classmode import ClassError, ClassState, ClassStore
+from torchatlas.lessons import ROOMS
 
 _LOG = logging.getLogger(__name__)
 
@@ -42,33 +50,76 @@ FALLBACK_S = 30.0  # the browser's own timer, for whatever a push missed
 FORGET_S = 3 * 3600.0  # a session not heard of for this long is dropped from the watch
 
 
+Place = tuple[int, str, tuple]  # (step, room, room link) as ClassState carries them
+
+
 @dataclass
 class Follower:
-    """One following session: its class, its poll fragment, and what its screen drew."""
+    """One following session: its class, its poll fragment, and what its screen drew.
+
+    For a student the poll also says where the screen follows the class (``place``, None
+    before the first place), the student's own part of the address (``link``: class, key,
+    language; empty for anyone else), the removals it has seen, and whether it shows the
+    class's room page with the room kept closed for the reveal (``kept_room``): what
+    :func:`page_run` needs."""
 
     code: str
     fragment_id: str
     seen: int  # the class version its screen last drew
+    place: Place | None = None
+    link: tuple[tuple[str, str], ...] = ()
+    removals: int = 0
+    kept_room: bool = False
     pushed: int = -1  # the version last pushed for
     pushed_at: float = 0.0
     tries: int = 0  # pushes for that version so far
     heard_at: float = 0.0
 
 
+PageRun = tuple[str | None, str | None]  # (page script hash, query string); None: as it is
+
+
+def page_run(follower: Follower, current: ClassState, pages: Mapping[str, str]) -> PageRun | None:
+    """The whole-page run that shows ``current`` on this follower's screen at once, where its
+    poll would only switch to it: the teacher's new place (the room's page, with the class's
+    room link and the student's own link, as ``state.follow`` opens it), or the reveal of a
+    room its screen keeps closed (the same page again). None when the poll decides: a
+    question opened or revealed in place, the class ended, a student removed, not a
+    student."""
+    if not follower.link or current.ended or current.removals != follower.removals:
+        return None
+    if (current.step, current.room, current.query) != follower.place:
+        if current.room not in ROOMS or current.room not in pages:
+            return None
+        query = {**current.fields(), **dict(follower.link)}
+        return pages[current.room], urlencode(query, doseq=True)
+    if follower.kept_room and current.revealed:
+        return None, None
+    return None
+
+
 class Watcher:
     """The process's following sessions and the thread that wakes them (see the module)."""
 
-    def __init__(self, store: ClassStore, wake: Callable[[str, Follower], bool]) -> None:
+    def __init__(
+        self, store: ClassStore, wake: Callable[[str, Follower, PageRun | None], bool]
+    ) -> None:
         self.store = store
-        self.wake = wake  # (session id, follower) → False when the session is gone
+        # (session id, follower, its page run or None: its poll) → False when it is gone
+        self.wake = wake
         self.followers: dict[str, Follower] = {}
+        self.pages: dict[str, str] = {}  # url path → page script hash, as the runs saw them
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
-    def watch(self, session_id: str, follower: Follower) -> None:
+    def watch(
+        self, session_id: str, follower: Follower, pages: Mapping[str, str] | None = None
+    ) -> None:
         """Record (or update) a session's place; starts the thread on first use."""
         follower.heard_at = time.monotonic()
         with self.lock:
+            if pages:
+                self.pages.update(pages)
             held = self.followers.get(session_id)
             if held is not None and held.code == follower.code and held.seen == follower.seen:
                 follower.pushed, follower.pushed_at = held.pushed, held.pushed_at
@@ -107,23 +158,32 @@ class Watcher:
                 version = self.store.version(code)  # cached: one read per class
             except ClassError:  # gone, or the database is away: the timer asks
                 continue
+            current: ClassState | None = None
             for session_id, follower in group:
                 if version <= follower.seen:
                     continue
+                if current is None or current.version < version:
+                    try:
+                        current = self.store.current_state(code)  # cached per version
+                    except ClassError:
+                        current = None
                 if follower.pushed >= version and (
                     now - follower.pushed_at < RETRY_S or follower.tries >= TRIES
                 ):
                     continue
                 follower.tries = follower.tries + 1 if follower.pushed >= version else 1
                 follower.pushed, follower.pushed_at = version, now
-                if self.wake(session_id, follower):
+                run = page_run(follower, current, self.pages) if current is not None else None
+                if self.wake(session_id, follower, run):
                     woken += 1
                 else:
                     self.forget(session_id)
         return woken
 
 
-def _wake(session_id: str, follower: Follower) -> bool:
+def _wake(session_id: str, follower: Follower, run: PageRun | None) -> bool:
+    if run is not None:
+        return upkeep.run_page(session_id, *run)
     return upkeep.wake_fragment(session_id, follower.fragment_id)
 
 
@@ -150,12 +210,31 @@ def period(polling_s: float) -> float:
     return FALLBACK_S if available() else polling_s
 
 
-def watch(store: ClassStore, code: str, seen: int) -> None:
+def watch(
+    store: ClassStore,
+    code: str,
+    seen: int,
+    *,
+    place: Place | None = None,
+    link: Mapping[str, str] | None = None,
+    removals: int = 0,
+    kept_room: bool = False,
+) -> None:
     """From a poll fragment's run: this session's screen shows ``code`` at version ``seen``;
-    wake it when the class moves on. Does nothing outside a fragment of a served session."""
+    wake it when the class moves on. A student's poll adds where the screen follows the
+    class (see :class:`Follower`). Does nothing outside a fragment of a served session."""
     if not available():
         return
     running = upkeep.script_run_fragment()
     if running is not None:
         session_id, fragment_id = running
-        _watcher(store).watch(session_id, Follower(code, fragment_id, seen))
+        follower = Follower(
+            code,
+            fragment_id,
+            seen,
+            place=place,
+            link=tuple((link or {}).items()),
+            removals=removals,
+            kept_room=kept_room,
+        )
+        _watcher(store).watch(session_id, follower, upkeep.script_run_pages())

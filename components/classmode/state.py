@@ -619,10 +619,16 @@ def keep_student_link(who: Role) -> None:
         st.session_state[LINK_READ_KEY] = (who.code, None, who.key)
 
 
+def own_link(who: Role) -> dict[str, str]:
+    """A student's own part of the address, beside the room's fields: their class link and,
+    where it is not the default, their language."""
+    return with_lang(dict(student_query(who.code, who.key)))
+
+
 def follow_query(state: ClassState, who: Role) -> dict[str, Any]:
     query: dict[str, Any] = dict(state.fields())
-    query.update(student_query(who.code, who.key))
-    return with_lang(query)
+    query.update(own_link(who))
+    return query
 
 
 def follow(state: ClassState, who: Role) -> None:
@@ -647,6 +653,23 @@ def show_step(who: Role, lesson: Lesson, step: Step) -> None:
 
 def remember_place(state: ClassState) -> None:
     st.session_state[PLACE_KEY] = place_of(state)
+
+
+def followed_place() -> tuple[int, str, tuple] | None:
+    """The (step, room, room link) this student last followed; None before the first."""
+    return st.session_state.get(PLACE_KEY)
+
+
+def arrived(state: ClassState, who: Role) -> None:
+    """This run is on the class's room page with the class's room link already: a reload of
+    it, or the run the server asked for at the teacher's move (``push.page_run``). Remember
+    the place, and do what :func:`follow` does before it switches: the room forgets its last
+    visit's inputs (it reads the link), and the browser's address bar gets the new link (a
+    run the server asked for carries the query it was given; the browser only learns it
+    from ``st.query_params``; after a reload it has it already and nothing changes)."""
+    forget_room(state.room)
+    st.query_params.from_dict(follow_query(state, who))
+    remember_place(state)
 
 
 START_KEY = "start"  # ?start=u_<code>: a teacher's lesson to start a class with (the author page)

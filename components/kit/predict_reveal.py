@@ -11,6 +11,11 @@ the prediction was right, and the explanation.
   reveal, which the caller reports). It draws no page rerun of its own: it says when a pick
   was kept, and the caller redraws what it owns (a lesson's page, a class poll's fragment).
 
+A room draws its own questions unasked (below its explorer) only when
+:func:`room_questions_shown`: a student following a class answers the class's questions, and a
+second question drawn by the room below the class's would be taken for it (class mode's bar
+says so, for each run, with :func:`set_room_questions_shown`).
+
 Every option question has the same widget keys, from its one ``key``: ``<key>_given`` (the
 options; :func:`components.kit.focus.readable` sizes them for phones), ``<key>_reveal`` or,
 sealed, ``<key>_send`` (predict_option's button), ``<key>_form`` and ``<key>_grade`` (a room's).
@@ -35,6 +40,22 @@ from components.i18n import t
 from components.kit.error_card import error_card
 from torchatlas.errors import CodedError
 from torchatlas.quiz import MAX_ANSWER_CHARS, Grade
+
+# Set by a part drawn above the room (class mode's bar), for a session that follows a class.
+ASIDE_KEY = "atlas_room_questions_aside"
+
+
+def set_room_questions_shown(shown: bool) -> None:
+    """Whether the rooms below draw their own questions, from this run on (see the module)."""
+    if shown:
+        st.session_state.pop(ASIDE_KEY, None)
+    else:
+        st.session_state[ASIDE_KEY] = True
+
+
+def room_questions_shown() -> bool:
+    """False while this session follows a class: a room leaves out its own quiz."""
+    return ASIDE_KEY not in st.session_state
 
 
 def _grade_key(key: str) -> str:

@@ -4,6 +4,7 @@ that are gone; the store's ``wait_for_change`` wakes it at a change this replica
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -28,10 +29,12 @@ class Wakes:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
+        self.runs: list[tuple[str, push.PageRun | None]] = []
         self.gone: set[str] = set()
 
-    def __call__(self, session_id: str, follower: Follower) -> bool:
+    def __call__(self, session_id: str, follower: Follower, run: push.PageRun | None) -> bool:
         self.calls.append((session_id, follower.pushed))
+        self.runs.append((session_id, run))
         return session_id not in self.gone
 
 
@@ -133,3 +136,54 @@ def test_the_start_up_warm_up_loads_the_lessons_and_opens_a_database_server(
     monkeypatch.setenv("ATLAS_DATABASE_URL", f"sqlite:///{database}")
     warm_class_mode()
     assert database.exists()
+
+
+def test_a_move_is_one_page_run_of_the_new_room_with_the_students_own_link(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a student's poll would only switch pages, the watcher asks for the new room's
+    run itself: the room's page, the class's room link plus the student's own link (as
+    ``state.follow`` opens it). Anyone else, a question opened, a removal and the end are
+    left to the poll."""
+    from urllib.parse import parse_qs
+
+    teacher = store.start(LESSON.id, "en", client="t")
+    code = teacher.code
+    wakes = Wakes()
+    watcher = Watcher(store, wakes)
+    monkeypatch.setattr(watcher, "thread", object())
+    pages = {room: f"hash-{room}" for room in {step.room for step in LESSON.steps}}
+    start = store.current_state(code)
+    place = (start.step, start.room, start.query)
+    link = {"class": code, "student": "k" * 20, "lang": "ko"}
+    student = Follower(code, "poll", start.version, place, tuple(link.items()))
+    watcher.watch("student", student, pages)
+    watcher.watch("teacher-ish", Follower(code, "poll", start.version))
+    move(store, code, teacher.teacher_key, 1)
+    assert watcher.sweep() == 2
+    runs = dict(wakes.runs)
+    assert runs["teacher-ish"] is None  # not a student: its poll decides
+    page_hash, query = runs["student"]
+    step = LESSON.step(1)
+    assert page_hash == f"hash-{step.room}"
+    expected = {k: v if isinstance(v, list) else [v] for k, v in step.fields().items()}
+    assert parse_qs(query) == {**expected, **{k: [v] for k, v in link.items()}}
+
+    now = store.current_state(code)
+    here = Follower(code, "poll", now.version, (now.step, now.room, now.query), (("class", code),))
+    # Already at the class's place: a question opening is drawn by the poll in place.
+    asked = dataclasses.replace(now, asked=True, version=now.version + 1)
+    assert push.page_run(here, asked, pages) is None
+    # The reveal of a room its screen keeps closed: the same page runs again.
+    kept = dataclasses.replace(here, kept_room=True)
+    revealed = dataclasses.replace(asked, revealed=True, version=now.version + 2)
+    assert push.page_run(kept, revealed, pages) == (None, None)
+    assert push.page_run(here, revealed, pages) is None  # a room open already: in place
+    moved = dataclasses.replace(now, step=now.step + 1, query=(("b_sec", "einsum"),))
+    assert push.page_run(here, moved, pages) is not None
+    assert push.page_run(here, dataclasses.replace(moved, ended=True), pages) is None
+    assert push.page_run(here, dataclasses.replace(moved, removals=1), pages) is None
+    assert push.page_run(here, moved, {}) is None  # a page this session's navigation lacks
+    assert push.page_run(dataclasses.replace(here, link=()), moved, pages) is None
+    # A student who has not followed a place yet (still on the Class page) is opened too.
+    assert push.page_run(dataclasses.replace(here, place=None), moved, pages) is not None

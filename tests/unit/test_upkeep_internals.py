@@ -241,6 +241,26 @@ def test_an_idle_session_can_be_asked_for_a_fragment_run() -> None:
     assert "fragment_id" in inspect.getsource(AppSession.request_rerun)
     assert upkeep.can_wake_sessions() is False  # no server here
     assert upkeep.wake_fragment("no-session", "no-fragment") is False
+    assert upkeep.run_page("no-session", "no-page", "a=1") is False
+
+
+def test_a_script_run_names_its_pages_by_url_path() -> None:
+    """``script_run_pages`` reads the run context's ``pages_manager.get_pages()``: page
+    script hash → a page's info, whose ``url_pathname`` ``st.navigation`` fills in; a
+    ClientState naming that hash runs that page (what ``st.switch_page`` asks for)."""
+    import dataclasses
+
+    from streamlit.commands import navigation
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    assert "pages_manager" in {f.name for f in dataclasses.fields(ScriptRunContext)}
+    assert _parameters(PagesManager.get_pages) == []
+    assert '"url_pathname": page.url_path' in inspect.getsource(navigation)
+    assert "page_script_hash=client_state.page_script_hash" in inspect.getsource(
+        AppSession.request_rerun
+    )
+    assert upkeep.script_run_pages() == {}  # no script run here
 
 
 # --------------------------------------------------------------------------- the peer
