@@ -19,8 +19,8 @@ A move of the teacher's is one run per phone, not two: where the poll would only
 page (``st.switch_page``, a second, whole run), the watcher asks for that page's run itself
 (:func:`page_run`), with the link the poll would have switched to; so does the reveal of a
 step that kept its room closed (the page runs again and the room opens). With a hundred
-phones on one server a move costs each phone's share of one interpreter, so the poll's run
-saved is about a quarter of a move's wait (bench/classmode_load.py).
+phones on one server every phone's runs share one interpreter, so a run saved per phone is a
+hundred runs off the last phone's wait (bench/classmode_load.py measures it).
 
 Streamlit has no public way to run a session's fragment from the server; the internals it
 takes are in ``components/upkeep.py`` (:func:`~components.upkeep.wake_fragment`), pinned by

@@ -234,6 +234,9 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
     wrong_student.run()
     assert not _room_waits(right_student), "the room opens with the reveal"
     assert "basics_" in " ".join(str(k) for k in right_student.session_state)  # it ran
+    # The room's own quiz is left out for a student: the class's question is the one asked.
+    quiz = translate("basics.quiz.header", "en")
+    assert quiz not in [h.value for h in right_student.subheader]
     assert right_student.success and "Right!" in right_student.success[0].value
     assert wrong_student.error and "Not this time" in wrong_student.error[0].value
     assert question.explain["en"][:30] in _said(wrong_student)
@@ -536,6 +539,8 @@ def test_the_teacher_drives_the_lesson_from_the_rooms(fresh_store: ClassStore) -
     assert _has_button(teacher, "classmode_reveal") and _has_button(teacher, "classmode_end")
     teacher.button(key="classmode_reveal").click().run()
     assert not _room_waits(teacher) and "basics_" in " ".join(map(str, teacher.session_state))
+    # The teacher's room keeps its own quiz (only a following student's leaves it out).
+    assert translate("basics.quiz.header", "en") in [h.value for h in teacher.subheader]
     chart = json.loads(teacher.get("plotly_chart")[0].proto.spec)
     assert draw.RIGHT_MARK in chart["data"][0]["y"][question.answer], "the right option marked"
     teacher.button(key="classmode_next").click().run()  # step 2 is in the strides room
