@@ -360,9 +360,15 @@ def test_a_teachers_own_lesson_runs_a_class(app_server: str, tmp_path: Path, peo
         explain = {"en": "view copies nothing.", "ko": "view는 아무것도 복사하지 않습니다."}
         expect(phone.get_by_text(explain[lang])).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
         assert_no_error(phone)
+    # Open the summary once the projector's page is idle, and see the CSV button before the
+    # download's own 30 s start: under a full suite's load the download once never started
+    # (not seen alone, nor beside two busy cores).
+    wait_for_app(teacher)
     teacher.get_by_text(translate("classmode.teacher.summary", "en")).click()
+    csv_button = teacher.locator(".st-key-classmode_csv button")
+    expect(csv_button).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
     with teacher.expect_download() as download:
-        teacher.locator(".st-key-classmode_csv button").click()
+        csv_button.click()
     csv = download.value.path().read_text(encoding="utf-8-sig")
     rows = {line.split(",")[0]: line for line in csv.splitlines() if line}
     status = {key: translate(f"kinds.exercise.status.{key}", "en") for key in ("pass", "error")}
