@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from components import upkeep
+from components.classmode.state import place_of
 from torchatlas.classmode import ClassError, ClassState, ClassStore
 from torchatlas.lessons import ROOMS
 
@@ -88,7 +89,7 @@ def page_run(follower: Follower, current: ClassState, pages: Mapping[str, str]) 
     student."""
     if not follower.link or current.ended or current.removals != follower.removals:
         return None
-    if (current.step, current.room, current.query) != follower.place:
+    if place_of(current) != follower.place:  # what state.needs_follow asks, server-side
         if current.room not in ROOMS or current.room not in pages:
             return None
         query = {**current.fields(), **dict(follower.link)}
