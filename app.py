@@ -42,8 +42,8 @@ else:  # a visitor's script run
         menu_items={"About": "Torch Atlas — see what PyTorch does."},
     )
 
-    contrast_styles()  # WCAG AA colours of Streamlit's own elements, in either theme
-    language_switch()
+    lang = language_switch()
+    contrast_styles(lang)  # WCAG AA colours of Streamlit's own elements, in either theme
     # Started at server start already; under a server started some other way (AppTest, an
     # ASGI host that skips lifespans) the first visitors load every room once, in one order.
     warm_server()

@@ -40,11 +40,13 @@ def torch_box() -> None:
     def flag(available: bool) -> str:
         return "✅" if available else "—"
 
+    # One caption, title included: every element of the sidebar is sent again in every run of
+    # every page, a cost each phone of a class pays at every move.
     with st.sidebar.container(border=True):
-        st.markdown(f"**{t('app.sidebar.your_pytorch')}**")
         st.caption(
             "  \n".join(
                 [
+                    f"**{t('app.sidebar.your_pytorch')}**",
                     t("app.sidebar.torch_version", version=info.torch_version),
                     t("app.sidebar.cpu_threads", threads=info.cpu_threads),
                     f"CUDA {flag(info.cuda_available)} · MPS {flag(info.mps_available)}",

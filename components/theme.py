@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components.kit.focus import readable_styles
 from components.palette import DARK, LIGHT, Palette
 
 __all__ = ["DARK", "LIGHT", "Palette", "contrast_styles", "is_dark", "palette"]
@@ -75,10 +76,14 @@ _DARK = f"""
 """
 
 
-def contrast_styles() -> None:
-    """The style sheet above for this visitor's theme. Call on every run of every page (a
-    style only: it takes no room on the page). Its first line names the theme the app drew
-    the page for (tests/e2e/test_a11y.py waits for it after switching the browser's)."""
+def contrast_styles(lang: str) -> None:
+    """The style sheet above for this visitor's theme, with the questions' phone-sized options
+    and, in Korean, line breaks between words (:func:`components.kit.focus.readable_styles`).
+    Call on every run of every page (a style only: it takes no room on the page). One element
+    for all of it: each element is a message and server work in every run of every phone. Its
+    first line names the theme the app drew the page for (tests/e2e/test_a11y.py waits for it
+    after switching the browser's)."""
     dark = is_dark()
     theme = "dark" if dark else "light"
-    st.html(f"<style>/* atlas-theme: {theme} */{_BOTH}{_DARK if dark else _LIGHT}</style>")
+    rules = f"{_BOTH}{_DARK if dark else _LIGHT}{readable_styles(lang)}"
+    st.html(f"<style>/* atlas-theme: {theme} */{rules}</style>")

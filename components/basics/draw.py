@@ -518,6 +518,30 @@ def cells_html(
     return ReadyHtml(scroll_region("".join(parts), label, f"overflow-x:auto;color:{palette.text}"))
 
 
+def side_by_side_html(panels: Sequence[tuple[str, str | None]], missing: str) -> str:
+    """Pictures side by side under their bold titles, wrapping to one per row on a phone:
+    ``(title, picture HTML or None)``, None shown as the caption ``missing``. One element
+    for what would be a row of columns, titles and pictures (each element is server work
+    and a message in every run of every phone of a class)."""
+    boxes = []
+    for title, picture in panels:
+        body = picture if picture is not None else f"<p style='{_CAPTION}'>{_esc(missing)}</p>"
+        boxes.append(
+            "<div style='flex:1 1 16rem;min-width:0'>"
+            f"<p style='margin:0 0 0.5rem'><strong>{_esc(title)}</strong></p>{body}</div>"
+        )
+    return ReadyHtml(
+        "<div style='display:flex;flex-wrap:wrap;gap:1rem;align-items:flex-start'>"
+        + "".join(boxes)
+        + "</div>"
+    )
+
+
+# Streamlit's caption: small, in the text colour at 60 % (the theme's text colour keeps that
+# at 4.7:1 or more, .streamlit/config.toml).
+_CAPTION = "font-size:0.875rem;opacity:0.6;margin:0"
+
+
 def index_facts(result: IndexResult, lang: str) -> list[tuple[str, str]]:
     """Label/value rows for the facts beside the picture."""
     view = "view" if result.is_view else "copy"

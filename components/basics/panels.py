@@ -11,6 +11,7 @@ only it; the URL follows the inputs (``state.write_link``). Questions go through
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from components.basics import draw, state
 from components.contained import guarded
@@ -52,6 +53,13 @@ def _error(exc: BasicsError | state.NoResult) -> None:
 def _torch_said(message: str) -> None:
     st.markdown(t("basics.torch_said"))
     st.code(message, language="text", wrap_lines=True)
+
+
+def _metric_row() -> DeltaGenerator:
+    """A row of metrics that wraps on a phone: one block for the row, where columns are a
+    block each as well (every block is server work and a message in every run of every phone
+    of a class)."""
+    return st.container(horizontal=True, gap="medium")
 
 
 def _strides_link(query: dict[str, QueryValue] | None, label_key: str) -> None:
@@ -162,10 +170,10 @@ def _promotion_explorer() -> None:
             elif found.derivation is not None:
                 st.caption(state.derivation_text(found, language()))
             return
-        first, second, third = st.columns(3)
-        first.metric(t("basics.types.metric_result_type"), found.result_type)
-        second.metric(t("basics.types.metric_value"), found.value or "—")
-        third.metric(t("basics.types.metric_exact"), draw.exact_short(found))
+        with _metric_row():
+            st.metric(t("basics.types.metric_result_type"), found.result_type)
+            st.metric(t("basics.types.metric_value"), found.value or "—")
+            st.metric(t("basics.types.metric_exact"), draw.exact_short(found))
         outcome_text = t(f"basics.types.outcome.{found.outcome}", dtype=found.op_dtype or "")
         if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED, Outcome.OVERFLOWED):
             st.warning(outcome_text, icon=":material/warning:")
@@ -354,11 +362,10 @@ def einsum() -> None:
 def _einsum_plan(plan: EinsumPlan) -> None:
     lang = language()
     st.html(state.einsum_picture(plan, lang, palette()))
-    first, second, third = st.columns(3)
-    first.metric(t("basics.einsum.metric_output"), draw.shape_text(plan.output_shape))
-    summed = ", ".join(plan.summed) or "—"
-    second.metric(t("basics.einsum.metric_summed"), summed)
-    third.metric(t("basics.einsum.metric_terms"), format_count(plan.products))
+    with _metric_row():
+        st.metric(t("basics.einsum.metric_output"), draw.shape_text(plan.output_shape))
+        st.metric(t("basics.einsum.metric_summed"), ", ".join(plan.summed) or "—")
+        st.metric(t("basics.einsum.metric_terms"), format_count(plan.products))
     if not plan.explicit:
         st.caption(t("basics.einsum.implicit", output="".join(plan.output) or "—"))
     loops, broadcast_form = st.columns(2)
@@ -434,22 +441,7 @@ def _index_result(result: IndexResult) -> None:
     )
     (st.success if view else st.info)(verdict, icon=":material/link:" if view else
                                       ":material/content_copy:")  # fmt: skip
-    source_picture, result_picture = state.index_pictures(result, palette())
-    source, picked = st.columns([1, 1])
-    with source:
-        st.markdown(f"**{t('basics.index.source', shape=draw.shape_text(result.shape))}**")
-        if source_picture is None:
-            st.caption(t("basics.index.too_big"))
-        else:
-            st.html(source_picture)
-    with picked:
-        st.markdown(
-            f"**{t('basics.index.result', shape=draw.shape_text(result.result_shape or ()))}**"
-        )
-        if result_picture is None:
-            st.caption(t("basics.index.too_big"))
-        else:
-            st.html(result_picture)
+    st.html(state.index_view(result, palette(), lang))
     st.caption(t("basics.index.legend"))
     st.markdown(
         "  \n".join(f"**{label}**: `{value}`" for label, value in draw.index_facts(result, lang))
@@ -483,10 +475,10 @@ def saving() -> None:
 
 def _save_report(report: SaveReport) -> None:
     st.code(report.code, language="python")
-    first, second, third = st.columns(3)
-    first.metric(t("basics.save.metric_view"), format_bytes(report.saved_view))
-    second.metric(t("basics.save.metric_clone"), format_bytes(report.saved_clone))
-    third.metric(t("basics.save.metric_storage"), format_bytes(report.storage_bytes))
+    with _metric_row():
+        st.metric(t("basics.save.metric_view"), format_bytes(report.saved_view))
+        st.metric(t("basics.save.metric_clone"), format_bytes(report.saved_clone))
+        st.metric(t("basics.save.metric_storage"), format_bytes(report.storage_bytes))
     if report.view_is_view and report.saved_view > 2 * report.saved_clone:
         st.warning(
             t(

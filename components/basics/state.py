@@ -38,6 +38,8 @@ from components.basics.draw import (
     promotion_html,
     promotion_titles,
     save_markdown,
+    shape_text,
+    side_by_side_html,
     size_bars,
 )
 from components.basics.draw import (
@@ -349,6 +351,25 @@ def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, s
 
     key = ("index_html", result.shape, result.expression, colours)
     return ROOM.cached(key, build)
+
+
+def index_view(result: IndexResult, colours: Palette, lang: str) -> str:
+    """The source (picked cells lit) and the result side by side under their titles, in one
+    piece of HTML (a picture too large to draw says so)."""
+
+    def build() -> str:
+        source, picked = index_pictures(result, colours)
+        say = translate
+        return side_by_side_html(
+            (
+                (say("basics.index.source", lang, shape=shape_text(result.shape)), source),
+                (say("basics.index.result", lang, shape=shape_text(result.result_shape or ())),
+                 picked),
+            ),
+            say("basics.index.too_big", lang),
+        )  # fmt: skip
+
+    return ROOM.cached(("index_view", result.shape, result.expression, colours, lang), build)
 
 
 def index_link(result: IndexResult) -> dict[str, QueryValue] | None:

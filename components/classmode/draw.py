@@ -10,6 +10,7 @@ before it reaches Markdown or HTML.
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import io
 import string
@@ -46,6 +47,9 @@ def link(base: str, **query: str) -> str:
     return f"{base}?{urlencode(query)}"
 
 
+# The projector draws the same class's code in every run (tens of ms each): kept per link. A
+# link is at most a few hundred bytes and its SVG a few tens of kB, so 64 of them stay small.
+@functools.lru_cache(maxsize=64)
 def qr_svg(url: str, scale: int = 10) -> str:
     """The join link as an SVG QR code that scales to its box (a viewBox). Dark modules on
     white in both themes, with the quiet zone: phone cameras read that most reliably."""

@@ -121,7 +121,6 @@ def bar(page: str) -> None:
         if page != state.PAGE_PATH:
             refusal_card()
         return
-    focus.readable(language())
     if who.teacher:
         if page != state.PAGE_PATH:
             refusal_card()
@@ -165,9 +164,12 @@ def _student_bar(who: Role, page: str) -> None:
     lesson = state.lesson_of(current)
     lang = language()
     with st.container(border=True, key="classmode_bar"):
-        name = draw.plain(me.nickname) if me is not None else "—"
-        st.caption(t("classmode.student.bar", code=current.code, name=name))
-        st.markdown(f"**{draw.plain(_step_line(current, lesson, student=True))}**")
+        name = me.nickname if me is not None else "—"
+        # One element for both lines (each element costs every phone's run and a message).
+        st.markdown(
+            f":small[{draw.plain(t('classmode.student.bar', code=current.code, name=name))}]"
+            f"  \n**{draw.plain(_step_line(current, lesson, student=True))}**"
+        )
         if current.room in ROOMS:
             # Shown in the class's room too: a room writes its own fields into the address
             # bar as the student explores, so "back" means the teacher's state, not the page.
@@ -186,8 +188,9 @@ def _student_bar(who: Role, page: str) -> None:
         # A new place opens where the last page was scrolled (a phone's student may be far
         # down a room): the bar comes into view once per place; a sidebar a phone left open
         # after picking a page is closed once per page, so it does not cover the bar.
-        focus.scroll_to("classmode_bar", once=f"class:{current.code}:{current.step}:{page}")
-        focus.close_sidebar_on_phone(once=f"class:{current.code}:{current.step}:{page}")
+        once = f"class:{current.code}:{current.step}:{page}"
+        focus.scripts(focus.scroll_to_script("classmode_bar", once),
+                      focus.close_sidebar_script(once))  # fmt: skip
     # The question sits right under the bar, drawn by the poll (not inside the bar's
     # container: a fragment nested in containers costs each poll more).
     _follow_poll(who.code, page)
@@ -570,7 +573,6 @@ def page() -> None:
         return
     st.title(t("classmode.title"))
     refusal_card()
-    focus.readable(language())
     if who is None:
         _start_or_join()
     else:
@@ -868,6 +870,7 @@ def _code_tally(counts: Tally, lang: str) -> None:
 
 
 REMOVED_NOTE_KEY = "classmode_removed_note"  # the nickname just removed, for a toast
+ROSTER_KEY = "classmode_roster"  # the roster's expander: True while the teacher has it open
 
 
 def _remove(who: Role, student_id: str, nickname: str) -> None:
@@ -909,14 +912,18 @@ def _roster_panel(who: Role) -> None:
         on_click=state.lock,
         args=(who, not current.locked),
     )
-    with st.expander(
+    roster = st.expander(
         t("classmode.roster.header", count=len(people)),
         icon=":material/group:",
-        key="classmode_roster",  # stays open as the count in its label changes
-    ):
-        if not people:
+        key=ROSTER_KEY,  # stays open as the count in its label changes
+        on_change="rerun",  # its rows are drawn only while it is open
+    )
+    with roster:
+        # A hundred rows are three hundred elements: drawn while the teacher looks at them,
+        # not in every poll of a projector that keeps the roster closed.
+        if roster.open and not people:
             st.caption(t("classmode.roster.empty"))
-        for person in people:
+        for person in people if roster.open else ():
             line = st.container(
                 horizontal=True,
                 vertical_alignment="center",

@@ -4,18 +4,21 @@ projectors (lessons, class mode).
 - :func:`scroll_to`: bring an element (a container's ``key``) to the top of the screen, once
   per ``once`` token in a browser tab: a question that opens while a student has scrolled
   down, a lesson step that opens with the page still scrolled where the last one ended.
-- :func:`readable`: the questions' options at phone size (16 px text, 44 px rows) and Korean
-  lines broken between words, never inside one.
+- :func:`readable_styles`: the questions' options at phone size (16 px text, 44 px rows) and
+  Korean lines broken between words, never inside one (part of every page's one style sheet,
+  :func:`components.theme.contrast_styles`).
 - :func:`close_sidebar_on_phone`: a phone's sidebar, left open after picking a page from it,
   no longer covers the page (once per ``once`` token).
 - :func:`set_cookie` / :func:`clear_cookie`: a value this browser keeps for the server to read
   on its next visit (``st.context.cookies``): the teacher's hold on a class across reloads.
 
 Each helper is one ``st.html`` with a script (``unsafe_allow_javascript``: the scripts are this
-module's own text; the only values put in them are JSON-encoded). Streamlit runs a script
-when its element is new or changed, and again when a page switch mounts it afresh, so each
-script remembers its ``once`` token in ``window`` and does nothing the second time: a poll
-or a rerun that draws the same element never scrolls a reader away from where they are.
+module's own text; the only values put in them are JSON-encoded); :func:`scripts` puts several
+in one element (each element is a message and server work in every run of every phone).
+Streamlit runs a script when its element is new or changed, and again when a page switch
+mounts it afresh, so each script remembers its ``once`` token in ``window`` and does nothing
+the second time: a poll or a rerun that draws the same element never scrolls a reader away
+from where they are.
 The scripts' elements are hidden (``display: none``): they take no room in the page.
 """
 
@@ -36,7 +39,13 @@ SCROLL_MARGIN = "4.5rem"
 
 
 def _script(body: str) -> None:
-    st.html(f"{_HIDE_SELF}<script>{body}</script>", unsafe_allow_javascript=True)
+    scripts(body)
+
+
+def scripts(*bodies: str) -> None:
+    """Run the scripts ``bodies`` (this module's ``*_script`` texts) from one hidden element."""
+    joined = "".join(f"<script>{body}</script>" for body in bodies)
+    st.html(f"{_HIDE_SELF}{joined}", unsafe_allow_javascript=True)
 
 
 def _once(kind: str, token: str) -> str:
@@ -53,8 +62,13 @@ def scroll_to(key: str, once: str) -> None:
     """Scroll the container drawn with ``key`` (``st.container(key=...)``) to the top of the
     screen, once per ``once`` in this tab. It waits (up to 5 s) for the container to be drawn,
     then for two frames of layout, so a page still building below it does not move it."""
+    _script(scroll_to_script(key, once))
+
+
+def scroll_to_script(key: str, once: str) -> str:
+    """The script of :func:`scroll_to`, for :func:`scripts`."""
     selector = json.dumps(f".st-key-{key}")
-    _script(
+    return (
         "(() => {" + _once("scroll", once) + "let tries = 0;"
         "const go = () => {"
         f"  const el = document.querySelector({selector});"
@@ -71,7 +85,12 @@ def scroll_to(key: str, once: str) -> None:
 def close_sidebar_on_phone(once: str) -> None:
     """On a phone, close the sidebar if it is open (once per ``once``): picking a page from it
     leaves it over the page otherwise."""
-    _script(
+    _script(close_sidebar_script(once))
+
+
+def close_sidebar_script(once: str) -> str:
+    """The script of :func:`close_sidebar_on_phone`, for :func:`scripts`."""
+    return (
         "(() => {"
         f"if (window.innerWidth >= {PHONE_MAX_PX}) return;"
         + _once("sidebar", once)
@@ -111,26 +130,22 @@ def clear_cookie(name: str) -> None:
 # a lesson's banner, class mode's question, a room's quiz): at least 16 px text, code
 # included, and 44 px rows, the size a thumb can hit and a phone's reader can read.
 _READABLE = """
-<style>
 [class*='_given'] [role='radiogroup'] label {
   min-height: 44px; align-items: center; padding: 0.2rem 0;
 }
 [class*='_given'] [role='radiogroup'] label p,
 [class*='_given'] [role='radiogroup'] label code { font-size: 1rem; line-height: 1.4; }
-</style>
 """
 # Korean is written with spaces between words: a line breaks there, never inside a word
 # ("교사는", not "교/사는"); a word longer than its line may still break (break-word).
 _KOREAN = """
-<style>
 [data-testid='stMain'], [data-testid='stSidebar'] {
   word-break: keep-all; overflow-wrap: break-word;
 }
-</style>
 """
 
 
-def readable(lang: str) -> None:
-    """Questions' options at phone size, and, in Korean, lines broken between words only.
-    Style only: Streamlit puts it in the page's head, not in the flow."""
-    st.html(_READABLE + (_KOREAN if lang == "ko" else ""))
+def readable_styles(lang: str) -> str:
+    """Questions' options at phone size, and, in Korean, lines broken between words only: the
+    rules, for the page's one style element."""
+    return _READABLE + (_KOREAN if lang == "ko" else "")

@@ -134,17 +134,16 @@ class RoomLink:
         history entry)."""
         wanted = self.query(values)
         query = st.query_params
+        now = {name: query.get_all(name) for name in query}
+        new = {name: given for name, given in now.items() if name not in self.spec.names}
         for name in self.spec.names:
-            if name not in wanted:
-                if name in query:
-                    del query[name]
-                continue
-            value = wanted[name]
-            if isinstance(value, list):
-                if query.get_all(name) != value:
-                    query[name] = value
-            elif query.get_all(name) != [value]:
-                query[name] = value
+            if name in wanted:
+                value = wanted[name]
+                new[name] = list(value) if isinstance(value, list) else [value]
+        if new != now:
+            # One message to the browser for the whole change (each assignment to
+            # st.query_params is one, in every run of every phone of a class).
+            query.from_dict(new)
         for listener in tuple(_LISTENERS.values()):
             listener(self.spec, dict(wanted))
 

@@ -17,7 +17,7 @@ second question drawn by the room below the class's would be taken for it (class
 says so, for each run, with :func:`set_room_questions_shown`).
 
 Every option question has the same widget keys, from its one ``key``: ``<key>_given`` (the
-options; :func:`components.kit.focus.readable` sizes them for phones), ``<key>_reveal`` or,
+options; :func:`components.kit.focus.readable_styles` sizes them for phones), ``<key>_reveal`` or,
 sealed, ``<key>_send`` (predict_option's button), ``<key>_form`` and ``<key>_grade`` (a room's).
 
 >>> grade = predict_reveal(  # doctest: +SKIP

@@ -35,7 +35,6 @@ def banner(page: str) -> None:
     changed, aside = state.follow_room(lesson, step, page)  # the step opens in its state
     lang = language()
     revealed = state.revealed(lesson, step)
-    focus.readable(lang)
     with st.container(border=True, key=state.BANNER_KEY):
         st.caption(
             f"{t('lessons.banner.lesson', title=lesson.title[lang])} · "
@@ -195,7 +194,6 @@ def _broken_link() -> None:
 def page() -> None:
     """The lessons page: a link's lesson (its overview or end summary) first, then every
     lesson with its note, steps and minutes."""
-    focus.readable(language())
     place = state.current()
     if place is False:
         _broken_link()
