@@ -112,7 +112,22 @@ def tally_figure(
 ) -> go.Figure:
     """Horizontal bars, one per option, with the count at the bar's end. ``correct`` is
     marked only when given (after the reveal: before it the projected chart must not tell
-    the room the answer). ``size``: :data:`PROJECTOR` or :data:`BAR`."""
+    the room the answer). ``size``: :data:`PROJECTOR` or :data:`BAR`. The same counts give
+    the same figure object (the projector redraws its tally every second; building a figure
+    costs ~30 ms): treat it as read-only."""
+    return _tally_figure(tuple(counts), tuple(labels), correct, palette, lang, size)
+
+
+# A figure is a few kB; 128 of them (a class's questions, both sizes, both themes) stay small.
+@functools.lru_cache(maxsize=128)
+def _tally_figure(
+    counts: tuple[int, ...],
+    labels: tuple[str, ...],
+    correct: int | None,
+    palette: Palette,
+    lang: str,
+    size: str,
+) -> go.Figure:
     per_option, rest, label_px, count_px = _SIZES[size]
     total = sum(counts)
     colours = [

@@ -1002,6 +1002,9 @@ def _summary(who: Role, lesson: Lesson | None) -> None:
             mime="text/csv",
             key="classmode_csv",
             icon=":material/download:",
+            # The file is already in the page: a press needs no new run of the projector's
+            # whole page (seconds of a busy server's time in a full class).
+            on_click="ignore",
         )
 
 

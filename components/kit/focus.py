@@ -138,9 +138,13 @@ _READABLE = """
 """
 # Korean is written with spaces between words: a line breaks there, never inside a word
 # ("교사는", not "교/사는"); a word longer than its line may still break (break-word).
+# Streamlit sets ``word-break: break-word`` on its own paragraphs and headings, so the rule
+# names every element inside the page and the sidebar (inheriting from the page's box is not
+# enough), and wins over Streamlit's class selectors whatever order the sheets load in.
 _KOREAN = """
-[data-testid='stMain'], [data-testid='stSidebar'] {
-  word-break: keep-all; overflow-wrap: break-word;
+[data-testid='stMain'], [data-testid='stMain'] *,
+[data-testid='stSidebar'], [data-testid='stSidebar'] * {
+  word-break: keep-all !important; overflow-wrap: break-word !important;
 }
 """
 
