@@ -7,8 +7,8 @@ projectors (lessons, class mode).
 - :func:`readable_styles`: the questions' options at phone size (16 px text, 44 px rows) and
   Korean lines broken between words, never inside one (part of every page's one style sheet,
   :func:`components.theme.contrast_styles`).
-- :func:`close_sidebar_on_phone`: a phone's sidebar, left open after picking a page from it,
-  no longer covers the page (once per ``once`` token).
+- :func:`close_sidebar_script`: a phone's sidebar, left open after picking a page from it,
+  no longer covers the page (once per ``once`` token; run it with :func:`scripts`).
 - :func:`set_cookie` / :func:`clear_cookie`: a value this browser keeps for the server to read
   on its next visit (``st.context.cookies``): the teacher's hold on a class across reloads.
 
@@ -82,14 +82,9 @@ def scroll_to_script(key: str, once: str) -> str:
     )
 
 
-def close_sidebar_on_phone(once: str) -> None:
-    """On a phone, close the sidebar if it is open (once per ``once``): picking a page from it
-    leaves it over the page otherwise."""
-    _script(close_sidebar_script(once))
-
-
 def close_sidebar_script(once: str) -> str:
-    """The script of :func:`close_sidebar_on_phone`, for :func:`scripts`."""
+    """For :func:`scripts`: on a phone, close the sidebar if it is open (once per ``once``):
+    picking a page from it leaves it over the page otherwise."""
     return (
         "(() => {"
         f"if (window.innerWidth >= {PHONE_MAX_PX}) return;"
