@@ -15,6 +15,7 @@ from components.basics.draw import (
     promotion_frame,
     promotion_html,
     save_markdown,
+    side_by_side_html,
     size_bars,
 )
 from components.theme import DARK, LIGHT
@@ -77,3 +78,17 @@ def test_save_text_carries_every_measured_number() -> None:
         assert f"{number:,}" in text
     assert report.hdf5.hdf5_type == "H5T_IEEE_F32LE" and "H5T_IEEE_F32LE" in text
     assert "H5T" not in save_markdown(serialize((10, 4), "x[:2]", "bfloat16"), "ko")
+
+
+def test_side_by_side_pictures_are_one_element_with_escaped_titles() -> None:
+    source = cells_html((2, 2), (0, 1, 2, 3), LIGHT, frozenset({1}))
+    assert source is not None
+    html = side_by_side_html(
+        (("x <(2, 2)>: the cells", source), ("the result & more", None)), "Too many cells"
+    )
+    assert isinstance(html, ReadyHtml)  # st.html takes it as it is
+    assert html.count("flex:1 1 16rem") == 2 and "flex-wrap:wrap" in html  # wraps on a phone
+    assert "<strong>x &lt;(2, 2)&gt;: the cells</strong>" in html and "<(2, 2)>" not in html
+    assert "<strong>the result &amp; more</strong>" in html
+    assert source in html
+    assert html.count("Too many cells") == 1  # the picture too large to draw says so
