@@ -339,35 +339,21 @@ def current_index() -> IndexResult:
     return run(jobs.INDEX, {"shape": list(shape), "expression": expression})
 
 
-def index_pictures(result: IndexResult, colours: Palette) -> tuple[str | None, str | None]:
-    """The source with the picked cells lit, and the result, both with their numbers (None
-    where too many cells to draw)."""
+def index_view(result: IndexResult, colours: Palette, lang: str) -> str:
+    """The source (its picked cells lit) and the result side by side under their titles, both
+    with their numbers, in one piece of HTML (a picture too large to draw says so)."""
 
-    def build() -> tuple[str | None, str | None]:
+    def build() -> str:
         values = tuple(range(math.prod(result.shape)))
         source = cells_html(result.shape, values, colours, frozenset(result.picked))
         picked = cells_html(result.result_shape or (), result.values, colours, name="y")
-        return source, picked
-
-    key = ("index_html", result.shape, result.expression, colours)
-    return ROOM.cached(key, build)
-
-
-def index_view(result: IndexResult, colours: Palette, lang: str) -> str:
-    """The source (picked cells lit) and the result side by side under their titles, in one
-    piece of HTML (a picture too large to draw says so)."""
-
-    def build() -> str:
-        source, picked = index_pictures(result, colours)
-        say = translate
+        source_title = translate("basics.index.source", lang, shape=shape_text(result.shape))
+        result_shape = shape_text(result.result_shape or ())
+        result_title = translate("basics.index.result", lang, shape=result_shape)
         return side_by_side_html(
-            (
-                (say("basics.index.source", lang, shape=shape_text(result.shape)), source),
-                (say("basics.index.result", lang, shape=shape_text(result.result_shape or ())),
-                 picked),
-            ),
-            say("basics.index.too_big", lang),
-        )  # fmt: skip
+            ((source_title, source), (result_title, picked)),
+            translate("basics.index.too_big", lang),
+        )
 
     return ROOM.cached(("index_view", result.shape, result.expression, colours, lang), build)
 

@@ -10,7 +10,6 @@ before it reaches Markdown or HTML.
 from __future__ import annotations
 
 import csv
-import functools
 import html
 import io
 import string
@@ -25,6 +24,7 @@ import segno
 from components.lessons.draw import option_text
 from components.lessons.draw import plain as plain_text
 from components.palette import Palette
+from torchatlas.cache import byte_lru_cache
 from torchatlas.classmode.clean import csv_cell
 from torchatlas.i18n import translate
 
@@ -47,9 +47,9 @@ def link(base: str, **query: str) -> str:
     return f"{base}?{urlencode(query)}"
 
 
-# The projector draws the same class's code in every run (tens of ms each): kept per link. A
-# link is at most a few hundred bytes and its SVG a few tens of kB, so 64 of them stay small.
-@functools.lru_cache(maxsize=64)
+# The projector draws the same class's code in every run (tens of ms each): kept per link, in a
+# byte budget (an SVG is a few tens of kB).
+@byte_lru_cache(max_bytes=4 << 20)
 def qr_svg(url: str, scale: int = 10) -> str:
     """The join link as an SVG QR code that scales to its box (a viewBox). Dark modules on
     white in both themes, with the quiet zone: phone cameras read that most reliably."""
@@ -118,8 +118,9 @@ def tally_figure(
     return _tally_figure(tuple(counts), tuple(labels), correct, palette, lang, size)
 
 
-# A figure is a few kB; 128 of them (a class's questions, both sizes, both themes) stay small.
-@functools.lru_cache(maxsize=128)
+# A figure holds about 90 kB of Python objects: the budget keeps a class's questions' tallies
+# (both sizes, both themes) without growing with the options' text.
+@byte_lru_cache(max_bytes=8 << 20)
 def _tally_figure(
     counts: tuple[int, ...],
     labels: tuple[str, ...],

@@ -38,10 +38,6 @@ PHONE_MAX_PX = 640  # narrower than this: a phone (Streamlit's own breakpoint is
 SCROLL_MARGIN = "4.5rem"
 
 
-def _script(body: str) -> None:
-    scripts(body)
-
-
 def scripts(*bodies: str) -> None:
     """Run the scripts ``bodies`` (this module's ``*_script`` texts) from one hidden element."""
     joined = "".join(f"<script>{body}</script>" for body in bodies)
@@ -62,7 +58,7 @@ def scroll_to(key: str, once: str) -> None:
     """Scroll the container drawn with ``key`` (``st.container(key=...)``) to the top of the
     screen, once per ``once`` in this tab. It waits (up to 5 s) for the container to be drawn,
     then for two frames of layout, so a page still building below it does not move it."""
-    _script(scroll_to_script(key, once))
+    scripts(scroll_to_script(key, once))
 
 
 def scroll_to_script(key: str, once: str) -> str:
@@ -103,7 +99,7 @@ def set_cookie(name: str, value: str, max_age_s: int) -> None:
     """Keep ``name=value`` in this browser for ``max_age_s`` seconds, for this site only
     (``SameSite=Strict``, ``Secure`` over HTTPS): the server reads it from the next
     connection's request (``st.context.cookies``)."""
-    _script(
+    scripts(
         "(() => {"
         f"const secure = location.protocol === 'https:' ? '; Secure' : '';"
         f"document.cookie = {json.dumps(name)} + '=' + encodeURIComponent({json.dumps(value)})"
@@ -114,7 +110,7 @@ def set_cookie(name: str, value: str, max_age_s: int) -> None:
 
 def clear_cookie(name: str) -> None:
     """Forget cookie ``name`` in this browser."""
-    _script(
+    scripts(
         "(() => {"
         f"document.cookie = {json.dumps(name)} + '=; path=/; max-age=0; SameSite=Strict';"
         "})();"
