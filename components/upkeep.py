@@ -73,6 +73,7 @@ __all__ = [
     "script_run_peer",
     "script_run_uploads",
     "session_known",
+    "session_running",
     "stored_upload_sessions",
     "wake_fragment",
     "warm_up",
@@ -251,29 +252,58 @@ def script_run_pages() -> dict[str, str]:
         return {}
 
 
-def wake_fragment(session_id: str, fragment_id: str) -> bool:
+Answered = Callable[[bool], object]  # told on the loop whether a run was asked for
+
+
+def wake_fragment(session_id: str, fragment_id: str, answered: Answered | None = None) -> bool:
     """From any thread: on the server's event loop, rerun ``fragment_id`` in the session as
     its browser's ``run_every`` timer would (the page and query its last run left, no widget
     changes, an automatic rerun), if the session is idle then: a run in progress or queued
     is left alone (it may be leaving the page; the caller asks again later). False when the
     runtime no longer knows the session (gone); True otherwise (asked, or kept for a
-    reconnect)."""
-    return _request_run(session_id, fragment_id=fragment_id)
+    reconnect). ``answered(started)``, when given, is called on the loop once it is decided:
+    True when the run was asked for (:func:`session_running` then says when it is over)."""
+    return _request_run(session_id, answered, fragment_id=fragment_id)
 
 
 def run_page(
-    session_id: str, page_script_hash: str | None = None, query_string: str | None = None
+    session_id: str,
+    page_script_hash: str | None = None,
+    query_string: str | None = None,
+    answered: Answered | None = None,
 ) -> bool:
     """From any thread: a whole run of a page in the session, as ``st.switch_page`` asks
     for one (``page_script_hash`` with ``query_string``; None: the page or query its last run
     left), if the session is idle then, as :func:`wake_fragment`. The browser follows the
     run's page; its address bar gets the query only if the run sets it (``st.query_params``).
     False when the session is gone."""
-    return _request_run(session_id, page_script_hash=page_script_hash, query_string=query_string)
+    return _request_run(
+        session_id, answered, page_script_hash=page_script_hash, query_string=query_string
+    )
+
+
+def _active_session(runtime: Any, session_id: str) -> Any:
+    lookup = getattr(getattr(runtime, "_session_mgr", None), "get_active_session_info", None)
+    return getattr(lookup(session_id) if lookup is not None else None, "session", None)
+
+
+def session_running(session_id: str) -> bool:
+    """From any thread: whether the session has a script run going (or queued) now. A run
+    asked for by :func:`run_page` or :func:`wake_fragment` is going from its ``answered(True)``
+    until this is False. False for a session that is gone or without a server."""
+    runtime = _runtime()
+    if runtime is None:
+        return False
+    try:
+        session = _active_session(runtime, session_id)
+    except Exception:  # the registry changing under a read from another thread
+        return False
+    return isinstance(session, AppSession) and getattr(session, "_scriptrunner", None) is not None
 
 
 def _request_run(
     session_id: str,
+    answered: Answered | None = None,
     *,
     fragment_id: str = "",
     page_script_hash: str | None = None,
@@ -287,16 +317,23 @@ def _request_run(
         return session_known(session_id)
 
     def on_loop() -> None:
+        started = False
+        try:
+            started = ask()
+        finally:
+            if answered is not None:
+                answered(started)
+
+    def ask() -> bool:
         # The loop owns the session registry and every session's script runner.
         from streamlit.proto.ClientState_pb2 import ClientState
 
-        lookup = getattr(getattr(runtime, "_session_mgr", None), "get_active_session_info", None)
-        session = getattr(lookup(session_id) if lookup is not None else None, "session", None)
+        session = _active_session(runtime, session_id)
         last = getattr(session, "_client_state", None)
         if not isinstance(session, AppSession) or last is None:
-            return
+            return False
         if getattr(session, "_scriptrunner", True) is not None:
-            return
+            return False
         state = ClientState(
             query_string=last.query_string if query_string is None else query_string,
             page_script_hash=page_script_hash or last.page_script_hash,
@@ -306,6 +343,7 @@ def _request_run(
         if last.HasField("context_info"):
             state.context_info.CopyFrom(last.context_info)
         session.request_rerun(state)
+        return True
 
     loop.call_soon_threadsafe(on_loop)
     return True

@@ -10,7 +10,8 @@ keeps, for every following session, its class and the version its screen last dr
 replica committed) or :data:`TICK_S`, reads each watched class's version (the store's
 per-process cache: one database read per class per half second, whatever the number of
 sessions; the only news of another replica's change), and asks each session that is behind
-for a run of its poll fragment, as the browser's timer would, on the server's event loop.
+for a run of its poll fragment, as the browser's timer would, on the server's event loop, a
+few sessions at a time (a wave: see :class:`Watcher`).
 That run does what a timed poll does (draw the question, the reveal), so an idle class costs
 nothing but a slow safety poll (:data:`FALLBACK_S`: a push that found the session busy is
 retried after :data:`RETRY_S`, and the timer catches anything else).
@@ -31,6 +32,7 @@ server) :func:`available` is False and the page polls as before.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +47,9 @@ from torchatlas.lessons import ROOMS
 _LOG = logging.getLogger(__name__)
 
 TICK_S = 0.2  # how often the watcher reads its classes' versions without a local change
+WAVE = 4  # page runs the watcher keeps going at once (see Watcher)
+WAVE_CHECK_S = 0.005  # how often it looks whether a run it asked for is over
+WAVE_SLOT_S = 0.3  # a run still going after this frees its place in the wave all the same
 RETRY_S = 1.0  # a push whose run did not mark the version seen is sent again after this
 TRIES = 3  # pushes per version at most; then the timer (a page without the poll any more)
 FALLBACK_S = 30.0  # the browser's own timer, for whatever a push missed
@@ -99,19 +104,50 @@ def page_run(follower: Follower, current: ClassState, pages: Mapping[str, str]) 
     return None
 
 
+@dataclass
+class _Asked:
+    """A wake in the wave: when it was asked for, and the loop's answer (None: not yet)."""
+
+    at: float
+    started: bool | None = None
+
+
+Wake = Callable[[str, Follower, "PageRun | None", Callable[[bool], object]], bool]
+
+
 class Watcher:
-    """The process's following sessions and the thread that wakes them (see the module)."""
+    """The process's following sessions and the thread that wakes them (see the module).
+
+    A move wakes every phone of a class at once. All their runs share one interpreter (one
+    core, by the GIL), so side by side they all finish together, when the last one does:
+    with a hundred phones on a room with many widgets, every phone waited the whole second
+    and more. The watcher therefore wakes them in a wave: at most :data:`WAVE` runs going at
+    a time (``running(session)`` says when each is over), the next phone woken as one ends,
+    in a shuffled order per change. The same work then ends at the same moment for the
+    last phone, and much sooner for the others (bench/classmode_load.py measures it). Only
+    the watcher's own wakes wait their turn, never a visitor's run: a run still going after
+    :data:`WAVE_SLOT_S` (waiting for a sandbox job, say) gives its place to the next."""
 
     def __init__(
-        self, store: ClassStore, wake: Callable[[str, Follower, PageRun | None], bool]
+        self,
+        store: ClassStore,
+        wake: Wake,
+        running: Callable[[str], bool] | None = None,
+        wave: int = WAVE,
     ) -> None:
         self.store = store
-        # (session id, follower, its page run or None: its poll) → False when it is gone
+        # (session id, follower, its page run or None: its poll, answered(started)) → False
+        # when it is gone; answered is called once it is known whether a run started
         self.wake = wake
+        self.running = running  # None: no waves, every wake at once (nothing says when done)
+        self.wave = max(1, wave)
         self.followers: dict[str, Follower] = {}
         self.pages: dict[str, str] = {}  # url path → page script hash, as the runs saw them
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        # wakes waiting for a place in the wave: session → (class version, page run)
+        self.queued: dict[str, tuple[int, PageRun | None]] = {}
+        self.asked: dict[str, _Asked] = {}  # the wave: session → its wake
 
     def watch(
         self, session_id: str, follower: Follower, pages: Mapping[str, str] | None = None
@@ -135,16 +171,23 @@ class Watcher:
             self.followers.pop(session_id, None)
 
     def _run(self) -> None:
+        swept = 0.0
         while True:
-            self.store.wait_for_change(TICK_S)
+            busy = bool(self.queued or self.asked)
+            changed = self.store.wait_for_change(WAVE_CHECK_S if busy else TICK_S)
             try:
-                self.sweep()
+                if changed or time.monotonic() - swept >= TICK_S:
+                    swept = time.monotonic()
+                    self.sweep()
+                else:
+                    self.dispatch()
             except Exception:  # the watcher must never stop: the timer still polls
                 _LOG.warning("classmode push: a sweep failed", exc_info=True)
                 time.sleep(TICK_S)
 
     def sweep(self) -> int:
-        """Wake every session whose class moved past what its screen drew; how many."""
+        """Ask for a wake of every session whose class moved past what its screen drew; how
+        many were woken now or wait for their turn in the wave (not those found gone)."""
         now = time.monotonic()
         with self.lock:
             by_code: dict[str, list[tuple[str, Follower]]] = {}
@@ -153,13 +196,14 @@ class Watcher:
                     del self.followers[session_id]
                     continue
                 by_code.setdefault(follower.code, []).append((session_id, follower))
-        woken = 0
+        asked: list[str] = []
         for code, group in by_code.items():
             try:
                 version = self.store.version(code)  # cached: one read per class
             except ClassError:  # gone, or the database is away: the timer asks
                 continue
             current: ClassState | None = None
+            random.shuffle(group)  # no phone is always the wave's last
             for session_id, follower in group:
                 if version <= follower.seen:
                     continue
@@ -168,24 +212,69 @@ class Watcher:
                         current = self.store.current_state(code)  # cached per version
                     except ClassError:
                         current = None
+                run = page_run(follower, current, self.pages) if current is not None else None
+                if session_id in self.queued:  # still waiting its turn: for the newest change
+                    self.queued[session_id] = (version, run)
+                    continue
                 if follower.pushed >= version and (
                     now - follower.pushed_at < RETRY_S or follower.tries >= TRIES
                 ):
                     continue
                 follower.tries = follower.tries + 1 if follower.pushed >= version else 1
                 follower.pushed, follower.pushed_at = version, now
-                run = page_run(follower, current, self.pages) if current is not None else None
-                if self.wake(session_id, follower, run):
-                    woken += 1
-                else:
-                    self.forget(session_id)
+                self.queued[session_id] = (version, run)
+                asked.append(session_id)
+        woken = self._dispatch()
+        return sum(session in woken or session in self.queued for session in asked)
+
+    def dispatch(self) -> int:
+        """Wake queued sessions while the wave has room; how many were woken."""
+        return len(self._dispatch())
+
+    def _dispatch(self) -> set[str]:
+        now = time.monotonic()
+        for session_id, wake in list(self.asked.items()):
+            over = wake.started is False or (wake.started is True and not self._running(session_id))
+            if over or now - wake.at >= WAVE_SLOT_S:
+                del self.asked[session_id]
+        woken: set[str] = set()
+        while self.queued and (self.running is None or len(self.asked) < self.wave):
+            session_id = next(iter(self.queued))
+            version, run = self.queued.pop(session_id)
+            follower = self.followers.get(session_id)
+            if follower is None or follower.seen >= version:
+                continue  # gone, or its screen drew it meanwhile
+            wake = self.asked[session_id] = _Asked(time.monotonic())
+            follower.pushed_at = wake.at  # the retry counts from the wake, not the queue
+            if self.wake(session_id, follower, run, self._answer(wake)):
+                woken.add(session_id)
+            else:
+                self.asked.pop(session_id, None)
+                self.forget(session_id)
+        if self.running is None:
+            self.asked.clear()
         return woken
 
+    def _running(self, session_id: str) -> bool:
+        try:
+            return self.running is not None and self.running(session_id)
+        except Exception:  # say it is over: the slot timeout is the only other way out
+            return False
 
-def _wake(session_id: str, follower: Follower, run: PageRun | None) -> bool:
+    @staticmethod
+    def _answer(wake: _Asked) -> Callable[[bool], None]:
+        def answered(started: bool) -> None:
+            wake.started = started
+
+        return answered
+
+
+def _wake(
+    session_id: str, follower: Follower, run: PageRun | None, answered: Callable[[bool], object]
+) -> bool:
     if run is not None:
-        return upkeep.run_page(session_id, *run)
-    return upkeep.wake_fragment(session_id, follower.fragment_id)
+        return upkeep.run_page(session_id, *run, answered=answered)
+    return upkeep.wake_fragment(session_id, follower.fragment_id, answered)
 
 
 _watchers: dict[int, Watcher] = {}
@@ -196,7 +285,7 @@ def _watcher(store: ClassStore) -> Watcher:
     with _watchers_lock:
         found = _watchers.get(id(store))
         if found is None or found.store is not store:
-            found = _watchers[id(store)] = Watcher(store, _wake)
+            found = _watchers[id(store)] = Watcher(store, _wake, upkeep.session_running)
         return found
 
 

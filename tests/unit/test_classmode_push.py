@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,18 @@ class Wakes:
         self.calls: list[tuple[str, int]] = []
         self.runs: list[tuple[str, push.PageRun | None]] = []
         self.gone: set[str] = set()
+        self.answers: dict[str, Callable[[bool], object]] = {}
 
-    def __call__(self, session_id: str, follower: Follower, run: push.PageRun | None) -> bool:
+    def __call__(
+        self,
+        session_id: str,
+        follower: Follower,
+        run: push.PageRun | None,
+        answered: Callable[[bool], object],
+    ) -> bool:
         self.calls.append((session_id, follower.pushed))
         self.runs.append((session_id, run))
+        self.answers[session_id] = answered
         return session_id not in self.gone
 
 
@@ -187,3 +196,71 @@ def test_a_move_is_one_page_run_of_the_new_room_with_the_students_own_link(
     assert push.page_run(dataclasses.replace(here, link=()), moved, pages) is None
     # A student who has not followed a place yet (still on the Class page) is opened too.
     assert push.page_run(dataclasses.replace(here, place=None), moved, pages) is not None
+
+
+def test_a_move_wakes_a_class_in_a_wave_of_runs_not_all_at_once(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a way to tell when a run is over, the watcher keeps at most ``wave`` runs going:
+    the next phone is woken as one ends, as one does not start (the session was busy), or as
+    one outlives WAVE_SLOT_S; a phone whose screen drew the change while it waited is not
+    woken; every phone behind is woken exactly once."""
+    teacher = store.start(LESSON.id, "en", client="t")
+    code = teacher.code
+    wakes = Wakes()
+    running: set[str] = set()
+    watcher = Watcher(store, wakes, running.__contains__, wave=2)
+    monkeypatch.setattr(watcher, "thread", object())
+    clock = [time.monotonic()]
+    monkeypatch.setattr(push.time, "monotonic", lambda: clock[0])
+    now = store.version(code)
+    phones = [f"phone{i}" for i in range(6)]
+    for phone in phones:
+        watcher.watch(phone, Follower(code, "poll", now))
+    version = move(store, code, teacher.teacher_key, 1)
+
+    def woken() -> list[str]:
+        return [session for session, _ in wakes.calls]
+
+    def start(session: str, started: bool = True) -> None:
+        wakes.answers[session](started)
+        if started:
+            running.add(session)
+
+    assert watcher.sweep() == 6  # every phone behind is asked for ...
+    first = woken()
+    assert len(first) == 2  # ... two at a time
+    for session in first:
+        start(session)
+    assert watcher.dispatch() == 0 and len(woken()) == 2  # both still running
+
+    running.discard(first[0])  # one run ended: the next phone
+    assert watcher.dispatch() == 1
+    third = woken()[2]
+    start(third, started=False)  # busy with a run of its own: its place is free at once
+    assert watcher.dispatch() == 1
+    fourth = woken()[3]
+    start(fourth)
+
+    # A phone still waiting drew the change itself (its own timer's poll): not woken.
+    waiting = [phone for phone in phones if phone not in woken()]
+    watcher.watch(waiting[0], Follower(code, "poll", version))
+    clock[0] += push.WAVE_SLOT_S + 0.01  # the two runs going outlived their slot
+    assert watcher.dispatch() == 1
+    assert woken()[4] == waiting[1]
+    assert watcher.sweep() == 0  # nothing new to ask; nobody woken twice
+    assert sorted(woken()) == sorted(set(phones) - {waiting[0]})
+    assert all(pushed == version for _, pushed in wakes.calls)
+
+
+def test_without_a_way_to_tell_a_run_is_over_every_wake_goes_at_once(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    teacher = store.start(LESSON.id, "en", client="t")
+    wakes = Wakes()
+    watcher = Watcher(store, wakes, wave=1)  # running None: no waves
+    monkeypatch.setattr(watcher, "thread", object())
+    for phone in ("a", "b", "c"):
+        watcher.watch(phone, Follower(teacher.code, "poll", store.version(teacher.code)))
+    move(store, teacher.code, teacher.teacher_key, 1)
+    assert watcher.sweep() == 3 and len(wakes.calls) == 3
