@@ -242,6 +242,9 @@ def test_an_idle_session_can_be_asked_for_a_fragment_run() -> None:
     assert upkeep.can_wake_sessions() is False  # no server here
     assert upkeep.wake_fragment("no-session", "no-fragment") is False
     assert upkeep.run_page("no-session", "no-page", "a=1") is False
+    # The class's wave (components/classmode/push.py) reads the same ``_scriptrunner`` to
+    # tell when a run it asked for is over.
+    assert upkeep.session_running("no-session") is False
 
 
 def test_a_script_run_names_its_pages_by_url_path() -> None:
