@@ -314,6 +314,8 @@ def _request_run(
     if loop is None:
         return False
     if not runtime.is_active_session(session_id):
+        if answered is not None:
+            answered(False)  # no run: disconnected (kept for a reconnect) or gone
         return session_known(session_id)
 
     def on_loop() -> None:

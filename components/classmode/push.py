@@ -112,16 +112,16 @@ class _Asked:
     started: bool | None = None
 
 
-Wake = Callable[[str, Follower, "PageRun | None", Callable[[bool], object]], bool]
+Wake = Callable[[str, Follower, PageRun | None, Callable[[bool], object]], bool]
 
 
 class Watcher:
     """The process's following sessions and the thread that wakes them (see the module).
 
-    A move wakes every phone of a class at once. All their runs share one interpreter (one
-    core, by the GIL), so side by side they all finish together, when the last one does:
-    with a hundred phones on a room with many widgets, every phone waited the whole second
-    and more. The watcher therefore wakes them in a wave: at most :data:`WAVE` runs going at
+    A move has every phone of a class to wake. Their runs share one interpreter (one core,
+    by the GIL), so woken all at once they all finish together, when the last one does: with
+    a hundred phones on a room with many widgets, every phone waited the whole second and
+    more. The watcher therefore wakes them in a wave: at most :data:`WAVE` runs going at
     a time (``running(session)`` says when each is over), the next phone woken as one ends,
     in a shuffled order per change. The same work then ends at the same moment for the
     last phone, and much sooner for the others (bench/classmode_load.py measures it). Only

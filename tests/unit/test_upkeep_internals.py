@@ -247,6 +247,53 @@ def test_an_idle_session_can_be_asked_for_a_fragment_run() -> None:
     assert upkeep.session_running("no-session") is False
 
 
+def test_a_requested_run_says_whether_it_started_and_when_it_is_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the class's wave relies on: ``answered(True)`` once the loop asked an idle session
+    for a run, ``answered(False)`` for a session busy with a run of its own or disconnected;
+    ``session_running`` is True while the session's script runner lives."""
+    from types import SimpleNamespace
+
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    session = AppSession.__new__(AppSession)  # the attributes the wake reads, no server
+    session._client_state = ClientState(query_string="a=1", page_script_hash="page")
+    session._scriptrunner = None
+    asked: list[ClientState] = []
+
+    def request_rerun(state: ClientState) -> None:
+        asked.append(state)
+        session._scriptrunner = object()  # a run going, as Streamlit's request_rerun starts
+
+    session.request_rerun = request_rerun
+    connected = {"s"}
+    info = SimpleNamespace(session=session)
+    runtime = SimpleNamespace(
+        _async_objs=SimpleNamespace(
+            eventloop=SimpleNamespace(is_closed=lambda: False, call_soon_threadsafe=lambda f: f())
+        ),
+        _session_mgr=SimpleNamespace(
+            get_active_session_info=lambda sid: info if sid in connected else None,
+            get_session_info=lambda sid: info if sid == "s" else None,
+        ),
+        is_active_session=lambda sid: sid in connected,
+    )
+    monkeypatch.setattr(upkeep, "_runtime", lambda: runtime)
+    answers: list[bool] = []
+    assert upkeep.session_running("s") is False
+    assert upkeep.run_page("s", "other", "b=2", answered=answers.append) is True
+    assert answers == [True] and upkeep.session_running("s") is True
+    assert (asked[0].page_script_hash, asked[0].query_string) == ("other", "b=2")
+    assert upkeep.wake_fragment("s", "poll", answers.append) is True  # busy: not asked
+    assert answers == [True, False] and len(asked) == 1
+    session._scriptrunner = None  # the run chain ended
+    assert upkeep.session_running("s") is False
+    connected.clear()  # disconnected, kept for a reconnect
+    assert upkeep.wake_fragment("s", "poll", answers.append) is True
+    assert answers == [True, False, False] and upkeep.session_running("s") is False
+
+
 def test_a_script_run_names_its_pages_by_url_path() -> None:
     """``script_run_pages`` reads the run context's ``pages_manager.get_pages()``: page
     script hash → a page's info, whose ``url_pathname`` ``st.navigation`` fills in; a
