@@ -147,7 +147,9 @@ def test_a_warm_batch_reuses_its_memory_instead_of_page_faulting(
     photos: dict[str, bytes],
 ) -> None:
     """With glibc's adaptive defaults a batch of 16 page-faulted ~50,000 times per call (its
-    activations were unmapped after every pass); the engine keeps them for reuse."""
+    activations were unmapped after every pass); the engine keeps them for reuse. The count is
+    the whole process's: under the full suite other tests' threads fault too (a quiet warm
+    call faults a few hundred times; 1,038 was seen with the suite around it)."""
     import resource
 
     from torchatlas.runtime import keep_freed_memory_for_reuse
@@ -161,7 +163,7 @@ def test_a_warm_batch_reuses_its_memory_instead_of_page_faulting(
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         classify(batch)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-    assert min(faults) < 1_000, faults
+    assert min(faults) < 5_000, faults  # a tenth of the untuned figure
 
 
 def test_fused_inference_module_computes_the_same_function(photos: dict[str, bytes]) -> None:
