@@ -148,8 +148,8 @@ def test_a_warm_batch_reuses_its_memory_instead_of_page_faulting(
 ) -> None:
     """With glibc's adaptive defaults a batch of 16 page-faulted ~50,000 times per call (its
     activations were unmapped after every pass); the engine keeps them for reuse. The count is
-    the whole process's: under the full suite other tests' threads fault too (a quiet warm
-    call faults a few hundred times; 1,038 was seen with the suite around it)."""
+    the whole process's: under the full suite other tests' threads fault too (1,038 was seen
+    with the suite around it)."""
     import resource
 
     from torchatlas.runtime import keep_freed_memory_for_reuse
