@@ -111,6 +111,9 @@ class _Asked:
     at: float
     started: bool | None = None
 
+    def answered(self, started: bool) -> None:
+        self.started = started
+
 
 Wake = Callable[[str, Follower, PageRun | None, Callable[[bool], object]], bool]
 
@@ -212,18 +215,17 @@ class Watcher:
                         current = self.store.current_state(code)  # cached per version
                     except ClassError:
                         current = None
+                # A session still waiting its turn is woken once, for the newest change.
+                if session_id not in self.queued:
+                    if follower.pushed >= version and (
+                        now - follower.pushed_at < RETRY_S or follower.tries >= TRIES
+                    ):
+                        continue
+                    follower.tries = follower.tries + 1 if follower.pushed >= version else 1
+                    follower.pushed, follower.pushed_at = version, now
+                    asked.append(session_id)
                 run = page_run(follower, current, self.pages) if current is not None else None
-                if session_id in self.queued:  # still waiting its turn: for the newest change
-                    self.queued[session_id] = (version, run)
-                    continue
-                if follower.pushed >= version and (
-                    now - follower.pushed_at < RETRY_S or follower.tries >= TRIES
-                ):
-                    continue
-                follower.tries = follower.tries + 1 if follower.pushed >= version else 1
-                follower.pushed, follower.pushed_at = version, now
                 self.queued[session_id] = (version, run)
-                asked.append(session_id)
         woken = self._dispatch()
         return sum(session in woken or session in self.queued for session in asked)
 
@@ -246,7 +248,7 @@ class Watcher:
                 continue  # gone, or its screen drew it meanwhile
             wake = self.asked[session_id] = _Asked(time.monotonic())
             follower.pushed_at = wake.at  # the retry counts from the wake, not the queue
-            if self.wake(session_id, follower, run, self._answer(wake)):
+            if self.wake(session_id, follower, run, wake.answered):
                 woken.add(session_id)
             else:
                 self.asked.pop(session_id, None)
@@ -260,13 +262,6 @@ class Watcher:
             return self.running is not None and self.running(session_id)
         except Exception:  # say it is over: the slot timeout is the only other way out
             return False
-
-    @staticmethod
-    def _answer(wake: _Asked) -> Callable[[bool], None]:
-        def answered(started: bool) -> None:
-            wake.started = started
-
-        return answered
 
 
 def _wake(
