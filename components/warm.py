@@ -22,8 +22,13 @@ and instead (1) moves everything loaded at start-up, which lives as long as the 
 the collector's permanent generation (``gc.freeze``), and (2) collects on a timer from one
 background thread, so cyclic garbage from visitors' runs is still returned within a minute,
 and asks the C allocator to hand freed memory back to the system. The same thread ends the
-sessions whose reconnect window has passed (components/upkeep.py).
-Reference counting, which frees almost everything, is unaffected by either.
+sessions whose reconnect window has passed (components/upkeep.py). (3) On a server, full
+collections are left to that thread. Python starts one itself once the objects that reached
+its oldest generation since the last full collection are more than a quarter of that
+generation; after the freeze that generation is small, so under a class of a hundred phones it
+happened every 3-5 s, 10-106 ms each with the GIL held, often in the middle of a move (24 in
+an 80-s lesson, timed with ``gc.callbacks`` under bench/classmode_load.py).
+Reference counting, which frees almost everything, is unaffected by any of this.
 """
 
 from __future__ import annotations
@@ -83,6 +88,18 @@ def freeze_long_lived() -> None:
     """Collect once, then exempt every object alive now from later full collections."""
     gc.collect()
     gc.freeze()
+
+
+# The oldest generation's threshold that no count reaches: Python never starts a full
+# collection itself (the timer's :func:`collect_periodically` does, every COLLECT_EVERY_S).
+NO_AUTOMATIC_FULL_COLLECTION = 1 << 30
+
+
+def leave_full_collections_to_the_timer() -> None:
+    """Only :func:`collect_periodically` runs full collections from now on (young ones are
+    Python's as before). For a server, whose collector thread is running."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, NO_AUTOMATIC_FULL_COLLECTION)
 
 
 # glibc's mallopt parameter for the number of malloc arenas (malloc.h).
@@ -183,6 +200,7 @@ def warm_before_serving() -> None:
     import_rooms()
     if _claim_start():
         warm_slow_parts()
+        leave_full_collections_to_the_timer()
     else:
         wait_until_warm(600)
 

@@ -63,6 +63,41 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
     assert len(trims) == 2  # after each collection that returned
 
 
+def test_a_server_leaves_full_collections_to_its_timer() -> None:
+    before = gc.get_threshold()
+    full_before = gc.get_stats()[2]["collections"]
+    try:
+        warm.leave_full_collections_to_the_timer()
+        assert gc.get_threshold()[:2] == before[:2]  # young collections as before
+        survivors: list[object] = []  # enough to start a full collection otherwise
+        for number in range(400_000):
+            cycle: list[object] = []
+            cycle.append(cycle)
+            if number % 4 == 0:
+                survivors.append(cycle)
+        assert gc.get_stats()[2]["collections"] == full_before
+        del survivors
+        assert gc.get_stats()[0]["collections"] > 0
+    finally:
+        gc.set_threshold(*before)
+    gc.collect()  # the timer's collection still collects everything
+    assert gc.get_stats()[2]["collections"] == full_before + 1
+
+
+def test_a_server_that_warmed_up_leaves_full_collections_to_the_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = gc.get_threshold()
+    monkeypatch.setattr(warm, "import_rooms", lambda: None)
+    monkeypatch.setattr(warm, "_claim_start", lambda: True)
+    monkeypatch.setattr(warm, "warm_slow_parts", lambda: None)
+    try:
+        warm.warm_before_serving()
+        assert gc.get_threshold()[2] == warm.NO_AUTOMATIC_FULL_COLLECTION
+    finally:
+        gc.set_threshold(*before)
+
+
 def testmalloc_trimmer_is_glibcs_here() -> None:
     assert warm.malloc_trimmer()() in (0, 1)  # glibc returns whether memory was released
 
