@@ -47,7 +47,14 @@ class Heartbeat:
     instead of this one (a loaded CI machine: two cores, a test run's browsers and servers
     starting). Only the first is the page's doing, so a late beat counts for no more than the
     CPU time this process used meanwhile: work holding the GIL uses about as much CPU as the
-    beat was late, a process the machine left waiting uses next to none."""
+    beat was late, a process the machine left waiting uses next to none.
+
+    For as long as it beats, everything alive in the process is left out of full collections
+    (``gc.freeze``), as the server does after its start-up (components/warm.py): else the app's
+    collector thread, which runs every few seconds in a test process too, walks every object
+    the whole test run has left behind while the beat waits (0.7–1.3 s late after three
+    thousand tests, and never alone), and the stall measured would be the test run's, not the
+    page's. Collect first (``gc.collect``) so that no garbage is frozen with it."""
 
     def __init__(self) -> None:
         self.worst_stall_s = 0.0
@@ -66,12 +73,14 @@ class Heartbeat:
             last, last_cpu = now, cpu
 
     def __enter__(self) -> Heartbeat:
+        gc.freeze()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        gc.unfreeze()
 
 
 @dataclass
@@ -121,19 +130,16 @@ def open_hostile_link(script: str, query: dict[str, str | list[str]], lang: str 
     measurement sees the link's cost, not the first import of the room."""
     at = new_session(lang, query)
     at.run()
+    return measured_visit(at, script)
+
+
+def measured_visit(at: AppTest, script: str) -> Visit:
+    """Open ``script`` in the session ``at`` (its link already set), measured: the answer's
+    time, the resident set's rise and the longest stall of the :class:`Heartbeat`."""
     gc.collect()
-    # As the server does after its start-up (components/warm.py), everything alive now is
-    # left out of later full collections: else the app's collector thread, which runs every
-    # few seconds in this process too, walks every object the whole test run has left
-    # behind while the heartbeat waits (0.7–1.3 s late after three thousand tests, and never
-    # alone), and the stall measured would be the test run's, not this page's.
-    gc.freeze()
     before = rss_mb()
-    try:
-        with Heartbeat() as beat:
-            started = time.perf_counter()
-            at.switch_page(script).run()
-            answer_s = time.perf_counter() - started
-    finally:
-        gc.unfreeze()
+    with Heartbeat() as beat:
+        started = time.perf_counter()
+        at.switch_page(script).run()
+        answer_s = time.perf_counter() - started
     return Visit(at, answer_s, beat.peak_rss_mb - before, beat.worst_stall_s)

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import base64
 import csv
-import gc
 import io
 import json
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +23,7 @@ from bench.harness import new_session
 from components.classmode import draw, panels, state
 from components.visitor import CLIENT_KEY
 from tests.app.apptest import rendered_text
-from tests.app.hostile import Heartbeat, Visit, open_page_once, rss_mb
+from tests.app.hostile import Visit, measured_visit, open_page_once
 from torchatlas.classmode import ALPHABET, ClassStore
 from torchatlas.i18n import translate
 from torchatlas.lessons import find
@@ -287,13 +285,7 @@ def _hostile_visit(query: dict) -> Visit:
     at.run()
     for name, value in query.items():
         at.query_params[name] = value
-    gc.collect()
-    before = rss_mb()
-    with Heartbeat() as beat:
-        started = time.perf_counter()
-        at.switch_page(PAGE).run()
-        answer_s = time.perf_counter() - started
-    return Visit(at, answer_s, beat.peak_rss_mb - before, beat.worst_stall_s)
+    return measured_visit(at, PAGE)
 
 
 JUNK = [
