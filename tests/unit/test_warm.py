@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import threading
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,17 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
     assert len(trims) == 2  # after each collection that returned
 
 
+@pytest.fixture
+def kept_thresholds() -> Iterator[None]:
+    """The collector's thresholds as they were before the test (it sets a server's)."""
+    before = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+@pytest.mark.usefixtures("kept_thresholds")
 def test_a_server_leaves_full_collections_to_its_timer() -> None:
     # Collections this thread makes, by generation: another thread of the test process (a
     # warmed-up server's timer) may collect meanwhile, and is not what this test is about.
@@ -91,21 +103,17 @@ def test_a_server_leaves_full_collections_to_its_timer() -> None:
         assert made[-1] == 2
     finally:
         gc.callbacks.remove(note)
-        gc.set_threshold(*before)
 
 
+@pytest.mark.usefixtures("kept_thresholds")
 def test_a_server_that_warmed_up_leaves_full_collections_to_the_timer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    before = gc.get_threshold()
     monkeypatch.setattr(warm, "import_rooms", lambda: None)
     monkeypatch.setattr(warm, "_claim_start", lambda: True)
     monkeypatch.setattr(warm, "warm_slow_parts", lambda: None)
-    try:
-        warm.warm_before_serving()
-        assert gc.get_threshold()[2] == warm.NO_AUTOMATIC_FULL_COLLECTION
-    finally:
-        gc.set_threshold(*before)
+    warm.warm_before_serving()
+    assert gc.get_threshold()[2] == warm.NO_AUTOMATIC_FULL_COLLECTION
 
 
 def testmalloc_trimmer_is_glibcs_here() -> None:
