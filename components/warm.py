@@ -52,6 +52,8 @@ _started = threading.Event()
 _warmed = threading.Event()
 # How often the background collector runs a full collection (see the module's docstring).
 COLLECT_EVERY_S = 15.0
+QUIET_WAIT_S = 5.0  # a full collection waits this long at most for a quiet moment
+QUIET_CHECK_S = 0.05
 _done = threading.Event()
 
 # torch first: everything below imports it, and its own import is the long one.
@@ -145,8 +147,19 @@ def collect_periodically() -> None:
             upkeep.end_expired_sessions(then=uploads.sweep)
         except Exception:  # upkeep must never stop
             _LOG.warning("upkeep: ending expired sessions failed", exc_info=True)
+        _wait_for_a_quiet_moment()
         gc.collect()
         trim()
+
+
+def _wait_for_a_quiet_moment() -> None:
+    """A full collection holds the interpreter for a tenth of a second and more with a class
+    on the server; started in the middle of a move, every phone still waiting for its page
+    waits that much longer. Wait (at most :data:`QUIET_WAIT_S`) until nothing registered
+    with :func:`components.upkeep.busy_while` is going on."""
+    give_up = time.monotonic() + QUIET_WAIT_S
+    while upkeep.busy() and time.monotonic() < give_up:
+        time.sleep(QUIET_CHECK_S)
 
 
 def warm_rooms() -> list[str]:

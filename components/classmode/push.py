@@ -284,6 +284,18 @@ def _watcher(store: ClassStore) -> Watcher:
         return found
 
 
+def waking() -> bool:
+    """Is this process waking a class's phones right now (a wave going, or phones queued for
+    one)? Registered with :func:`components.upkeep.busy_while`: the server's timed full
+    garbage collection waits until the phones of a move have their pages."""
+    with _watchers_lock:
+        watchers = list(_watchers.values())
+    return any(watcher.queued or watcher.asked for watcher in watchers)
+
+
+upkeep.busy_while("classmode.waking", waking)
+
+
 def available() -> bool:
     """Can this server wake sessions (a Streamlit server with the internals this takes)?"""
     return upkeep.can_wake_sessions()

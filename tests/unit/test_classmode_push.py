@@ -264,3 +264,35 @@ def test_without_a_way_to_tell_a_run_is_over_every_wake_goes_at_once(
         watcher.watch(phone, Follower(teacher.code, "poll", store.version(teacher.code)))
     move(store, teacher.code, teacher.teacher_key, 1)
     assert watcher.sweep() == 3 and len(wakes.calls) == 3
+
+
+def test_a_wave_under_way_makes_the_server_busy_for_its_upkeep(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a class's phones are queued or woken, the server's timed full collection waits
+    (components/warm.py asks ``upkeep.busy()``); once the wave has run, it goes ahead."""
+    from components import upkeep
+
+    teacher = store.start(LESSON.id, "en", client="t")
+    code = teacher.code
+    wakes = Wakes()
+    running: set[str] = set()
+    watcher = Watcher(store, wakes, running.__contains__, wave=1)
+    monkeypatch.setattr(watcher, "thread", object())
+    monkeypatch.setitem(push._watchers, id(store), watcher)
+    now = store.version(code)
+    for phone in ("phone0", "phone1"):
+        watcher.watch(phone, Follower(code, "poll", now))
+    assert not upkeep.busy()
+    move(store, code, teacher.teacher_key, 1)
+    assert not upkeep.busy()  # a change nobody has looked at yet
+    watcher.sweep()  # one phone woken, one waiting its turn
+    assert push.waking() and upkeep.busy()
+    for answered in list(wakes.answers.values()):
+        answered(True)  # started, and (not in ``running``) already over
+    watcher.dispatch()  # so the second phone is woken
+    assert upkeep.busy()
+    for answered in list(wakes.answers.values()):
+        answered(True)
+    watcher.dispatch()
+    assert not push.waking() and not upkeep.busy()

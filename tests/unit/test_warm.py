@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +64,55 @@ def test_the_background_collector_runs_full_collections(monkeypatch: pytest.Monk
         warm.collect_periodically()
     assert len(calls) == 3
     assert len(trims) == 2  # after each collection that returned
+
+
+def test_the_timed_collection_waits_for_a_quiet_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full collection holds the interpreter: it waits while the server says it is busy
+    (a class's move being pushed to every phone), then runs at once."""
+    looks: list[float] = []
+    order: list[str] = []
+
+    def busy() -> bool:
+        looks.append(time.monotonic())
+        return len(looks) <= 3
+
+    class Stop(Exception):
+        pass
+
+    def fake_collect(*args: int) -> int:
+        order.append("collect")
+        raise Stop
+
+    monkeypatch.setattr(warm.upkeep, "busy", busy)
+    monkeypatch.setattr(warm.upkeep, "end_expired_sessions", lambda then=None: False)
+    monkeypatch.setattr(warm, "QUIET_CHECK_S", 0.01)
+    monkeypatch.setattr(warm, "COLLECT_EVERY_S", 0.0)
+    monkeypatch.setattr(warm.gc, "collect", fake_collect)
+    monkeypatch.setattr(warm, "malloc_trimmer", lambda: lambda: None)
+    with pytest.raises(Stop):
+        warm.collect_periodically()
+    assert len(looks) == 4 and order == ["collect"]  # three busy looks, one quiet, then it
+
+
+def test_the_timed_collection_does_not_wait_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warm.upkeep, "busy", lambda: True)
+    monkeypatch.setattr(warm, "QUIET_WAIT_S", 0.2)
+    monkeypatch.setattr(warm, "QUIET_CHECK_S", 0.01)
+    started = time.monotonic()
+    warm._wait_for_a_quiet_moment()
+    assert 0.2 <= time.monotonic() - started < 2.0
+
+
+def test_a_busy_check_that_fails_says_not_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warm.upkeep, "_BUSY_CHECKS", {})
+
+    def broken() -> bool:
+        raise RuntimeError("a check with a bug")
+
+    warm.upkeep.busy_while("broken", broken)
+    assert warm.upkeep.busy() is False
+    warm.upkeep.busy_while("broken", lambda: True)  # the same name replaces it
+    assert warm.upkeep.busy() is True
 
 
 @pytest.fixture
