@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from components.upkeep import cache_theme_messages, keep_tcp_peers, wake_flush_once
+from components.upkeep import cache_theme_messages, keep_tcp_peers
 from components.warm import limit_malloc_arenas, server_lifespan, warm_server
 
 if __name__ != "__main__":  # imported by the server at start-up
     limit_malloc_arenas()  # before the visitors' script threads exist
     keep_tcp_peers()  # every limit counts the real peer; only ATLAS_TRUSTED_PROXIES are believed
     cache_theme_messages()  # each run's theme message built once, not per run
-    wake_flush_once()  # the message loop woken once per flush, not per message
     app = st.App(__file__, lifespan=server_lifespan)
 else:  # a visitor's script run
     from components.author.panels import add_view_to_lesson

@@ -36,9 +36,6 @@ Streamlit's internals. Streamlit has no public API for three things the server n
   options, every run of every session, fragment runs included: a tenth of a busy class
   server's CPU (py-spy, 100 phones following a lesson). :func:`cache_theme_messages` builds
   each section once and copies it in, until the config is parsed again.
-- every message a script run queues wakes the server's message loop
-  (``Runtime._enqueued_some_message``), though one wake per flush is enough:
-  :func:`wake_flush_once` skips the wake while the loop's flag is still set.
 
 Every use of a private name of Streamlit's is in this module, each read defensively (what is
 missing makes the feature do nothing, never fail a page), and
@@ -80,7 +77,6 @@ __all__ = [
     "session_known",
     "session_running",
     "stored_upload_sessions",
-    "wake_flush_once",
     "wake_fragment",
     "warm_up",
 ]
@@ -519,43 +515,6 @@ def keep_tcp_peers() -> bool:
         _LOG.warning("uvicorn has no ProxyHeadersMiddleware to switch off; peers may be rewritten")
         return False
     uvicorn_config.ProxyHeadersMiddleware = _peer_as_is
-    return True
-
-
-def wake_flush_once() -> bool:
-    """Wake the server's message loop once per flush instead of once per message.
-
-    Every message a script run draws (each element, each widget) asks the event loop to flush
-    the browsers' queues (``Runtime._enqueued_some_message``: a cross-thread call with a write
-    to the loop's wake-up pipe, then a callback on the loop). A class's move sends a hundred
-    page runs of about fifty messages each, and every ask costs the loop, which holds the
-    interpreter while it runs, about as much as sending a small message. One ask is enough
-    while the loop has not yet taken the last one (its callback has not run) or its "send"
-    flag is still set: the loop clears that flag before it empties the queues, so a message
-    queued meanwhile goes out with that flush. What is sent, and in which order, is
-    unchanged. Call it when the server imports the app. True when it took."""
-    if not hasattr(Runtime, "_enqueued_some_message") or not hasattr(Runtime, "_get_async_objs"):
-        _LOG.warning("streamlit has no _enqueued_some_message to narrow; every message wakes")
-        return False
-    if getattr(Runtime._enqueued_some_message, "narrowed_by_upkeep", False):
-        return True
-    asked: dict[int, bool] = {}  # the flag's id → an ask the loop has not taken yet
-
-    def wake_unless_pending(self: Any) -> None:
-        objects = self._get_async_objs()
-        flag = objects.need_send_data
-        if flag.is_set() or asked.get(id(flag)):
-            return  # queued before the loop clears the flag: that flush takes it
-        asked[id(flag)] = True
-
-        def take() -> None:  # on the loop: what the original asks for, once
-            asked[id(flag)] = False
-            flag.set()
-
-        objects.eventloop.call_soon_threadsafe(take)
-
-    wake_unless_pending.narrowed_by_upkeep = True  # type: ignore[attr-defined]
-    Runtime._enqueued_some_message = wake_unless_pending  # type: ignore[method-assign]
     return True
 
 

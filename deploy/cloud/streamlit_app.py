@@ -35,14 +35,13 @@ if sys.path[:1] != [str(ROOT)]:
     sys.path.insert(0, str(ROOT))
 
 # The root is on sys.path now.
-from components.upkeep import cache_theme_messages, keep_tcp_peers, wake_flush_once  # noqa: E402
+from components.upkeep import cache_theme_messages, keep_tcp_peers  # noqa: E402
 from components.warm import limit_malloc_arenas, server_lifespan  # noqa: E402
 
 if __name__ != "__main__":  # imported by the server at start-up: app.py's server part
     limit_malloc_arenas()  # before the visitors' script threads exist
     keep_tcp_peers()  # every limit counts the real peer; only ATLAS_TRUSTED_PROXIES are believed
     cache_theme_messages()  # each run's theme message built once, not per run
-    wake_flush_once()  # the message loop woken once per flush, not per message
     app = st.App(APP_SCRIPT, lifespan=server_lifespan)
 else:  # a script run of this very file: app.py's page part
     source = APP_SCRIPT.read_text(encoding="utf-8")

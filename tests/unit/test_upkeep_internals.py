@@ -198,8 +198,7 @@ def test_upkeep_uses_no_private_name_this_file_does_not_pin() -> None:
     used = set(re.findall(r"[\"'.](_[a-z][a-z_]+)", UPKEEP_SOURCE))
     own = {"_torchatlas_upload_hooks"}  # upkeep's own attribute on the manager
     pinned = {"_async_objs", "_session_mgr", "_session_storage", "_storage_lock", "_cache",
-              "_replace", "_client_state", "_scriptrunner", "_populate_theme_msg",
-              "_enqueued_some_message", "_get_async_objs"}  # fmt: skip
+              "_replace", "_client_state", "_scriptrunner", "_populate_theme_msg"}  # fmt: skip
     assert used - own - pinned == set(), "pin the new internal in this file"
 
 
@@ -410,90 +409,3 @@ def test_cached_theme_messages_equal_built_ones_and_scan_the_config_once(
     app_session._populate_theme_msg.forget()  # a config file parsed again: read anew
     app_session._populate_theme_msg(CustomThemeConfig(), "theme")
     assert scans.count("theme") == 2
-
-
-# --------------------------------------------------------------------------- flush wake-ups
-
-
-def test_the_message_loop_clears_its_send_flag_before_it_empties_the_queues() -> None:
-    """``wake_flush_once`` skips the wake while the loop's flag is set. That loses nothing
-    only because the loop clears the flag before it empties the sessions' queues, and waits
-    on the flag again before the next flush: a message queued while the flag is set goes
-    out with the flush that follows the clear."""
-    loop = inspect.getsource(Runtime._loop_coroutine)
-    cleared = loop.index("need_send_data.clear()")
-    assert cleared < loop.index("flush_browser_queue()")
-    assert loop.index("need_send_data.wait()") > cleared
-    asks = inspect.getsource(Runtime._enqueued_some_message)
-    assert "async_objs = self._get_async_objs()" in asks
-    assert "call_soon_threadsafe(async_objs.need_send_data.set)" in asks
-    # Each session binds the runtime's method when it is made, after the server's import.
-    assert "message_enqueued_callback=self._enqueued_some_message" in inspect.getsource(Runtime)
-
-
-class _Objects(NamedTuple):
-    eventloop: asyncio.AbstractEventLoop
-    need_send_data: asyncio.Event
-
-
-def test_wake_flush_once_wakes_the_loop_once_per_flush_and_loses_no_message(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Four threads queue 20,000 messages against a loop that flushes as Streamlit's does
-    (clear the flag, empty the queue, pause, wait for the flag): every message is flushed,
-    and each flush is woken about once (the original wakes once per message)."""
-    import threading
-
-    monkeypatch.setattr(Runtime, "_enqueued_some_message", Runtime._enqueued_some_message)
-    assert upkeep.wake_flush_once() is True
-    assert upkeep.wake_flush_once() is True  # once only
-    narrowed = Runtime._enqueued_some_message
-    loop = asyncio.new_event_loop()
-    objects = _Objects(loop, asyncio.Event())
-    runtime = type("FakeRuntime", (), {"_get_async_objs": lambda self: objects})()
-    queued: list[int] = []
-    flushed: list[int] = []
-    lock = threading.Lock()
-    wakes = 0
-    real_call = loop.call_soon_threadsafe
-
-    def counted(*args: object) -> object:
-        nonlocal wakes
-        wakes += 1
-        return real_call(*args)  # type: ignore[arg-type]
-
-    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-    per_thread, threads = 5000, 4
-
-    def produce(first: int) -> None:
-        for number in range(first, first + per_thread):
-            with lock:
-                queued.append(number)
-            narrowed(runtime)
-
-    flushes = 0
-
-    async def flush_until_all_sent() -> None:
-        nonlocal flushes
-        while len(flushed) < per_thread * threads:
-            flushes += 1
-            objects.need_send_data.clear()
-            with lock:
-                flushed.extend(queued)
-                queued.clear()
-            await asyncio.sleep(0.001)
-            if len(flushed) < per_thread * threads:
-                await asyncio.wait_for(objects.need_send_data.wait(), timeout=10)
-
-    producers = [threading.Thread(target=produce, args=(n * per_thread,)) for n in range(threads)]
-    try:
-        for producer in producers:
-            producer.start()
-        loop.run_until_complete(flush_until_all_sent())
-    finally:
-        for producer in producers:
-            producer.join()
-        loop.close()
-    assert sorted(flushed) == list(range(per_thread * threads))
-    assert 1 <= wakes <= flushes * threads, (wakes, flushes)
-    assert wakes < per_thread * threads / 2, (wakes, flushes)
