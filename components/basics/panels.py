@@ -5,7 +5,9 @@ predict-then-reveal question.
 Widgets and ``st.*`` output only: engine calls and session keys go through ``state``; every
 picture and table comes from ``draw``. Each section is a fragment, so typing in one reruns
 only it; the URL follows the inputs (``state.write_link``). Questions go through the kit's
-``predict_reveal``; errors through its ``error_card``.
+``predict_reveal``; errors through its ``error_card``. A student following a class sees the
+room folded on the teacher's example (``kit.follow``): no section picker, no inputs, no
+reference tables, until they press the one button that unfolds it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from components.contained import guarded
 from components.format import format_bytes, format_count
 from components.i18n import language, t
 from components.kit.error_card import error_card
+from components.kit.follow import folded, unfold_button
 from components.kit.predict_reveal import predict_reveal, room_questions_shown
 from components.theme import palette
 from torchatlas.basics import (  # types only
@@ -30,6 +33,7 @@ from torchatlas.basics import (  # types only
     IndexResult,
     OperandKind,
     Outcome,
+    Promotion,
     SaveReport,
 )
 from torchatlas.basics.quiz import COPY, ERROR_CHOICE, VIEW, Section
@@ -76,9 +80,14 @@ def _strides_link(query: dict[str, QueryValue] | None, label_key: str) -> None:
 
 
 def setup() -> Section:
-    """First-run state, the link notice, the intro and the section picker."""
+    """First-run state, the link notice, the intro and the section picker; for a student
+    following a class, the button that unfolds them and the sections' inputs (kit.follow)."""
     state.start()
     state.keep_values()
+    if folded():
+        state.notice()
+        unfold_button(state.UNFOLD_KEY)
+        return state.section()
     st.markdown(t("basics.intro"))
     state.notice()
     st.segmented_control(
@@ -112,8 +121,9 @@ def types() -> None:
     st.header(t("basics.types.header"), anchor=False)
     st.markdown(t("basics.types.lesson"))
     _promotion_explorer()
-    _promotion_table()
-    _creation()
+    if not folded():  # reference, not the step: a following student unfolds it
+        _promotion_table()
+        _creation()
     quiz(Section.TYPES)
     state.write_link()
 
@@ -121,68 +131,77 @@ def types() -> None:
 def _promotion_explorer() -> None:
     with st.container(border=True):
         st.subheader(t("basics.types.explorer"), anchor=False)
-        left, middle, right = st.columns([3, 1, 3])
-        with left:
-            st.selectbox(
-                t("basics.types.left"),
-                list(DTYPES),
-                key=state.LEFT_KEY,
-                on_change=state.dtype_changed,
-                args=("left",),
-            )
-            st.text_input(t("basics.types.value"), key=state.LEFT_VALUE_KEY, max_chars=40)
-        with middle:
-            st.segmented_control(
-                t("basics.types.op"),
-                ["add", "mul"],
-                format_func=lambda o: {"add": "+", "mul": "*"}[o],
-                required=True,
-                key=state.OP_KEY,
-            )
-        with right:
-            kind = st.selectbox(
-                t("basics.types.right_kind"),
-                [k.value for k in OperandKind],
-                format_func=lambda k: t(f"basics.types.kinds.{k}"),
-                key=state.RIGHT_KIND_KEY,
-                on_change=state.dtype_changed,
-                args=("right",),
-            )
-            st.selectbox(
-                t("basics.types.right"),
-                list(state.right_choices(kind)),
-                key=state.RIGHT_KEY,
-                on_change=state.dtype_changed,
-                args=("right",),
-            )
-            st.text_input(t("basics.types.value"), key=state.RIGHT_VALUE_KEY, max_chars=40)
+        if not folded():
+            _promotion_inputs()
         try:
             found = state.current_promotion()
         except (BasicsError, state.NoResult) as exc:
             _error(exc)
             return
-        st.code(found.code, language="python", wrap_lines=True)
-        if found.outcome is Outcome.RAISED:
-            st.markdown(t("basics.types.result_type", dtype=found.result_type))
-            _torch_said(found.torch_message or "")
-            if found.int_overflow:
-                st.info(t("basics.types.int_overflow"), icon=":material/info:")
-            elif found.derivation is not None:
-                st.caption(state.derivation_text(found, language()))
-            return
-        with _metric_row():
-            st.metric(t("basics.types.metric_result_type"), found.result_type)
-            st.metric(t("basics.types.metric_value"), found.value or "—")
-            st.metric(t("basics.types.metric_exact"), draw.exact_short(found))
-        outcome_text = t(f"basics.types.outcome.{found.outcome}", dtype=found.op_dtype or "")
-        if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED, Outcome.OVERFLOWED):
-            st.warning(outcome_text, icon=":material/warning:")
-        elif found.outcome is Outcome.NOT_FINITE:
-            st.info(outcome_text, icon=":material/info:")
-        else:
-            st.success(outcome_text, icon=":material/check:")
-        st.markdown("  \n".join(state.promotion_notes(found, language())))
-        st.caption(state.derivation_text(found, language()))
+        _promotion_result(found)
+
+
+def _promotion_inputs() -> None:
+    left, middle, right = st.columns([3, 1, 3])
+    with left:
+        st.selectbox(
+            t("basics.types.left"),
+            list(DTYPES),
+            key=state.LEFT_KEY,
+            on_change=state.dtype_changed,
+            args=("left",),
+        )
+        st.text_input(t("basics.types.value"), key=state.LEFT_VALUE_KEY, max_chars=40)
+    with middle:
+        st.segmented_control(
+            t("basics.types.op"),
+            ["add", "mul"],
+            format_func=lambda o: {"add": "+", "mul": "*"}[o],
+            required=True,
+            key=state.OP_KEY,
+        )
+    with right:
+        kind = st.selectbox(
+            t("basics.types.right_kind"),
+            [k.value for k in OperandKind],
+            format_func=lambda k: t(f"basics.types.kinds.{k}"),
+            key=state.RIGHT_KIND_KEY,
+            on_change=state.dtype_changed,
+            args=("right",),
+        )
+        st.selectbox(
+            t("basics.types.right"),
+            list(state.right_choices(kind)),
+            key=state.RIGHT_KEY,
+            on_change=state.dtype_changed,
+            args=("right",),
+        )
+        st.text_input(t("basics.types.value"), key=state.RIGHT_VALUE_KEY, max_chars=40)
+
+
+def _promotion_result(found: Promotion) -> None:
+    st.code(found.code, language="python", wrap_lines=True)
+    if found.outcome is Outcome.RAISED:
+        st.markdown(t("basics.types.result_type", dtype=found.result_type))
+        _torch_said(found.torch_message or "")
+        if found.int_overflow:
+            st.info(t("basics.types.int_overflow"), icon=":material/info:")
+        elif found.derivation is not None:
+            st.caption(state.derivation_text(found, language()))
+        return
+    with _metric_row():
+        st.metric(t("basics.types.metric_result_type"), found.result_type)
+        st.metric(t("basics.types.metric_value"), found.value or "—")
+        st.metric(t("basics.types.metric_exact"), draw.exact_short(found))
+    outcome_text = t(f"basics.types.outcome.{found.outcome}", dtype=found.op_dtype or "")
+    if found.outcome in (Outcome.WRAPPED, Outcome.ROUNDED, Outcome.OVERFLOWED):
+        st.warning(outcome_text, icon=":material/warning:")
+    elif found.outcome is Outcome.NOT_FINITE:
+        st.info(outcome_text, icon=":material/info:")
+    else:
+        st.success(outcome_text, icon=":material/check:")
+    st.markdown("  \n".join(state.promotion_notes(found, language())))
+    st.caption(state.derivation_text(found, language()))
 
 
 def _promotion_table() -> None:
@@ -219,6 +238,20 @@ BROADCAST_EXAMPLES = {
 def broadcasting() -> None:
     st.header(t("basics.broadcast.header"), anchor=False)
     st.markdown(t("basics.broadcast.lesson"))
+    if not folded():
+        _broadcast_inputs()
+    try:
+        found = state.current_broadcast()
+    except (BasicsError, state.NoResult) as exc:
+        _error(exc)
+        state.write_link()
+        return
+    _broadcast_result(found)
+    quiz(Section.BROADCASTING)
+    state.write_link()
+
+
+def _broadcast_inputs() -> None:
     columns = st.columns(len(BROADCAST_EXAMPLES))
     for column, (name, shapes) in zip(columns, BROADCAST_EXAMPLES.items(), strict=True):
         column.button(
@@ -234,15 +267,6 @@ def broadcasting() -> None:
         max_chars=200,
         help=t("basics.broadcast.shapes_help"),
     )
-    try:
-        found = state.current_broadcast()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    _broadcast_result(found)
-    quiz(Section.BROADCASTING)
-    state.write_link()
 
 
 def _broadcast_result(found: Broadcast) -> None:
@@ -326,6 +350,24 @@ EINSUM_TARGETS = {
 def einsum() -> None:
     st.header(t("basics.einsum.header"), anchor=False)
     st.markdown(t("basics.einsum.lesson"))
+    if not folded():
+        _einsum_inputs()
+    try:
+        plan = state.current_einsum()
+    except (BasicsError, state.NoResult) as exc:
+        _error(exc)
+        state.write_link()
+        return
+    if not plan.ok:
+        st.error(t("basics.einsum.refused"), icon=":material/close:")
+        _torch_said(plan.torch_message or "")
+    else:
+        _einsum_plan(plan)
+    quiz(Section.EINSUM)
+    state.write_link()
+
+
+def _einsum_inputs() -> None:
     st.selectbox(
         t("basics.einsum.examples_label"),
         list(EINSUM_EXAMPLES),
@@ -344,19 +386,6 @@ def einsum() -> None:
         max_chars=200,
         help=t("basics.broadcast.shapes_help"),
     )
-    try:
-        plan = state.current_einsum()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    if not plan.ok:
-        st.error(t("basics.einsum.refused"), icon=":material/close:")
-        _torch_said(plan.torch_message or "")
-    else:
-        _einsum_plan(plan)
-    quiz(Section.EINSUM)
-    state.write_link()
 
 
 def _einsum_plan(plan: EinsumPlan) -> None:
@@ -402,6 +431,24 @@ INDEX_EXAMPLES = (
 def indexing() -> None:
     st.header(t("basics.index.header"), anchor=False)
     st.markdown(t("basics.index.lesson"))
+    if not folded():
+        _index_inputs()
+    try:
+        result = state.current_index()
+    except (BasicsError, state.NoResult) as exc:
+        _error(exc)
+        state.write_link()
+        return
+    if not result.ok:
+        st.error(t("basics.index.refused"), icon=":material/close:")
+        _torch_said(result.torch_message or "")
+    else:
+        _index_result(result)
+    quiz(Section.INDEXING)
+    state.write_link()
+
+
+def _index_inputs() -> None:
     shape_column, expression_column = st.columns([1, 2])
     shape_column.text_input(t("basics.index.shape"), key=state.INDEX_SHAPE_KEY, max_chars=60)
     expression_column.text_input(
@@ -417,19 +464,6 @@ def indexing() -> None:
         on_change=state.load_example,
         args=(state.INDEX_EXAMPLE_KEY, {text: {state.INDEX_KEY: text} for text in INDEX_EXAMPLES}),
     )
-    try:
-        result = state.current_index()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    if not result.ok:
-        st.error(t("basics.index.refused"), icon=":material/close:")
-        _torch_said(result.torch_message or "")
-    else:
-        _index_result(result)
-    quiz(Section.INDEXING)
-    state.write_link()
 
 
 def _index_result(result: IndexResult) -> None:
@@ -458,10 +492,11 @@ def _index_result(result: IndexResult) -> None:
 def saving() -> None:
     st.header(t("basics.save.header"), anchor=False)
     st.markdown(t("basics.save.lesson"))
-    first, second, third = st.columns([2, 2, 1])
-    first.text_input(t("basics.save.shape"), key=state.SAVE_SHAPE_KEY, max_chars=60)
-    second.text_input(t("basics.save.view"), key=state.SAVE_VIEW_KEY, max_chars=120)
-    third.selectbox("dtype", list(SAVE_DTYPES), key=state.SAVE_DTYPE_KEY)
+    if not folded():
+        first, second, third = st.columns([2, 2, 1])
+        first.text_input(t("basics.save.shape"), key=state.SAVE_SHAPE_KEY, max_chars=60)
+        second.text_input(t("basics.save.view"), key=state.SAVE_VIEW_KEY, max_chars=120)
+        third.selectbox("dtype", list(SAVE_DTYPES), key=state.SAVE_DTYPE_KEY)
     try:
         report = state.current_save()
     except (BasicsError, state.NoResult) as exc:

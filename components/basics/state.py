@@ -110,6 +110,7 @@ EINSUM_EXAMPLE_KEY = "basics_einsum_example"
 INDEX_EXAMPLE_KEY = "basics_index_example"
 QUIZ_NEXT_PREFIX = "basics_quiz_next_"
 QUIZ_PREFIX = "basics_q_"  # each question's prediction, under its section and seed
+UNFOLD_KEY = "basics_unfold"  # a following student's "change the values yourself" button
 _DEFAULTS: dict[str, str] = {LINK.key(item.name): item.default for item in LINK.spec.fields}
 # Each section's inputs (session keys): a section's run can change only these.
 SECTION_FIELDS: dict[str, tuple[str, ...]] = {

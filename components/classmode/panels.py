@@ -38,6 +38,7 @@ from components.classmode.state import Role
 from components.contained import guarded
 from components.i18n import language, t
 from components.kit import code_answer, focus
+from components.kit.follow import set_followed_place
 from components.kit.predict_reveal import Sealed, predict_option, set_room_questions_shown
 from components.lessons.draw import option_label, option_text, verdict_sentence
 from components.theme import palette
@@ -118,19 +119,24 @@ def bar(page: str) -> None:
     # A student answers the class's questions: the room below leaves out its own quiz.
     set_room_questions_shown(who is None or who.teacher)
     if who is None:
+        set_followed_place(None)
         if page != state.PAGE_PATH:
             refusal_card()
         return
     if who.teacher:
+        set_followed_place(None)
         if page != state.PAGE_PATH:
             refusal_card()
             _teacher_bar(who, page)
         return
     refusal_card()
-    _student_bar(who, page)
+    # On the class's room page the room opens folded on the teacher's example (kit.follow).
+    set_followed_place(_student_bar(who, page))
 
 
-def _student_bar(who: Role, page: str) -> None:
+def _student_bar(who: Role, page: str) -> str | None:
+    """The bar of a student; the class's place when this page is the class's room (the room
+    below opens folded on the teacher's example), else None."""
     current = state.class_state(who.code)
     if current is None:
         if not state.refused_for_a_while():  # gone (expired, deleted): forget it
@@ -138,7 +144,7 @@ def _student_bar(who: Role, page: str) -> None:
         refusal_card()
         if state.role() is not None:  # the database is away: keep trying
             _follow_poll(who.code, page)
-        return
+        return None
     before = state.seen_state()
     state.mark_seen(current)
     state.keep_student_link(who)
@@ -147,7 +153,7 @@ def _student_bar(who: Role, page: str) -> None:
     me = state.my_record(who, fresh=removals)
     if state.role() is None:  # the teacher removed them (or the class is gone): say so
         refusal_card()
-        return
+        return None
     if current.ended:
         with st.container(border=True, key="classmode_bar"):
             st.info(t("classmode.student.ended"), icon=":material/flag:")
@@ -155,7 +161,7 @@ def _student_bar(who: Role, page: str) -> None:
             if st.button(t("classmode.student.leave"), key="classmode_leave_ended"):
                 state.leave()
                 st.rerun()
-        return
+        return None
     if state.needs_follow(current):
         if page == current.room and state.room_fields_now(page) == current.fields():
             state.arrived(current, who)  # a reload, or the server opened the new place
@@ -195,6 +201,7 @@ def _student_bar(who: Role, page: str) -> None:
     # container: a fragment nested in containers costs each poll more).
     _follow_poll(who.code, page)
     _room_until_reveal(current, page)
+    return f"{current.code}:{current.step}" if page == current.room else None
 
 
 def _my_score(who: Role, current: ClassState) -> None:

@@ -246,6 +246,49 @@ def test_students_follow_the_teacher_answer_and_see_the_reveal(fresh_store: Clas
         assert student.title[0].value == translate("app.rooms.strides.title", "en")
 
 
+def _has_widget(at: AppTest, key: str) -> bool:
+    return any(getattr(widget, "key", None) == key for widget in at.main)
+
+
+def test_a_following_student_sees_the_room_folded_on_the_teachers_example(
+    fresh_store: ClassStore,
+) -> None:
+    """On the class's room page a student sees the teacher's example and torch's answer, with
+    the room's inputs, section picker and reference tables folded behind one button; pressed,
+    the whole room is theirs for the rest of the step; the next step opens folded again. The
+    teacher's room view is never folded."""
+    from components.basics import state as basics
+
+    teacher, code, _ = _teacher(lesson="dlwp_tensors")
+    student = _join(code, "Folded")
+    for _ in range(2):  # step 2: the indexing section, its room open
+        teacher.button(key="classmode_next").click().run()
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == "basics"
+    assert not student.exception
+    example = find("dlwp_tensors").step(2).fields()["b_ix"]
+    assert any(example in code_block.value for code_block in student.code), "the example shown"
+    assert student.html, "with its picture"
+    folded = [basics.SECTION_KEY, basics.INDEX_KEY, basics.INDEX_SHAPE_KEY]
+    assert not any(_has_widget(student, key) for key in folded)
+    unfold = student.button(key=basics.UNFOLD_KEY)
+    assert unfold.label == translate("kit.follow.unfold", "en")
+    unfold.click().run()
+    assert all(_has_widget(student, key) for key in folded)
+    assert student.text_input(key=basics.INDEX_KEY).value == example  # the teacher's values
+    student.run()
+    assert all(_has_widget(student, key) for key in folded), "unfolded for the whole step"
+    assert not _has_button(student, basics.UNFOLD_KEY)
+    teacher.button(key="classmode_next").click().run()  # step 3: einsum, same room
+    student.run()
+    assert not _has_widget(student, basics.EQUATION_KEY), "the next step opens folded"
+    assert _has_button(student, basics.UNFOLD_KEY)
+    # The teacher's own view of the room (the projector) keeps every input.
+    teacher.button(key="classmode_open_room").click().run()
+    assert _has_widget(teacher, basics.EQUATION_KEY) and _has_widget(teacher, basics.SECTION_KEY)
+    assert not _has_button(teacher, basics.UNFOLD_KEY)
+
+
 def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
     teacher, code, _ = _teacher()
     student = _join(code, "Di")
