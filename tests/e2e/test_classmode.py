@@ -293,6 +293,16 @@ def test_a_class_follows_answers_and_sees_the_reveal(server: Server, people: Cla
     press(teacher, "Reveal the answer")
     expect(phone.get_by_text("Right!")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
     expect(by_link.get_by_text("Not this time")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    # The room opens with the reveal, folded on the teacher's example (components/kit/follow.py):
+    # no inputs until the student asks for them.
+    unfold = by_link.get_by_role("button", name="Change the values yourself")
+    expect(unfold).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
+    expect(by_link.get_by_label("Shapes (up to 4)", exact=True)).to_have_count(0)
+    save_screenshot(by_link, "classmode_phone_folded", max_height=PHONE["height"] * 2)
+    unfold.click()
+    expect(by_link.get_by_label("Shapes (up to 4)", exact=True)).to_be_visible(
+        timeout=FOLLOW_TIMEOUT_MS
+    )
     right = option_label(question.value, "en").replace("`", "")
     expect(teacher.get_by_text(f"✓ B: {right}")).to_be_visible(timeout=FOLLOW_TIMEOUT_MS)
     assert_projector_fits(teacher)
