@@ -10,6 +10,10 @@ one failing room does not keep the others cold.
 ... def _load_default() -> None:
 ...     ...
 
+Busy moments. A part that has many visitors waiting at once (class mode waking a hundred
+phones) registers a check with :func:`busy_while`; the server's timed full garbage collection
+(``components.warm``) waits, a few seconds at most, until :func:`busy` says no.
+
 Streamlit's internals. Streamlit has no public API for three things the server needs:
 
 - ending the sessions whose reconnect window has passed (:func:`end_expired_sessions`). When a

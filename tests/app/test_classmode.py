@@ -256,7 +256,7 @@ def test_a_following_student_sees_the_room_folded_on_the_teachers_example(
     """On the class's room page a student sees the teacher's example and torch's answer, with
     the room's inputs, section picker and reference tables folded behind one button; pressed,
     the whole room is theirs for the rest of the step; the next step opens folded again. The
-    teacher's room view is never folded."""
+    teacher's room view, and the room a student wanders into, are never folded."""
     from components.basics import state as basics
 
     teacher, code, _ = _teacher(lesson="dlwp_tensors")
@@ -287,6 +287,14 @@ def test_a_following_student_sees_the_room_folded_on_the_teachers_example(
     teacher.button(key="classmode_open_room").click().run()
     assert _has_widget(teacher, basics.EQUATION_KEY) and _has_widget(teacher, basics.SECTION_KEY)
     assert not _has_button(teacher, basics.UNFOLD_KEY)
+    # A student who wanders into the room while the class is in another has the whole room.
+    for _ in range(2):  # step 5: the strides room
+        teacher.button(key="classmode_next").click().run()
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == "strides"
+    _switch(student, "views/basics.py")
+    assert _has_widget(student, basics.SECTION_KEY)
+    assert not _has_button(student, basics.UNFOLD_KEY)
 
 
 def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
