@@ -12,6 +12,9 @@ reference tables, until they press the one button that unfolds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -38,6 +41,9 @@ from torchatlas.basics import (  # types only
 )
 from torchatlas.basics.quiz import COPY, ERROR_CHOICE, VIEW, Section
 from torchatlas.links import QueryValue
+
+Found = TypeVar("Found")
+Refusable = TypeVar("Refusable", EinsumPlan, IndexResult)  # outcomes torch may refuse
 
 ICONS = {
     Section.TYPES: ":material/category:",
@@ -236,19 +242,8 @@ BROADCAST_EXAMPLES = {
 @st.fragment
 @guarded
 def broadcasting() -> None:
-    st.header(t("basics.broadcast.header"), anchor=False)
-    st.markdown(t("basics.broadcast.lesson"))
-    if not folded():
-        _broadcast_inputs()
-    try:
-        found = state.current_broadcast()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    _broadcast_result(found)
-    quiz(Section.BROADCASTING)
-    state.write_link()
+    _section(Section.BROADCASTING, "broadcast", _broadcast_inputs, state.current_broadcast,
+             _broadcast_result)  # fmt: skip
 
 
 def _broadcast_inputs() -> None:
@@ -329,6 +324,43 @@ def _broadcast_result(found: Broadcast) -> None:
     )
 
 
+def _section(
+    section: Section,
+    texts: str,
+    inputs: Callable[[], None],
+    compute: Callable[[], Found],
+    show: Callable[[Found], None],
+) -> None:
+    """A section's page: its header and lesson (``basics.<texts>.*``), its inputs unless the
+    room is folded, then its outcome (or why there is none), its quiz and the link."""
+    st.header(t(f"basics.{texts}.header"), anchor=False)
+    st.markdown(t(f"basics.{texts}.lesson"))
+    if not folded():
+        inputs()
+    try:
+        found = compute()
+    except (BasicsError, state.NoResult) as exc:
+        _error(exc)
+        state.write_link()
+        return
+    show(found)
+    quiz(section)
+    state.write_link()
+
+
+def _unless_refused(texts: str, show: Callable[[Refusable], None]) -> Callable[[Refusable], None]:
+    """``show``, or torch's refusal in its own words when the outcome is one."""
+
+    def shown(found: Refusable) -> None:
+        if found.ok:
+            show(found)
+            return
+        st.error(t(f"basics.{texts}.refused"), icon=":material/close:")
+        _torch_said(found.torch_message or "")
+
+    return shown
+
+
 # ======================================================================= einsum
 
 EINSUM_EXAMPLES = {
@@ -348,23 +380,8 @@ EINSUM_TARGETS = {
 @st.fragment
 @guarded
 def einsum() -> None:
-    st.header(t("basics.einsum.header"), anchor=False)
-    st.markdown(t("basics.einsum.lesson"))
-    if not folded():
-        _einsum_inputs()
-    try:
-        plan = state.current_einsum()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    if not plan.ok:
-        st.error(t("basics.einsum.refused"), icon=":material/close:")
-        _torch_said(plan.torch_message or "")
-    else:
-        _einsum_plan(plan)
-    quiz(Section.EINSUM)
-    state.write_link()
+    _section(Section.EINSUM, "einsum", _einsum_inputs, state.current_einsum,
+             _unless_refused("einsum", _einsum_plan))  # fmt: skip
 
 
 def _einsum_inputs() -> None:
@@ -429,23 +446,8 @@ INDEX_EXAMPLES = (
 @st.fragment
 @guarded
 def indexing() -> None:
-    st.header(t("basics.index.header"), anchor=False)
-    st.markdown(t("basics.index.lesson"))
-    if not folded():
-        _index_inputs()
-    try:
-        result = state.current_index()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    if not result.ok:
-        st.error(t("basics.index.refused"), icon=":material/close:")
-        _torch_said(result.torch_message or "")
-    else:
-        _index_result(result)
-    quiz(Section.INDEXING)
-    state.write_link()
+    _section(Section.INDEXING, "index", _index_inputs, state.current_index,
+             _unless_refused("index", _index_result))  # fmt: skip
 
 
 def _index_inputs() -> None:
@@ -490,22 +492,14 @@ def _index_result(result: IndexResult) -> None:
 @st.fragment
 @guarded
 def saving() -> None:
-    st.header(t("basics.save.header"), anchor=False)
-    st.markdown(t("basics.save.lesson"))
-    if not folded():
-        first, second, third = st.columns([2, 2, 1])
-        first.text_input(t("basics.save.shape"), key=state.SAVE_SHAPE_KEY, max_chars=60)
-        second.text_input(t("basics.save.view"), key=state.SAVE_VIEW_KEY, max_chars=120)
-        third.selectbox("dtype", list(SAVE_DTYPES), key=state.SAVE_DTYPE_KEY)
-    try:
-        report = state.current_save()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    _save_report(report)
-    quiz(Section.SAVING)
-    state.write_link()
+    _section(Section.SAVING, "save", _save_inputs, state.current_save, _save_report)
+
+
+def _save_inputs() -> None:
+    first, second, third = st.columns([2, 2, 1])
+    first.text_input(t("basics.save.shape"), key=state.SAVE_SHAPE_KEY, max_chars=60)
+    second.text_input(t("basics.save.view"), key=state.SAVE_VIEW_KEY, max_chars=120)
+    third.selectbox("dtype", list(SAVE_DTYPES), key=state.SAVE_DTYPE_KEY)
 
 
 def _save_report(report: SaveReport) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from components.classmode import push
 from components.classmode.push import Follower, Watcher
-from torchatlas.classmode import ClassStore
+from torchatlas.classmode import ClassStore, TeacherPass
 from torchatlas.lessons import find
 
 LESSON = find("broadcasting")
@@ -198,6 +198,20 @@ def test_a_move_is_one_page_run_of_the_new_room_with_the_students_own_link(
     assert push.page_run(dataclasses.replace(here, place=None), moved, pages) is not None
 
 
+def _waved(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch, wave: int
+) -> tuple[TeacherPass, Wakes, set[str], Watcher]:
+    """A class a teacher started, and a watcher that wakes its phones in waves of ``wave``,
+    its runs over once out of ``running`` (the watcher's thread never starts: the test
+    drives it)."""
+    teacher = store.start(LESSON.id, "en", client="t")
+    wakes = Wakes()
+    running: set[str] = set()
+    watcher = Watcher(store, wakes, running.__contains__, wave=wave)
+    monkeypatch.setattr(watcher, "thread", object())
+    return teacher, wakes, running, watcher
+
+
 def test_a_move_wakes_a_class_in_a_wave_of_runs_not_all_at_once(
     store: ClassStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,12 +219,8 @@ def test_a_move_wakes_a_class_in_a_wave_of_runs_not_all_at_once(
     the next phone is woken as one ends, as one does not start (the session was busy), or as
     one outlives WAVE_SLOT_S; a phone whose screen drew the change while it waited is not
     woken; every phone behind is woken exactly once."""
-    teacher = store.start(LESSON.id, "en", client="t")
+    teacher, wakes, running, watcher = _waved(store, monkeypatch, wave=2)
     code = teacher.code
-    wakes = Wakes()
-    running: set[str] = set()
-    watcher = Watcher(store, wakes, running.__contains__, wave=2)
-    monkeypatch.setattr(watcher, "thread", object())
     clock = [time.monotonic()]
     monkeypatch.setattr(push.time, "monotonic", lambda: clock[0])
     now = store.version(code)
@@ -273,12 +283,8 @@ def test_a_wave_under_way_makes_the_server_busy_for_its_upkeep(
     (components/warm.py asks ``upkeep.busy()``); once the wave has run, it goes ahead."""
     from components import upkeep
 
-    teacher = store.start(LESSON.id, "en", client="t")
+    teacher, wakes, _, watcher = _waved(store, monkeypatch, wave=1)
     code = teacher.code
-    wakes = Wakes()
-    running: set[str] = set()
-    watcher = Watcher(store, wakes, running.__contains__, wave=1)
-    monkeypatch.setattr(watcher, "thread", object())
     monkeypatch.setitem(push._watchers, id(store), watcher)
     now = store.version(code)
     for phone in ("phone0", "phone1"):
