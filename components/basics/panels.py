@@ -118,6 +118,45 @@ def show(section: Section) -> None:
     }[section]()
 
 
+def _section(
+    section: Section,
+    texts: str,
+    inputs: Callable[[], None],
+    compute: Callable[[], Found],
+    draw_found: Callable[[Found], None],
+) -> None:
+    """A section's page: its header and lesson (``basics.<texts>.*``), its inputs unless the
+    room is folded, then its outcome (or why there is none), its quiz and the link."""
+    st.header(t(f"basics.{texts}.header"), anchor=False)
+    st.markdown(t(f"basics.{texts}.lesson"))
+    if not folded():
+        inputs()
+    try:
+        found = compute()
+    except (BasicsError, state.NoResult) as exc:
+        _error(exc)
+        state.write_link()
+        return
+    draw_found(found)
+    quiz(section)
+    state.write_link()
+
+
+def _unless_refused(
+    texts: str, draw_found: Callable[[Refusable], None]
+) -> Callable[[Refusable], None]:
+    """``draw_found``, or torch's refusal in its own words when the outcome is one."""
+
+    def shown(found: Refusable) -> None:
+        if found.ok:
+            draw_found(found)
+            return
+        st.error(t(f"basics.{texts}.refused"), icon=":material/close:")
+        _torch_said(found.torch_message or "")
+
+    return shown
+
+
 # ======================================================================= types
 
 
@@ -322,43 +361,6 @@ def _broadcast_result(found: Broadcast) -> None:
         on_click=state.set_values,
         args=({state.SHAPES_KEY: " ".join(draw.shape_text(s) for s in shapes)},),
     )
-
-
-def _section(
-    section: Section,
-    texts: str,
-    inputs: Callable[[], None],
-    compute: Callable[[], Found],
-    show: Callable[[Found], None],
-) -> None:
-    """A section's page: its header and lesson (``basics.<texts>.*``), its inputs unless the
-    room is folded, then its outcome (or why there is none), its quiz and the link."""
-    st.header(t(f"basics.{texts}.header"), anchor=False)
-    st.markdown(t(f"basics.{texts}.lesson"))
-    if not folded():
-        inputs()
-    try:
-        found = compute()
-    except (BasicsError, state.NoResult) as exc:
-        _error(exc)
-        state.write_link()
-        return
-    show(found)
-    quiz(section)
-    state.write_link()
-
-
-def _unless_refused(texts: str, show: Callable[[Refusable], None]) -> Callable[[Refusable], None]:
-    """``show``, or torch's refusal in its own words when the outcome is one."""
-
-    def shown(found: Refusable) -> None:
-        if found.ok:
-            show(found)
-            return
-        st.error(t(f"basics.{texts}.refused"), icon=":material/close:")
-        _torch_said(found.torch_message or "")
-
-    return shown
 
 
 # ======================================================================= einsum
