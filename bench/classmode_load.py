@@ -28,6 +28,9 @@ Timed:
   shows counts, not names, so the k-th press is matched with the moment the count reached k
   (first in, first counted).
 - ``reveal``: the press of Reveal → the student's bar shows the verdict.
+- ``room``: on a step whose room stays closed until the reveal (the lesson's
+  ``hide = ["room"]``), the press of Reveal → the student's page shows the room open (the
+  verdict comes first, then the room).
 - ``idle``: the server tree's CPU time (user + system, every process under the server) over
   the idle window, as a share of one core, with every student following and the teacher's
   Class page open.
@@ -105,6 +108,7 @@ class Figures:
     question_s: list[float] = field(default_factory=list)
     tally_s: list[float] = field(default_factory=list)
     reveal_s: list[float] = field(default_factory=list)
+    room_s: list[float] = field(default_factory=list)
     join_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     idle_s: float = 0.0
@@ -222,6 +226,7 @@ def format_figures(fig: Figures) -> str:
         row("question", fig.question_s),
         row("tally", fig.tally_s),
         row("reveal", fig.reveal_s),
+        row("room", fig.room_s),
         f"  idle           {fig.idle_s:.0f} s: server tree "
         + ("n/a" if fig.idle_core_share is None else f"{100 * fig.idle_core_share:.1f} %")
         + " of one core"
@@ -564,6 +569,13 @@ def shows_verdict(student: Student) -> bool:
     )
 
 
+def shows_room_closed(student: Student) -> bool:
+    from torchatlas.i18n import translate
+
+    note = translate("classmode.question.room_hidden", "en")
+    return any(n.kind == "alert" and note in n.text() for n in student.find())
+
+
 def answered_count(teacher: Student) -> int | None:
     for node in teacher.find(kind="metric"):
         if node.proto.label == "Answered":
@@ -824,7 +836,8 @@ def record_tally(run: StepRun, presses: list[float], count_times: dict[int, floa
 
 async def reveal_and_show_verdicts(run: StepRun, presses: list[float]) -> bool:
     """The teacher presses Reveal once it is there; every student's bar must show the verdict
-    (``reveal``). False when Reveal never came."""
+    (``reveal``) and, where the step kept its room closed, the room must open (``room``).
+    False when Reveal never came."""
     teacher = run.teacher
     _, problem = await wait_for(
         teacher, lambda: _button(teacher, "classmode_reveal") is not None, time.perf_counter(), 30
@@ -842,13 +855,23 @@ async def reveal_and_show_verdicts(run: StepRun, presses: list[float]) -> bool:
             run.error(f", student {p.index}, reveal: {problem}")
             return
         run.fig.reveal_s.append(seconds or 0.0)
+        if not run.step.hides_room:
+            return
+        seconds, problem = await wait_for(
+            p, lambda: not shows_room_closed(p), revealed, STEP_TIMEOUT_S
+        )
+        if problem:
+            run.error(f", student {p.index}, the room after the reveal: {problem}")
+            return
+        run.fig.room_s.append(seconds or 0.0)
 
     await asyncio.gather(*(verdict(p) for p in run.pupils))
     run.clock.mark("reveal")
+    room = f", room p95 {_s(run.fig.room_s[-len(run.pupils) :])}" if run.step.hides_room else ""
     run.log(
         f"step {run.number}: {len(presses)} answers, tally p95 "
         f"{_s(run.fig.tally_s[-len(presses) :])}, reveal p95 "
-        f"{_s(run.fig.reveal_s[-len(run.pupils) :])}"
+        f"{_s(run.fig.reveal_s[-len(run.pupils) :])}{room}"
     )
     return True
 

@@ -143,6 +143,7 @@ def _student_bar(who: Role, page: str) -> str | None:
             state.leave()
         refusal_card()
         if state.role() is not None:  # the database is away: keep trying
+            state.keep_room_closed(False)
             _follow_poll(who.code, page)
         return None
     before = state.seen_state()
@@ -199,6 +200,7 @@ def _student_bar(who: Role, page: str) -> str | None:
                       focus.close_sidebar_script(once))  # fmt: skip
     # The question sits right under the bar, drawn by the poll (not inside the bar's
     # container: a fragment nested in containers costs each poll more).
+    state.keep_room_closed(page == current.room and _room_hidden(current))
     _follow_poll(who.code, page)
     _room_until_reveal(current, page)
     return f"{current.code}:{current.step}" if page == current.room else None
@@ -354,8 +356,10 @@ def _poll(code: str, page: str) -> None:
     answer to it and, once revealed, the verdict are drawn here in place: the room below does
     not run again while sixty phones answer or see the verdict, and the phones' poll timers,
     which a whole-page run restarts, are not lined up again just before the teacher moves
-    on. The class ending or going reruns the page, and so does the reveal of a step that
-    kept its room for it (the room opens)."""
+    on. The class ending or going reruns the page. The reveal of a step that kept its room
+    for it draws the verdict here too, and then the page runs again to open the room: asked
+    for by the server where it wakes this poll (after every phone's verdict,
+    ``push.page_run``), else at once from here."""
     version = state.version(code)
     if version is None and state.refused_for_a_while():
         state.take_refusal()  # the database is away: ask again at the next poll
@@ -382,7 +386,7 @@ def _poll(code: str, page: str) -> None:
                 state.follow(current, who)
             st.rerun(scope="app")
         state.mark_seen(current)
-        if before is not None and _room_hidden(before) and not _room_hidden(current):
+        if state.room_closed() and not _room_hidden(current) and not push.available():
             st.rerun(scope="app")  # revealed: the room it kept for the reveal opens
     if who is not None and current.code == code:
         _student_question(who, current, fresh=changed)
@@ -396,7 +400,7 @@ def _poll(code: str, page: str) -> None:
         place=state.followed_place() if student else None,
         link=state.own_link(who) if student else None,
         removals=current.removals,
-        kept_room=page == current.room and _room_hidden(current),
+        kept_room=student and state.room_closed(),
     )
 
 

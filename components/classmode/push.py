@@ -18,10 +18,12 @@ retried after :data:`RETRY_S`, and the timer catches anything else).
 
 A move of the teacher's is one run per phone, not two: where the poll would only switch the
 page (``st.switch_page``, a second, whole run), the watcher asks for that page's run itself
-(:func:`page_run`), with the link the poll would have switched to; so does the reveal of a
-step that kept its room closed (the page runs again and the room opens). With a hundred
-phones on one server every phone's runs share one interpreter, so a run saved per phone is a
-hundred runs off the last phone's wait (bench/classmode_load.py measures it).
+(:func:`page_run`), with the link the poll would have switched to. With a hundred phones on
+one server every phone's runs share one interpreter, so a run saved per phone is a hundred
+runs off the last phone's wait (bench/classmode_load.py measures it). The reveal of a step
+that kept its room closed is the other way round: every phone's poll draws its verdict in
+place first (a short run), and only then does the watcher run each page again to open the
+room (a whole run), so no phone waits for a hundred rooms to learn whether it was right.
 
 Streamlit has no public way to run a session's fragment from the server; the internals it
 takes are in ``components/upkeep.py`` (:func:`~components.upkeep.wake_fragment`), pinned by
@@ -66,7 +68,8 @@ class Follower:
     For a student the poll also says where the screen follows the class (``place``, None
     before the first place), the student's own part of the address (``link``: class, key,
     language; empty for anyone else), the removals it has seen, and whether it shows the
-    class's room page with the room kept closed for the reveal (``kept_room``): what
+    class's room page with the room kept closed for the reveal (``kept_room``, as the page's
+    last whole run drew it; still so after the poll drew the verdict): what
     :func:`page_run` needs."""
 
     code: str
@@ -88,10 +91,10 @@ PageRun = tuple[str | None, str | None]  # (page script hash, query string); Non
 def page_run(follower: Follower, current: ClassState, pages: Mapping[str, str]) -> PageRun | None:
     """The whole-page run that shows ``current`` on this follower's screen at once, where its
     poll would only switch to it: the teacher's new place (the room's page, with the class's
-    room link and the student's own link, as ``state.follow`` opens it), or the reveal of a
-    room its screen keeps closed (the same page again). None when the poll decides: a
-    question opened or revealed in place, the class ended, a student removed, not a
-    student."""
+    room link and the student's own link, as ``state.follow`` opens it), or, once its poll
+    drew the reveal's verdict, the room its screen still keeps closed (the same page again).
+    None when the poll decides: a question opened or revealed in place (the verdict first),
+    the class ended, a student removed, not a student."""
     if not follower.link or current.ended or current.removals != follower.removals:
         return None
     if place_of(current) != follower.place:  # what state.needs_follow asks, server-side
@@ -99,7 +102,7 @@ def page_run(follower: Follower, current: ClassState, pages: Mapping[str, str]) 
             return None
         query = {**current.fields(), **dict(follower.link)}
         return pages[current.room], urlencode(query, doseq=True)
-    if follower.kept_room and current.revealed:
+    if follower.kept_room and current.revealed and follower.seen >= current.version:
         return None, None
     return None
 
@@ -208,13 +211,17 @@ class Watcher:
             current: ClassState | None = None
             random.shuffle(group)  # no phone is always the wave's last
             for session_id, follower in group:
-                if version <= follower.seen:
+                # Up to date, unless its screen keeps a revealed room closed (page_run).
+                if version <= follower.seen and not follower.kept_room:
                     continue
                 if current is None or current.version < version:
                     try:
                         current = self.store.current_state(code)  # cached per version
                     except ClassError:
                         current = None
+                run = page_run(follower, current, self.pages) if current is not None else None
+                if version <= follower.seen and not _room_due(follower, run):
+                    continue
                 # A session still waiting its turn is woken once, for the newest change.
                 if session_id not in self.queued:
                     if follower.pushed >= version and (
@@ -224,7 +231,6 @@ class Watcher:
                     follower.tries = follower.tries + 1 if follower.pushed >= version else 1
                     follower.pushed, follower.pushed_at = version, now
                     asked.append(session_id)
-                run = page_run(follower, current, self.pages) if current is not None else None
                 self.queued[session_id] = (version, run)
         woken = self._dispatch()
         return sum(session in woken or session in self.queued for session in asked)
@@ -244,7 +250,7 @@ class Watcher:
             session_id = next(iter(self.queued))
             version, run = self.queued.pop(session_id)
             follower = self.followers.get(session_id)
-            if follower is None or follower.seen >= version:
+            if follower is None or (follower.seen >= version and not _room_due(follower, run)):
                 continue  # gone, or its screen drew it meanwhile
             wake = self.asked[session_id] = _Asked(time.monotonic())
             follower.pushed_at = wake.at  # the retry counts from the wake, not the queue
@@ -262,6 +268,12 @@ class Watcher:
             return self.running is not None and self.running(session_id)
         except Exception:  # say it is over: the slot timeout is the only other way out
             return False
+
+
+def _room_due(follower: Follower, run: PageRun | None) -> bool:
+    """Is ``run`` the page run that opens the room this follower's screen still keeps closed
+    after the verdict (not one its page drew meanwhile)?"""
+    return run == (None, None) and follower.kept_room
 
 
 def _wake(

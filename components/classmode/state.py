@@ -101,6 +101,7 @@ START_OPEN_KEY = "classmode_start_open"  # a visitor on a join link asked for th
 CONFIRM_KEY = "classmode_confirm"  # (code, step, target): a move away from an open question
 COOKIE_READ_KEY = "classmode_cookie_read"  # this session looked for the teacher's cookie
 FORGET_COOKIE_KEY = "classmode_forget_cookie"  # the teacher left: the browser forgets the class
+ROOM_CLOSED_KEY = "classmode_room_closed"  # this page's last whole run kept the room closed
 # The teacher's hold on a class in their own browser ("CODE.KEY"), so a reload of the projected
 # tab keeps the class without the key in the address bar. It outlives the class's idle expiry
 # (3 h) a little; a stale one is checked against the store and forgotten.
@@ -602,6 +603,18 @@ def seen_version() -> int:
 
 def mark_seen(state: ClassState) -> None:
     st.session_state[SEEN_KEY] = state
+
+
+def keep_room_closed(closed: bool) -> None:
+    """Say, in a whole-page run, whether this page keeps the class's room closed for the
+    reveal: a fragment's later run reads it (:func:`room_closed`)."""
+    st.session_state[ROOM_CLOSED_KEY] = closed
+
+
+def room_closed() -> bool:
+    """Does this screen show the class's room closed for the reveal, as its page's last whole
+    run drew it (a fragment's own run draws no room: the room stays as that run left it)?"""
+    return bool(st.session_state.get(ROOM_CLOSED_KEY, False))
 
 
 def place_of(state: ClassState) -> tuple[int, str, tuple]:

@@ -183,10 +183,14 @@ def test_a_move_is_one_page_run_of_the_new_room_with_the_students_own_link(
     # Already at the class's place: a question opening is drawn by the poll in place.
     asked = dataclasses.replace(now, asked=True, version=now.version + 1)
     assert push.page_run(here, asked, pages) is None
-    # The reveal of a room its screen keeps closed: the same page runs again.
+    # The reveal of a room its screen keeps closed: the poll draws the verdict first, then
+    # the same page runs again.
     kept = dataclasses.replace(here, kept_room=True)
     revealed = dataclasses.replace(asked, revealed=True, version=now.version + 2)
-    assert push.page_run(kept, revealed, pages) == (None, None)
+    assert push.page_run(kept, revealed, pages) is None
+    verdict_drawn = dataclasses.replace(kept, seen=revealed.version)
+    assert push.page_run(verdict_drawn, revealed, pages) == (None, None)
+    assert push.page_run(verdict_drawn, asked, pages) is None  # not revealed: stays closed
     assert push.page_run(here, revealed, pages) is None  # a room open already: in place
     moved = dataclasses.replace(now, step=now.step + 1, query=(("b_sec", "einsum"),))
     assert push.page_run(here, moved, pages) is not None
@@ -261,6 +265,62 @@ def test_a_move_wakes_a_class_in_a_wave_of_runs_not_all_at_once(
     assert watcher.sweep() == 0  # nothing new to ask; nobody woken twice
     assert sorted(woken()) == sorted(set(phones) - {waiting[0]})
     assert all(pushed == version for _, pushed in wakes.calls)
+
+
+def test_a_reveal_of_a_closed_room_wakes_every_verdict_before_any_room(
+    store: ClassStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Phones whose screens keep the step's room closed for the reveal: the reveal wakes
+    each phone's poll (its verdict, a short run) first; a phone whose poll drew the verdict
+    is then queued for the page run that opens its room, behind every verdict still
+    waiting; once its page drew the room open, it is not woken again."""
+    teacher, wakes, running, watcher = _waved(store, monkeypatch, wave=1)
+    code = teacher.code
+    version = move(store, code, teacher.teacher_key, 1)
+    now = store.current_state(code)
+    place = (now.step, now.room, now.query)
+    link = (("class", code), ("student", "key"))
+    phones = ["phone0", "phone1", "phone2"]
+
+    def follow(phone: str, seen: int, *, closed: bool) -> None:
+        watcher.watch(phone, Follower(code, "poll", seen, place, link, kept_room=closed))
+
+    for phone in phones:
+        follow(phone, version, closed=True)
+    assert watcher.sweep() == 0  # the room stays closed until the reveal
+    store.ask(code, teacher.teacher_key)
+    revealed = store.reveal(code, teacher.teacher_key).version
+    watcher.pages = {f"/{now.room}": "hash"}
+
+    def finish(phone: str) -> None:
+        wakes.answers[phone](True)  # started, and (not in ``running``) over
+
+    assert watcher.sweep() == 3
+    first = wakes.runs[0]
+    assert first[1] is None  # a poll: the verdict, not the room
+    follow(first[0], revealed, closed=True)  # its poll drew the verdict: the room is due
+    finish(first[0])
+    watcher.sweep()
+    # The next phone's verdict goes before the first phone's room.
+    assert [run for _, run in wakes.runs] == [None, None]
+    for _ in phones[1:]:
+        phone = wakes.runs[-1][0]
+        follow(phone, revealed, closed=True)
+        finish(phone)
+        watcher.sweep()
+    runs = wakes.runs
+    assert [run for _, run in runs[:3]] == [None, None, None]
+    assert runs[3] == (first[0], (None, None))  # then the rooms, in the order they came
+    finish(runs[3][0])
+    watcher.dispatch()
+    finish(wakes.runs[-1][0])
+    watcher.dispatch()
+    assert sorted(session for session, run in wakes.runs if run == (None, None)) == phones
+    for phone in phones:  # each page ran and drew its room open
+        follow(phone, revealed, closed=False)
+    count = len(wakes.runs)
+    assert watcher.sweep() == 0 and len(wakes.runs) == count
+    assert not running
 
 
 def test_without_a_way_to_tell_a_run_is_over_every_wake_goes_at_once(
