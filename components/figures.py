@@ -1,9 +1,10 @@
 """Figures and pictures built once and handed to every visitor as they are.
 
 ``st.plotly_chart`` serialises its figure on every rerun (a deep copy, every array encoded),
-and ``st.image`` encodes a PIL image on every rerun. On a server where a class reruns the same
-page at once, that work is the same for everyone: a room builds a figure or a picture once,
-keeps it in a shared cache, and hands out the finished result.
+``st.image`` encodes a PIL image on every rerun, and ``st.dataframe`` converts a pandas frame
+to Arrow on every rerun. On a server where a class reruns the same page at once, that work is
+the same for everyone: a room builds a figure, a picture or a table once, keeps it in a shared
+cache, and hands out the finished result.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
+import pyarrow as pa
 from PIL import Image
 
 JPEG_QUALITY = 90  # what Streamlit itself uses when it re-encodes a picture
@@ -49,3 +52,10 @@ def picture_bytes(image: Image.Image) -> bytes:
         rgb = image if image.mode in ("RGB", "L") else image.convert("RGB")
         rgb.save(buffer, format="JPEG", quality=JPEG_QUALITY)
     return buffer.getvalue()
+
+
+def table(frame: pd.DataFrame) -> pa.Table:
+    """``frame`` as the Arrow table ``st.dataframe`` sends, converted once (its index left
+    out: the rooms hide it); given an Arrow table, ``st.dataframe`` only writes its bytes.
+    Weigh it in a cache by :attr:`pyarrow.Table.nbytes` (its buffers are not Python objects)."""
+    return pa.Table.from_pandas(frame, preserve_index=False)

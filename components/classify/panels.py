@@ -229,7 +229,7 @@ def _topk(predictions: tuple[Prediction, ...], key: str) -> None:
         )
     with table_tab:
         st.dataframe(
-            draw.topk_frame(predictions, lang),
+            state.topk_table(predictions, lang),
             hide_index=True,
             width="stretch",
             column_config={
@@ -393,7 +393,7 @@ def _pipeline_cards(steps: tuple[Step, ...], pictures: tuple[bytes | None, ...],
             shape = "×".join(str(n) for n in step.shape)
             st.caption(t("classify.pipeline.shape", shape=shape, dtype=step.dtype))
             st.code(step.code, language="python", wrap_lines=True)
-            st.dataframe(draw.stats_frame(step.channels, lang), hide_index=True, width="stretch")
+            st.dataframe(state.stats_table(step.channels, lang), hide_index=True, width="stretch")
     st.caption(t("classify.pipeline.before_after"))
 
 

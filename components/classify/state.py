@@ -25,12 +25,13 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import plotly.graph_objects as go
+import pyarrow as pa
 import streamlit as st
 from PIL import Image
 
 from components import uploads as upload_budget
 from components.classify import draw
-from components.figures import frozen, picture_bytes
+from components.figures import frozen, picture_bytes, table
 from components.kit.room_state import RoomState
 from components.theme import Palette
 from components.upkeep import warm_up
@@ -52,7 +53,7 @@ from torchatlas.classify.models import (
 )
 from torchatlas.classify.predict import ClassifyResult, Prediction, Stage, Timings, classify
 from torchatlas.classify.samples import SAMPLES, sample_bytes
-from torchatlas.classify.transforms import Step, preprocess_steps
+from torchatlas.classify.transforms import ChannelStats, Step, preprocess_steps
 from torchatlas.runtime import torch_summary
 from torchatlas.uploads import Refusal
 
@@ -80,7 +81,8 @@ def _picture_bytes(value: Any, depth: int = 0) -> int:
 
 
 def _weight(entry: Any) -> int:
-    return deep_size(entry) + _picture_bytes(entry)
+    arrow = entry.nbytes if isinstance(entry, pa.Table) else 0  # buffers outside Python
+    return deep_size(entry) + _picture_bytes(entry) + arrow
 
 
 ROOM = RoomState(classify_link.LINK, cache_bytes=CACHE_BYTES, sizeof=_weight)
@@ -270,6 +272,16 @@ def topk_figure(predictions: tuple[Prediction, ...], colours: Palette, lang: str
         ("topk_figure", predictions, colours, lang),
         lambda: frozen(draw.topk_figure(predictions, colours, lang)),
     )
+
+
+def topk_table(predictions: tuple[Prediction, ...], lang: str) -> pa.Table:
+    return _cached(
+        ("topk_table", predictions, lang), lambda: table(draw.topk_frame(predictions, lang))
+    )
+
+
+def stats_table(channels: tuple[ChannelStats, ...], lang: str) -> pa.Table:
+    return _cached(("stats_table", channels, lang), lambda: table(draw.stats_frame(channels, lang)))
 
 
 def latency_figure(

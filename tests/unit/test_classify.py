@@ -585,6 +585,29 @@ def test_draw_builds_figures_and_text_from_engine_dataclasses(photos: dict[str, 
     assert translate("classify.model.download", size_mb=98) in caption
 
 
+def test_the_rooms_tables_are_converted_to_arrow_once_and_weighed_with_their_buffers(
+    photos: dict[str, bytes],
+) -> None:
+    """A class reruns the room's page at once: each table is the pandas frame draw builds,
+    converted to Arrow once and shared (st.dataframe then only writes its bytes), and the
+    room's byte-bounded cache counts the Arrow buffers, which are not Python objects."""
+    import pyarrow as pa
+
+    from components.classify import draw, state
+
+    state.ROOM_CACHE.clear()
+    predictions = classify([photos["coffee"]], topk=3).images[0].predictions
+    shown = state.topk_table(predictions, "ko")
+    assert isinstance(shown, pa.Table)
+    assert shown.to_pandas().equals(draw.topk_frame(predictions, "ko"))
+    assert state.topk_table(predictions, "ko") is shown  # kept for the next visitor
+    assert state.topk_table(predictions, "en") is not shown
+    tensor = next(step for step in preprocess_steps(photos["camera"]) if step.key == "tensor")
+    stats = state.stats_table(tensor.channels, "en")
+    assert stats.to_pandas().equals(draw.stats_frame(tensor.channels, "en"))
+    assert state._weight(stats) >= stats.nbytes > 0
+
+
 def test_the_room_registers_its_own_warm_up_and_it_classifies_the_first_sample() -> None:
     """The server warms the default classifier through the room's registration (issue 23),
     not a copy in components/warm.py; the warmed result is the one a first visitor gets."""
