@@ -15,6 +15,7 @@ from components import uploads as upload_budget
 from components.classify import draw, state
 from components.i18n import language, t
 from components.kit.error_card import error_card, error_text
+from components.kit.follow import unfold_button
 from components.theme import palette
 from torchatlas.classify import (  # types only
     ClassifyError,
@@ -71,14 +72,25 @@ def _model_caption(key: str) -> str:
 
 def intro() -> None:
     """The room's first lines; reads the link on a session's first run (before any widget)
-    and says which parts of it were not used."""
+    and says which parts of it were not used. For a student following a class (kit.follow),
+    the button that unfolds the settings, the photos' inputs and the inspector's other tabs
+    instead of the intro: the room opens on the teacher's example, its predictions and its
+    pipeline."""
     state.start()
+    if state.fold_this_run():
+        state.keep_folded_values()
+        state.notice()
+        unfold_button(state.UNFOLD_KEY)
+        return
     st.markdown(t("classify.intro"))
     state.notice()
 
 
 def settings() -> state.Settings:
     """The model and how many classes to list (both in the link)."""
+    if state.folded():
+        state.write_link()
+        return state.current_settings()
     model_column, topk_column = st.columns([3, 1])
     model = model_column.selectbox(
         t("classify.model.label"),
@@ -110,7 +122,15 @@ def _refusal_text(refusal: Refusal) -> str:
 
 def photos() -> Photos | None:
     """Samples, uploads and the camera; each refused file is explained right below the
-    uploader. None when there is nothing to classify (the page says what to do)."""
+    uploader. None when there is nothing to classify (the page says what to do). Folded:
+    the samples picked, without the inputs."""
+    if state.folded():
+        keys = state.current_samples()
+        items = tuple(state.Photo(t(f"classify.samples.{key}"), state.sample(key)) for key in keys)
+        if not items:
+            st.info(t("classify.inputs.none"), icon=":material/photo_camera:")
+            return None
+        return Photos(items, len(items))
     st.header(t("classify.inputs.header"), anchor=False)
     samples = st.pills(
         t("classify.inputs.samples"),
@@ -297,9 +317,13 @@ def predictions(found: Photos, chosen: state.Settings) -> Predicted | None:
 
 
 def inspector(found: Photos, chosen: state.Settings, shown: Predicted) -> None:
-    """One image, looked at closer: its pipeline, Grad-CAM, the latency, a second model."""
+    """One image, looked at closer: its pipeline, Grad-CAM, the latency, a second model.
+    Folded: the first image's pipeline."""
     st.header(t("classify.inspect.header"), anchor=False)
     good = shown.good
+    if state.folded():
+        _pipeline(good[0][0], shown.loaded)
+        return
     picked = st.selectbox(
         t("classify.inspect.image"),
         options=range(len(good)),

@@ -32,9 +32,11 @@ from PIL import Image
 from components import uploads as upload_budget
 from components.classify import draw
 from components.figures import frozen, picture_bytes, table
+from components.kit.follow import folded as follow_folded
 from components.kit.room_state import RoomState
 from components.theme import Palette
 from components.upkeep import warm_up
+from components.widgets import keep_values as keep_widget_values
 from torchatlas.cache import deep_size
 from torchatlas.classify import images
 from torchatlas.classify import link as classify_link
@@ -113,6 +115,53 @@ IMAGE_SOURCE = "image"  # whose error codes the upload screen's refusals carry
 def cam_class_key(model: str) -> str:
     """The Grad-CAM class picker's key: one per model, since each ranks the classes anew."""
     return f"classify_cam_class_{model}"
+
+
+UNFOLD_KEY = "classify_unfold"  # a following student's "change the values yourself" button
+# The room's widgets a folded run does not draw (kit.follow), re-owned so they keep their values.
+_FOLDED_WIDGETS = (MODEL_KEY, TOPK_KEY, SAMPLES_KEY, INSPECT_KEY, INSPECT_TAB_KEY, CAMERA_KEY)
+
+
+FOLDED_RUN_KEY = "classify_folded_run"  # this run's answer to fold_this_run()
+
+
+def fold_this_run() -> bool:
+    """Decide, first thing in a run, whether it draws the room folded: a student following a
+    class sees the teacher's example (kit.follow), unless they have photos of their own here
+    (the uploader a folded room does not draw would drop them). :func:`folded` then gives
+    the same answer for the rest of the run, whatever the photos do meanwhile."""
+    fold = follow_folded() and not st.session_state.get(KEPT_KEY)
+    st.session_state[FOLDED_RUN_KEY] = fold
+    return fold
+
+
+def folded() -> bool:
+    """This run's answer of :func:`fold_this_run`."""
+    return bool(st.session_state.get(FOLDED_RUN_KEY, False))
+
+
+def keep_folded_values() -> None:
+    """In a folded run, before anything else: the widgets it does not draw keep their values
+    for the run that unfolds the room (Streamlit forgets the value of a widget not drawn)."""
+    keep_widget_values(_FOLDED_WIDGETS)
+
+
+def current_settings() -> Settings:
+    """The model and top-k as the widgets hold them (the link's, on a first run), for a run
+    that does not draw them; out-of-range values fall back to the defaults."""
+    model = st.session_state.get(MODEL_KEY)
+    topk = st.session_state.get(TOPK_KEY)
+    return Settings(
+        model if model in MODELS else DEFAULT_MODEL,
+        topk if isinstance(topk, int) and 1 <= topk <= MAX_TOPK else DEFAULT_TOPK,
+    )
+
+
+def current_samples() -> list[str]:
+    """The sample photos the pills hold (the defaults on a first run), for a run that does
+    not draw them."""
+    chosen = st.session_state.get(SAMPLES_KEY, DEFAULT_SAMPLES)
+    return [key for key in chosen or () if key in SAMPLES]
 
 
 def topk_key(number: int) -> str:

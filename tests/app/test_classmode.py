@@ -297,6 +297,48 @@ def test_a_following_student_sees_the_room_folded_on_the_teachers_example(
     assert not _has_button(student, basics.UNFOLD_KEY)
 
 
+def test_a_following_student_sees_the_classify_room_folded_after_the_reveal(
+    fresh_store: ClassStore,
+) -> None:
+    """The classify step keeps its room for the reveal; at the reveal it opens on the
+    teacher's example: the predictions and the photo's pipeline, with the model, the photos'
+    inputs and the inspector's other tabs folded behind one button (the teacher's model and
+    top-k kept for when it is pressed). A student with photos of their own is never folded:
+    the uploader a folded room leaves out would drop them."""
+    from components.classify import state as classify
+
+    teacher, code, _ = _teacher(lesson="dlwp_tensors")
+    student = _join(code, "Folded")
+    teacher.button(key="classmode_next").click().run()  # step 1: the classify room
+    teacher.button(key="classmode_ask").click().run()
+    teacher.button(key="classmode_reveal").click().run()
+    student.run()
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == "classify"
+    assert not student.exception and not _room_waits(student)
+    texts = [h.value for h in student.header]
+    assert translate("classify.results.header", "en") in texts, "the predictions"
+    assert any("CenterCrop" in block.value for block in student.code), "the pipeline"
+    assert student.dataframe, "with its tensors' statistics"
+    folded = [classify.MODEL_KEY, classify.TOPK_KEY, classify.SAMPLES_KEY, classify.INSPECT_KEY]
+    assert not any(_has_widget(student, key) for key in folded)
+    assert not student.get("file_uploader")
+    student.run()  # folded runs keep the teacher's model and top-k for the unfolded room
+    student.button(key=classify.UNFOLD_KEY).click().run()
+    assert not student.exception
+    assert all(_has_widget(student, key) for key in folded)
+    model = find("dlwp_tensors").step(1).fields()["c_model"]
+    assert student.selectbox(key=classify.MODEL_KEY).value == model
+    assert student.get("file_uploader")
+    # Photos of their own: the room stays whole (the next step's classify room would too).
+    student.session_state[classify.KEPT_KEY] = {"file": ("mine.png", None)}
+    from components.kit import follow
+
+    del student.session_state[follow.UNFOLDED_KEY]
+    student.run()
+    assert _has_widget(student, classify.MODEL_KEY)
+
+
 def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
     teacher, code, _ = _teacher()
     student = _join(code, "Di")
