@@ -15,7 +15,7 @@ from components.i18n import t
 from components.strides import panels
 
 st.title(t("app.rooms.strides.title"))
-st.markdown(t("strides.intro"))
+panels.intro()
 room = panels.setup()
 shown = panels.step_picker(room)
 panels.explorer(room.chain, room.ok_steps, shown)

@@ -2,15 +2,15 @@
 
 While a session follows a class on the class's own room page, class mode's bar names the
 class's place for that run (:func:`set_followed_place`). A room that asks :func:`folded`
-(the basics room, whose steps open with their room; the classify room, which opens at the
-reveal) then draws the step as the teacher set it, the example and torch's answer, and folds
-what is there to change it (inputs, pickers, reference tables, other tabs) behind one button
-(:func:`unfold_button`): a phone gets the step without scrolling past a form, and a move or a
-reveal, which runs every phone's page at once on one interpreter, costs each phone a fifth to
-a quarter less (bench/classmode_load.py measures both). The student who presses the button
-has the whole room, inputs and all, for the rest of that step; the next step opens folded
-again. A teacher, a visitor outside a class and a student who wandered to another room always
-get the whole room.
+(the basics room, whose steps open with their room; the classify and strides rooms, which
+open at the reveal) then draws the step as the teacher set it, the example and torch's
+answer, and folds what is there to change it (inputs, pickers, reference tables, other tabs)
+behind one button (:func:`unfold_button`): a phone gets the step without scrolling past a
+form, and a move or a reveal, which runs every phone's page at once on one interpreter, costs
+each phone a tenth to a quarter less (bench/classmode_load.py measures both). The student
+who presses the button has the whole room, inputs and all, for the rest of that step; the
+next step opens folded again. A teacher, a visitor outside a class and a student who wandered
+to another room always get the whole room.
 
 >>> if not folded():  # doctest: +SKIP
 ...     st.text_input("Shape", key="room_shape")

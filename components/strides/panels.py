@@ -16,6 +16,7 @@ import streamlit as st
 
 from components.i18n import t
 from components.kit.error_card import error_card, error_text
+from components.kit.follow import folded, unfold_button
 from components.kit.predict_reveal import predict_reveal
 from components.strides import state
 from components.strides.draw import (
@@ -123,13 +124,48 @@ def formula_text(step: Step, element: tuple[int, ...], cell: int) -> str:
 # --------------------------------------------------------------------------- setup
 
 
+def intro() -> None:
+    """The room's first lines, left out while the room is folded (kit.follow)."""
+    if not folded():
+        st.markdown(t("strides.intro"))
+
+
 def setup() -> Room:
     """The setup box (shape, dtype, example menu, op chain, op picker) and the chain it
-    holds; a refused shape or chain is explained and ends the run."""
+    holds; a refused shape or chain is explained and ends the run. For a student following a
+    class (kit.follow), the button that unfolds the box instead: the room opens on the
+    teacher's chain, whose code the tabs' place shows."""
     state.start()
     state.LINK.notice()
     # The write and quiz tabs' inputs are drawn only while their tab is open.
     keep_values((state.WRITE_TEXT_KEY,), prefixes=(state.QUIZ_PREFIX,))
+    if folded():
+        keep_values((state.SHAPE_KEY, state.DTYPE_KEY, state.OPS_KEY, state.PANEL_KEY))
+        unfold_button(state.UNFOLD_KEY)
+    else:
+        _setup_box()
+    state.write_link()  # the boxes as typed: a link restores even a refused shape
+    try:
+        room = state.read_room()
+    except StridesError as problem:
+        error_card(problem)
+        st.stop()
+    except state.ChainUnavailable as missing:
+        show_outcome_problem(missing.outcome)
+        st.stop()
+    if room.too_many_ops:
+        st.warning(t("strides.setup.too_many_ops", limit=MAX_OPS))
+    note = room.start_note
+    if note is not None:
+        key, params = note
+        st.caption(t(key, **params))
+    failed = room.failed
+    if failed is not None and failed.error is not None:
+        show_step_error(failed.error)
+    return room
+
+
+def _setup_box() -> None:
     with st.container(border=True):
         # A wrapping flex row, not st.columns: three fewer blocks on every rerun, and on a
         # phone shape and dtype share a line while the example picker wraps below them.
@@ -164,25 +200,6 @@ def setup() -> Room:
             accept_new_options=True,
             on_change=state.add_op,
         )
-    state.write_link()  # the boxes as typed: a link restores even a refused shape
-    try:
-        room = state.read_room()
-    except StridesError as problem:
-        error_card(problem)
-        st.stop()
-    except state.ChainUnavailable as missing:
-        show_outcome_problem(missing.outcome)
-        st.stop()
-    if room.too_many_ops:
-        st.warning(t("strides.setup.too_many_ops", limit=MAX_OPS))
-    note = room.start_note
-    if note is not None:
-        key, params = note
-        st.caption(t(key, **params))
-    failed = room.failed
-    if failed is not None and failed.error is not None:
-        show_step_error(failed.error)
-    return room
 
 
 def step_picker(room: Room) -> int:
@@ -342,7 +359,11 @@ def facts_and_history(room: Room, shown: int) -> None:
 
 def tabs(room: Room, shown: int) -> None:
     """Code, write-through, byte lens and quiz. Only the open tab runs (on_change="rerun" +
-    .open): the others cost nothing on a rerun, which keeps clicks on a 64×64 tensor quick."""
+    .open): the others cost nothing on a rerun, which keeps clicks on a 64×64 tensor quick.
+    Folded (kit.follow): the code alone, the chain the teacher set."""
+    if folded():
+        _code(room)
+        return
     panel_labels = [
         t("strides.tabs.code"),
         t("strides.tabs.write"),
@@ -354,9 +375,7 @@ def tabs(room: Room, shown: int) -> None:
     )
     if code_tab.open:
         with code_tab:
-            # The caption travels as the code's first comment: one element fewer each rerun.
-            code = f"# {t('strides.code.caption')}\n{state.cached_code(*room.chain)}"
-            st.code(code, language="python")
+            _code(room)
     if write_tab.open:
         with write_tab:
             write_panel(room)
@@ -366,6 +385,11 @@ def tabs(room: Room, shown: int) -> None:
     if quiz_tab.open:
         with quiz_tab:
             quiz_panel()
+
+
+def _code(room: Room) -> None:
+    # The caption travels as the code's first comment: one element fewer each rerun.
+    st.code(f"# {t('strides.code.caption')}\n{state.cached_code(*room.chain)}", language="python")
 
 
 def write_panel(room: Room) -> None:

@@ -108,6 +108,7 @@ WRITE_TEXT_KEY, WRITE_STEP_KEY = "strides_write_text", "strides_write_step"
 WRITE_FORM, DEFAULT_WRITE = "strides_write_form", "fill_(-1)"
 TYPING_KEY, CLEAR_KEY = "strides_typing", "strides_clear"  # select by typing; clear it
 BYTES_EXAMPLE_KEY = "strides_bytes_example"  # the byte lens's "try the example"
+UNFOLD_KEY = "strides_unfold"  # a following student's "change the values yourself" button
 
 Chain = tuple[tuple[int, ...], str, tuple[str, ...]]  # (shape, dtype, ops): a cache key
 

@@ -339,6 +339,40 @@ def test_a_following_student_sees_the_classify_room_folded_after_the_reveal(
     assert _has_widget(student, classify.MODEL_KEY)
 
 
+def test_a_following_student_sees_the_strides_room_folded_after_the_reveal(
+    fresh_store: ClassStore,
+) -> None:
+    """A strides step opens at the reveal on the teacher's chain: the step picker, the
+    explorer, the facts and the chain's code, with the setup box (shape, dtype, op chain)
+    and the other tabs folded behind one button, which brings them back with the teacher's
+    values."""
+    from components.strides import state as strides
+
+    teacher, code, _ = _teacher(lesson="dlwp_tensors")
+    student = _join(code, "Folded")
+    for _ in range(5):  # step 5: the strides room, kept for the reveal
+        teacher.button(key="classmode_next").click().run()
+        if _has_button(teacher, "classmode_move_anyway"):
+            teacher.button(key="classmode_move_anyway").click().run()
+    teacher.button(key="classmode_ask").click().run()
+    teacher.button(key="classmode_reveal").click().run()
+    student.run()
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == "strides"
+    assert not student.exception and not _room_waits(student)
+    fields = find("dlwp_tensors").step(5).fields()
+    assert any(op in block.value for block in student.code for op in fields["s_ops"])
+    folded = [strides.SHAPE_KEY, strides.DTYPE_KEY, strides.OPS_KEY]
+    assert not any(_has_widget(student, key) for key in folded)
+    assert _has_widget(student, strides.STEP_KEY), "the step picker stays"
+    student.run()
+    student.button(key=strides.UNFOLD_KEY).click().run()
+    assert not student.exception
+    assert all(_has_widget(student, key) for key in folded)
+    assert student.text_input(key=strides.SHAPE_KEY).value == fields["s_shape"]
+    assert student.text_area(key=strides.OPS_KEY).value == "\n".join(fields["s_ops"])
+
+
 def test_students_never_see_the_tally_before_the_reveal(fresh_store: ClassStore) -> None:
     teacher, code, _ = _teacher()
     student = _join(code, "Di")
