@@ -109,13 +109,17 @@ def setup() -> Section:
 
 
 def show(section: Section) -> None:
-    {
-        Section.TYPES: types,
-        Section.BROADCASTING: broadcasting,
-        Section.EINSUM: einsum,
-        Section.INDEXING: indexing,
-        Section.SAVING: saving,
-    }[section]()
+    """The section: a fragment, so typing in it reruns only it; folded (kit.follow), the same
+    code run in place, since a folded section has no inputs to rerun and a fragment costs
+    every following phone's page run something for nothing."""
+    plain, fragment = {
+        Section.TYPES: (_types, types),
+        Section.BROADCASTING: (_broadcasting, broadcasting),
+        Section.EINSUM: (_einsum, einsum),
+        Section.INDEXING: (_indexing, indexing),
+        Section.SAVING: (_saving, saving),
+    }[section]
+    (plain if folded() else fragment)()
 
 
 def _section(
@@ -160,9 +164,8 @@ def _unless_refused(
 # ======================================================================= types
 
 
-@st.fragment
 @guarded
-def types() -> None:
+def _types() -> None:
     st.header(t("basics.types.header"), anchor=False)
     st.markdown(t("basics.types.lesson"))
     _promotion_explorer()
@@ -171,6 +174,9 @@ def types() -> None:
         _creation()
     quiz(Section.TYPES)
     state.write_link()
+
+
+types = st.fragment(_types)
 
 
 def _promotion_explorer() -> None:
@@ -278,11 +284,13 @@ BROADCAST_EXAMPLES = {
 }
 
 
-@st.fragment
 @guarded
-def broadcasting() -> None:
+def _broadcasting() -> None:
     _section(Section.BROADCASTING, "broadcast", _broadcast_inputs, state.current_broadcast,
              _broadcast_result)  # fmt: skip
+
+
+broadcasting = st.fragment(_broadcasting)
 
 
 def _broadcast_inputs() -> None:
@@ -379,11 +387,13 @@ EINSUM_TARGETS = {
 }
 
 
-@st.fragment
 @guarded
-def einsum() -> None:
+def _einsum() -> None:
     _section(Section.EINSUM, "einsum", _einsum_inputs, state.current_einsum,
              _unless_refused("einsum", _einsum_plan))  # fmt: skip
+
+
+einsum = st.fragment(_einsum)
 
 
 def _einsum_inputs() -> None:
@@ -445,11 +455,13 @@ INDEX_EXAMPLES = (
 )
 
 
-@st.fragment
 @guarded
-def indexing() -> None:
+def _indexing() -> None:
     _section(Section.INDEXING, "index", _index_inputs, state.current_index,
              _unless_refused("index", _index_result))  # fmt: skip
+
+
+indexing = st.fragment(_indexing)
 
 
 def _index_inputs() -> None:
@@ -491,10 +503,12 @@ def _index_result(result: IndexResult) -> None:
 # ======================================================================= saving
 
 
-@st.fragment
 @guarded
-def saving() -> None:
+def _saving() -> None:
     _section(Section.SAVING, "save", _save_inputs, state.current_save, _save_report)
+
+
+saving = st.fragment(_saving)
 
 
 def _save_inputs() -> None:
