@@ -297,6 +297,24 @@ def test_a_following_student_sees_the_room_folded_on_the_teachers_example(
     assert not _has_button(student, basics.UNFOLD_KEY)
 
 
+def _student_at_the_reveal(number: int, room: str) -> AppTest:
+    """A student following a ``dlwp_tensors`` class to step ``number`` (whose room, ``room``,
+    waits for the reveal), once the teacher asked and revealed its question: the room open."""
+    teacher, code, _ = _teacher(lesson="dlwp_tensors")
+    student = _join(code, "Folded")
+    for _ in range(number):
+        teacher.button(key="classmode_next").click().run()
+        if _has_button(teacher, "classmode_move_anyway"):
+            teacher.button(key="classmode_move_anyway").click().run()
+    teacher.button(key="classmode_ask").click().run()
+    teacher.button(key="classmode_reveal").click().run()
+    student.run()
+    student.run()
+    assert student.session_state[state.PLACE_KEY][1] == room
+    assert not student.exception and not _room_waits(student)
+    return student
+
+
 def test_a_following_student_sees_the_classify_room_folded_after_the_reveal(
     fresh_store: ClassStore,
 ) -> None:
@@ -307,15 +325,7 @@ def test_a_following_student_sees_the_classify_room_folded_after_the_reveal(
     the uploader a folded room leaves out would drop them."""
     from components.classify import state as classify
 
-    teacher, code, _ = _teacher(lesson="dlwp_tensors")
-    student = _join(code, "Folded")
-    teacher.button(key="classmode_next").click().run()  # step 1: the classify room
-    teacher.button(key="classmode_ask").click().run()
-    teacher.button(key="classmode_reveal").click().run()
-    student.run()
-    student.run()
-    assert student.session_state[state.PLACE_KEY][1] == "classify"
-    assert not student.exception and not _room_waits(student)
+    student = _student_at_the_reveal(1, "classify")
     texts = [h.value for h in student.header]
     assert translate("classify.results.header", "en") in texts, "the predictions"
     assert any("CenterCrop" in block.value for block in student.code), "the pipeline"
@@ -348,18 +358,7 @@ def test_a_following_student_sees_the_strides_room_folded_after_the_reveal(
     values."""
     from components.strides import state as strides
 
-    teacher, code, _ = _teacher(lesson="dlwp_tensors")
-    student = _join(code, "Folded")
-    for _ in range(5):  # step 5: the strides room, kept for the reveal
-        teacher.button(key="classmode_next").click().run()
-        if _has_button(teacher, "classmode_move_anyway"):
-            teacher.button(key="classmode_move_anyway").click().run()
-    teacher.button(key="classmode_ask").click().run()
-    teacher.button(key="classmode_reveal").click().run()
-    student.run()
-    student.run()
-    assert student.session_state[state.PLACE_KEY][1] == "strides"
-    assert not student.exception and not _room_waits(student)
+    student = _student_at_the_reveal(5, "strides")
     fields = find("dlwp_tensors").step(5).fields()
     assert any(op in block.value for block in student.code for op in fields["s_ops"])
     folded = [strides.SHAPE_KEY, strides.DTYPE_KEY, strides.OPS_KEY]
