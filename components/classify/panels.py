@@ -120,13 +120,17 @@ def _refusal_text(refusal: Refusal) -> str:
     )
 
 
+def _sample_photos(keys: list[str]) -> list[state.Photo]:
+    """The sample photos ``keys`` name, each under its translated name."""
+    return [state.Photo(t(f"classify.samples.{key}"), state.sample(key)) for key in keys]
+
+
 def photos() -> Photos | None:
     """Samples, uploads and the camera; each refused file is explained right below the
     uploader. None when there is nothing to classify (the page says what to do). Folded:
     the samples picked, without the inputs."""
     if state.folded():
-        keys = state.current_samples()
-        items = tuple(state.Photo(t(f"classify.samples.{key}"), state.sample(key)) for key in keys)
+        items = tuple(_sample_photos(state.current_samples()))
         if not items:
             st.info(t("classify.inputs.none"), icon=":material/photo_camera:")
             return None
@@ -169,7 +173,7 @@ def photos() -> Photos | None:
         if isinstance(kept, Refusal):
             _file_error(name, _refusal_text(kept))
 
-    items = [state.Photo(t(f"classify.samples.{key}"), state.sample(key)) for key in samples or []]
+    items = _sample_photos(samples or [])
     items += [state.Photo(name, kept) for name, kept in shown if not isinstance(kept, Refusal)]
     if not items:
         if not uploads:
